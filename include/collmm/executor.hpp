@@ -1,0 +1,86 @@
+// collmm/executor.hpp: what every backend offers the front ends. An Executor drives the ranks of
+// this process (one per MPI process for cpu and cuda+nccl; several for cuda -g G or --transport
+// local): it holds their buffers, walks their Plans, and times every step. A HostComm joins the
+// processes of one job for the front end's own bookkeeping (agreement checks, max over ranks).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collmm/plan.hpp"
+
+namespace collmm {
+
+// Process-level coordination (MPI_COMM_WORLD, or a single process).
+class HostComm {
+ public:
+  virtual ~HostComm() = default;
+  virtual int proc() const = 0;   // this process, 0..procs()-1
+  virtual int procs() const = 0;
+  virtual void barrier() = 0;
+  virtual std::vector<std::string> allgather(const std::string& mine) = 0;  // every process's string
+  virtual std::vector<double> allgather(const std::vector<double>& mine) = 0;  // concatenated in process order; all same length
+  [[noreturn]] virtual void abort(int code) = 0;  // ends every process of the job
+};
+std::unique_ptr<HostComm> make_single_process_comm();
+
+// Which steps of a plan run: all of them, or only the GEMMs (t_gemm alone) or only the comm
+// (t_comm alone). Copies and adds count as comm. A skipped step counts as done at once.
+enum class StepFilter { all, gemm_only, comm_only };
+
+struct StepTime {
+  double start_us = -1, end_us = -1;  // from the iteration's start on this rank; -1: not run
+};
+
+struct RankRun {
+  int rank = 0;
+  double total_us = 0;          // this rank's wall time for the iteration
+  std::vector<StepTime> steps;  // parallel to plan.steps (empty when timestamps were not asked for)
+};
+
+// Settings the backends read; each ignores what is not its own.
+struct BackendOptions {
+  std::string backend = "cpu";   // cpu | cuda
+  int threads = 0;               // cpu: BLAS threads per rank; 0: the node's cores split over its ranks
+  std::string transport = "nccl";  // cuda: nccl | local (ranks emulated in one process)
+  int world = 0;                 // cuda local transport: how many ranks to emulate
+  int gpus = 0;                  // cuda: -g G, GPUs driven by this process, one thread each (0: one per MPI rank)
+  int gemm_sms = 0;              // cuda: SM count target for GEMMs (0: all)
+  int sm_margin = 0;             // cuda: leave this many SMs to comm kernels
+  int nccl_min_ctas = 0, nccl_max_ctas = 0;  // cuda: NCCL CTA bounds (0: NCCL's default)
+  bool graph = false;            // cuda: capture one iteration in a CUDA graph and replay it
+  int timeout_s = 300;           // a run that takes longer aborts the job (a rank died or hangs)
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string backend() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::vector<int> local_ranks() const = 0;  // ranks this process drives, ascending
+  virtual HostComm& host() = 0;
+  virtual bool supports(Dtype) const = 0;
+  virtual Dtype out_dtype(Dtype in) const = 0;   // element type of C and work buffers
+  virtual std::string timing_note() const { return {}; }  // e.g. why timings are not overlap figures
+
+  // Allocates the buffers of these plans (plans[i] belongs to local_ranks()[i]); replaces earlier ones.
+  virtual void prepare(const std::vector<Plan>& plans, Dtype dtype) = 0;
+  // Copies raw elements (of the buffer's dtype) in or out of buffer `buffer` of local rank i.
+  virtual void write(int i, int buffer, const void* bytes, size_t nbytes) = 0;
+  virtual void read(int i, int buffer, void* bytes, size_t nbytes) = 0;
+  // Fills C, gathered and work buffers of every local rank with NaN.
+  virtual void poison() = 0;
+  // One iteration of every local rank's plan, started together (barrier); returns one RankRun per
+  // local rank. Throws std::runtime_error on a backend failure.
+  virtual std::vector<RankRun> run(StepFilter filter, bool timestamps) = 0;
+};
+
+// Backend factories (each defined in its backend's library). make_executor picks by name and
+// throws UsageError for a backend this build lacks.
+std::unique_ptr<Executor> make_cpu_executor(const BackendOptions&, int argc, char** argv);
+std::unique_ptr<Executor> make_cuda_executor(const BackendOptions&, int argc, char** argv);
+std::unique_ptr<Executor> make_executor(const BackendOptions&, int argc, char** argv);
+bool have_cuda_backend();
+
+}  // namespace collmm

@@ -1,0 +1,107 @@
+// collmm/plan.hpp: a schedule as data. A Plan is what one rank does for one (op, algo, shape):
+// its buffers, and a list of steps (GEMMs, local copies and adds, and comm ops), each on a lane
+// and waiting for earlier steps. Plans are pure data: no device calls, no MPI; every backend
+// (cpu, cuda, simulate) walks the same Plan.
+//
+// Execution rules every executor follows and the plan checker proves safe:
+//  - steps are issued in list order; steps on one lane run one after another in that order;
+//  - a step also waits for every step named in `waits` (always earlier in the list, other lanes);
+//  - a sendrecv step is one group: all its sends and receives are posted together and the step
+//    ends when all of them are done. The k-th send from r to q matches the k-th receive on q from r;
+//  - allgather and reduce_scatter are collectives: every rank's k-th collective is the same one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collmm/types.hpp"
+
+namespace collmm {
+
+// What a buffer is for. A, B and C are the user's tensors; gathered is the all-gathered A of
+// ag_gemm (returned to the user if asked for); work buffers hold gemm_rs partial sums.
+enum class Role { a, b, c, gathered, work };
+std::string to_string(Role);
+
+struct BufferSpec {
+  Role role;
+  int64_t rows = 0, cols = 0;  // row-major; element type: input dtype for a/b/gathered, output for c/work
+};
+
+// Fixed buffer ids: every plan has A, B and C first.
+constexpr int kBufA = 0, kBufB = 1, kBufC = 2;
+
+// Rows [row, row + rows) of buffer `buf`, all its columns.
+struct Slice {
+  int buf = -1;
+  int64_t row = 0, rows = 0;
+};
+
+enum class StepKind { gemm, copy, add, sendrecv, allgather, reduce_scatter };
+std::string to_string(StepKind);
+bool is_comm(StepKind);
+
+struct Transfer {
+  int peer = -1;
+  Slice slice;
+};
+
+struct Step {
+  StepKind kind = StepKind::gemm;
+  int lane = 0;
+  std::vector<int> waits;  // indices of earlier steps (on other lanes) this one waits for
+
+  // gemm:  out = a @ B        (out += a @ B when accumulate)
+  // copy:  out = a            add: out += a      (same shapes; out and a of the output dtype for add)
+  Slice out, a;
+  bool accumulate = false;
+
+  // sendrecv: sends and receives posted as one group
+  std::vector<Transfer> sends, recvs;
+
+  // allgather:      this rank contributes `a`; parts[q] is where rank q's rows land (in one buffer).
+  // reduce_scatter: parts[q] are this rank's partial rows for rank q, stacked in rank order in one
+  //                 buffer; the sum over all ranks of parts[rank] lands in `out`.
+  std::vector<Slice> parts;
+
+  // Labels for traces and messages: the algorithm's step (or stage) number and the chunk (block)
+  // this step works on; -1 where it has none.
+  int index = -1;
+  int chunk = -1;
+};
+
+struct Plan {
+  Problem problem;
+  PlanOptions options;
+  int rank = 0;
+  int lanes = 2;  // lane 0 carries comm, copies and adds; lanes 1..gemm_lanes carry GEMMs
+  std::vector<BufferSpec> buffers;
+  std::vector<Step> steps;
+
+  // Helpers used while building.
+  int add_buffer(Role role, int64_t rows, int64_t cols);
+  int push(Step s);  // appends, returns its index
+  int gemm_lane(int i) const { return 1 + i % (lanes - 1); }
+};
+
+// Builds rank `rank`'s plan. Validates first (throws UsageError).
+Plan make_plan(const Problem&, const PlanOptions&, int rank);
+
+// One line per step, for humans and golden tests.
+std::string describe(const Plan&);
+std::string describe(const Step&);
+
+// The per-op builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp), one function per algorithm.
+Plan ag_gemm_sequential(const Problem&, const PlanOptions&, int rank);
+Plan ag_gemm_pipelined(const Problem&, const PlanOptions&, int rank);
+Plan ag_gemm_ring(const Problem&, const PlanOptions&, int rank);
+Plan ag_gemm_bidir(const Problem&, const PlanOptions&, int rank);
+Plan gemm_rs_sequential(const Problem&, const PlanOptions&, int rank);
+Plan gemm_rs_pipelined(const Problem&, const PlanOptions&, int rank);
+Plan gemm_rs_ring(const Problem&, const PlanOptions&, int rank);
+Plan gemm_rs_bidir(const Problem&, const PlanOptions&, int rank);
+
+// Shared by the builders: a plan with A, B, C (and nothing else) for this rank.
+Plan empty_plan(const Problem&, const PlanOptions&, int rank);
+
+}  // namespace collmm

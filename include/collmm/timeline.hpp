@@ -1,0 +1,33 @@
+// collmm/timeline.hpp: one iteration of every rank as a list of timed events, the common input of
+// the Chrome trace, the SVG picture and the overlap metric; measured (from RankRun) or predicted
+// (collmm-sim).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collmm/executor.hpp"
+
+namespace collmm {
+
+struct TimelineEvent {
+  int rank = 0;
+  int lane = 0;
+  StepKind kind = StepKind::gemm;
+  int index = -1;   // the algorithm's step or stage
+  int chunk = -1;
+  double start_us = 0, end_us = 0;
+  bool is_comm() const { return collmm::is_comm(kind) || kind == StepKind::copy || kind == StepKind::add; }
+};
+
+struct Timeline {
+  Op op = Op::ag_gemm;
+  Algo algo = Algo::ring;
+  int world = 1;
+  std::vector<TimelineEvent> events;
+};
+
+// Events of the steps that ran (start >= 0); plans[i] and runs[i] belong to the same rank.
+Timeline make_timeline(const std::vector<Plan>& plans, const std::vector<RankRun>& runs);
+
+}  // namespace collmm

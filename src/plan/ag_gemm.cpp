@@ -1,0 +1,208 @@
+// ag_gemm.cpp: the schedules of AllGather + GEMM, one function per algorithm.
+//
+// Rank r of P holds A_r (rows block r of A [M, K]) and B_r; it computes C_r = AllGather(A) @ B_r,
+// [M, N_r], and keeps the gathered A in a buffer of its own ([M, K], role `gathered`). A "chunk" is
+// one rank's row block of A; chunk q lands in rows block q of the gathered A and of C.
+//
+// The ring, as in the seed (one lane for comm, GEMMs on the others):
+//
+//   step j:  cur = (r - j) mod P                 chunk this rank holds
+//            comm: send cur -> r+1, recv (r-j-1) mod P <- r-1        (if j < P-1)
+//            gemm: C[cur] = A[cur] @ B_r                             (waits for the recv of cur)
+//
+//   rank 0  | g0 | g3 | g2 | g1 |        g = GEMM of that chunk, s = its transfer
+//   comm    | s0 | s3 | s2 |
+#include <algorithm>
+
+#include "collmm/plan.hpp"
+
+namespace collmm {
+namespace {
+
+int mod(int a, int P) { return ((a % P) + P) % P; }
+
+// Rows block q of buffer `buf` (the whole of chunk q).
+Slice chunk_rows(const Problem& p, int buf, int q) {
+  return {buf, block_offset(p.m, p.world, q), block_size(p.m, p.world, q)};
+}
+
+// Half h (0: first ceil(rows/2) rows, 1: the rest) of chunk q.
+Slice half_rows(const Problem& p, int buf, int q, int h) {
+  Slice c = chunk_rows(p, buf, q);
+  const int64_t first = (c.rows + 1) / 2;
+  return h == 0 ? Slice{buf, c.row, first} : Slice{buf, c.row + first, c.rows - first};
+}
+
+// Where chunk q is read from on this rank: its own chunk straight from A, others from the gathered A.
+Slice source_rows(const Problem& p, int gathered, int rank, int q) {
+  if (q == rank) return {kBufA, 0, block_size(p.m, p.world, rank)};
+  return chunk_rows(p, gathered, q);
+}
+
+Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {}) {
+  Step s;
+  s.kind = StepKind::gemm;
+  s.lane = lane;
+  s.out = out;
+  s.a = a;
+  s.index = index;
+  s.chunk = chunk;
+  s.waits = std::move(waits);
+  return s;
+}
+
+// Own chunk into the gathered A, so the gathered output is complete (off the critical path).
+void copy_own_chunk(Plan& plan, int gathered) {
+  Step s;
+  s.kind = StepKind::copy;
+  s.lane = 0;
+  s.out = chunk_rows(plan.problem, gathered, plan.rank);
+  s.a = {kBufA, 0, s.out.rows};
+  s.chunk = plan.rank;
+  plan.push(s);
+}
+
+}  // namespace
+
+Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
+  Plan plan = empty_plan(p, o, r);
+  const int g = plan.add_buffer(Role::gathered, p.m, p.k);
+  Step ag;
+  ag.kind = StepKind::allgather;
+  ag.lane = 0;
+  ag.a = {kBufA, 0, block_size(p.m, p.world, r)};
+  for (int q = 0; q < p.world; ++q) ag.parts.push_back(chunk_rows(p, g, q));
+  ag.index = 0;
+  const int ag_step = plan.push(ag);
+  plan.push(gemm(plan.gemm_lane(0), {kBufC, 0, p.m}, {g, 0, p.m}, 0, -1, {ag_step}));
+  return plan;
+}
+
+// S stages; stage s gathers sub-block s of every rank's chunk, then runs one GEMM per rank's
+// sub-block. comm-first posts stage s+1's allgather before stage s's GEMMs.
+Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
+  Plan plan = empty_plan(p, o, r);
+  const int P = p.world;
+  const int S = o.stages > 0 ? o.stages : std::max<int64_t>(1, std::min<int64_t>(P, p.m / P));
+  const int g = plan.add_buffer(Role::gathered, p.m, p.k);
+  const int64_t m_r = block_size(p.m, P, r);
+
+  auto post_allgather = [&](int s) {
+    Step ag;
+    ag.kind = StepKind::allgather;
+    ag.lane = 0;
+    ag.a = {kBufA, block_offset(m_r, S, s), block_size(m_r, S, s)};
+    for (int q = 0; q < P; ++q) {
+      const int64_t m_q = block_size(p.m, P, q);
+      ag.parts.push_back({g, block_offset(p.m, P, q) + block_offset(m_q, S, s), block_size(m_q, S, s)});
+    }
+    ag.index = s;
+    return plan.push(ag);
+  };
+  auto post_gemms = [&](int s, int ag_step) {
+    for (int q = 0; q < P; ++q) {
+      const Slice rows = plan.steps[ag_step].parts[q];
+      if (rows.rows > 0) plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
+    }
+  };
+
+  std::vector<int> ag_steps;
+  if (o.post == Post::comm_first) {
+    ag_steps.push_back(post_allgather(0));
+    for (int s = 0; s < S; ++s) {
+      if (s + 1 < S) ag_steps.push_back(post_allgather(s + 1));
+      post_gemms(s, ag_steps[s]);
+    }
+  } else {
+    for (int s = 0; s < S; ++s) post_gemms(s, post_allgather(s));
+  }
+  return plan;
+}
+
+Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
+  Plan plan = empty_plan(p, o, r);
+  const int P = p.world;
+  const int g = plan.add_buffer(Role::gathered, p.m, p.k);
+  const int send_to = mod(r + 1, P), recv_from = mod(r - 1, P);
+
+  int prev_comm = -1;  // the step that received the chunk used now
+  for (int j = 0; j < P; ++j) {
+    const int cur = mod(r - j, P);
+    const Slice src = source_rows(p, g, r, cur);
+    Step comm;
+    comm.kind = StepKind::sendrecv;
+    comm.lane = 0;
+    comm.index = j;
+    comm.chunk = cur;
+    comm.sends.push_back({send_to, src});
+    comm.recvs.push_back({recv_from, chunk_rows(p, g, mod(r - j - 1, P))});
+    Step mm = gemm(plan.gemm_lane(j), chunk_rows(p, kBufC, cur), src, j, cur);
+    if (prev_comm >= 0) mm.waits.push_back(prev_comm);
+
+    const bool has_comm = j < P - 1;
+    if (o.post == Post::gemm_first) plan.push(mm);
+    const int c = has_comm ? plan.push(comm) : -1;
+    if (o.post == Post::comm_first) plan.push(mm);
+    prev_comm = c;
+  }
+  copy_own_chunk(plan, g);
+  return plan;
+}
+
+// Each chunk travels as two halves: half 0 goes r -> r+1 (as in the ring), half 1 goes r -> r-1,
+// so each link direction carries half a chunk per step. At step j this rank holds half 0 of chunk
+// (r - j) and half 1 of chunk (r + j); at step 0 both halves are its own chunk (one GEMM).
+Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
+  Plan plan = empty_plan(p, o, r);
+  const int P = p.world;
+  const int g = plan.add_buffer(Role::gathered, p.m, p.k);
+  const int next = mod(r + 1, P), prev = mod(r - 1, P);
+
+  auto src_half = [&](int q, int h) {
+    Slice s = half_rows(p, g, q, h);
+    if (q == r) s.buf = kBufA, s.row -= block_offset(p.m, P, r);
+    return s;
+  };
+
+  int prev_comm = -1;
+  for (int j = 0; j < P; ++j) {
+    const int cur0 = mod(r - j, P), cur1 = mod(r + j, P);
+    Step comm;
+    comm.kind = StepKind::sendrecv;
+    comm.lane = 0;
+    comm.index = j;
+    comm.chunk = cur0;
+    // Empty halves (a one-row chunk has no second half) are left out on both sides alike.
+    auto add_send = [&](int peer, Slice s) { if (s.rows > 0) comm.sends.push_back({peer, s}); };
+    auto add_recv = [&](int peer, Slice s) { if (s.rows > 0) comm.recvs.push_back({peer, s}); };
+    add_send(next, src_half(cur0, 0));
+    add_recv(prev, half_rows(p, g, mod(r - j - 1, P), 0));
+    add_send(prev, src_half(cur1, 1));
+    add_recv(next, half_rows(p, g, mod(r + j + 1, P), 1));
+
+    std::vector<Step> mms;
+    std::vector<int> waits;
+    if (prev_comm >= 0) waits.push_back(prev_comm);
+    const int lane = plan.gemm_lane(j);
+    if (j == 0) {
+      mms.push_back(gemm(lane, chunk_rows(p, kBufC, r), source_rows(p, g, r, r), 0, r));
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        const int q = h == 0 ? cur0 : cur1;
+        const Slice s = src_half(q, h);
+        if (s.rows > 0) mms.push_back(gemm(lane, {kBufC, half_rows(p, g, q, h).row, s.rows}, s, j, q, waits));
+      }
+    }
+    const bool has_comm = j < P - 1 && !(comm.sends.empty() && comm.recvs.empty());
+    if (o.post == Post::gemm_first)
+      for (auto& m : mms) plan.push(m);
+    const int c = has_comm ? plan.push(comm) : -1;
+    if (o.post == Post::comm_first)
+      for (auto& m : mms) plan.push(m);
+    prev_comm = c;
+  }
+  copy_own_chunk(plan, g);
+  return plan;
+}
+
+}  // namespace collmm

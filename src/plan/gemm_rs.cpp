@@ -1,0 +1,254 @@
+// gemm_rs.cpp: the schedules of GEMM + ReduceScatter, one function per algorithm.
+//
+// Rank r of P holds A_r (columns block r of A, [M, K_r]) and B_r ([K_r, N]); it computes
+// C_r = rows block r of (sum over q of A_q @ B_q), [M_r, N]. A "block" b is the output rows of
+// rank b; this rank's partial for block b is A_r[rows of b] @ B_r.
+//
+// The ring accumulates and forwards (one lane for comm and adds, GEMMs on the others):
+//
+//   step j:  b = (r - j - 1) mod P
+//            gemm: G = A_r[rows of b] @ B_r              (overlaps the transfer of step j-1)
+//            add:  R += G, R being the sum for b received from r-1 at step j-1   (if j > 0)
+//            comm: send R -> r+1, receive the sum for block (r - j - 2) from r-1  (if j < P-1)
+//   After P steps b = r and R + G is this rank's block: the last GEMM writes into C and the last
+//   add adds the received sum into C. Each rank sends (P-1) blocks, as a reduce-scatter does.
+//   Memory: two receive buffers R (rotating) and G, which is C itself when C is as tall as the
+//   largest block (always, when P divides M).
+#include <algorithm>
+
+#include "collmm/plan.hpp"
+
+namespace collmm {
+namespace {
+
+int mod(int a, int P) { return ((a % P) + P) % P; }
+
+int64_t rows_of(const Problem& p, int q) { return block_size(p.m, p.world, q); }
+int64_t off_of(const Problem& p, int q) { return block_offset(p.m, p.world, q); }
+
+Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
+  Step s;
+  s.kind = StepKind::gemm;
+  s.lane = lane;
+  s.out = out;
+  s.a = a;
+  s.index = index;
+  s.chunk = chunk;
+  s.waits = std::move(waits);
+  return s;
+}
+
+Step add(Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
+  Step s;
+  s.kind = StepKind::add;
+  s.lane = 0;
+  s.out = out;
+  s.a = a;
+  s.index = index;
+  s.chunk = chunk;
+  s.waits = std::move(waits);
+  return s;
+}
+
+std::vector<int> only_valid(std::initializer_list<int> ids) {
+  std::vector<int> v;
+  for (int i : ids)
+    if (i >= 0) v.push_back(i);
+  return v;
+}
+
+// One direction of the accumulate-and-forward ring over a sub-range of every block (the whole
+// block for the ring, one half for bidir). Builds the steps of step j into the plan in the order
+// chosen by post; the caller interleaves directions.
+struct RsRing {
+  int dir;                // +1: send to r+1, block (r - j - 1); -1: send to r-1, block (r + j + 1)
+  int half;               // -1 whole block, 0 / 1: that half
+  int recv_buf[2];        // rotating receive buffers
+  Slice g;                // where partials are computed (rows as needed)
+  int last_add = -1;
+  int cur = 0;            // which receive buffer holds the running sum
+};
+
+}  // namespace
+
+Plan gemm_rs_sequential(const Problem& p, const PlanOptions& o, int r) {
+  Plan plan = empty_plan(p, o, r);
+  const int w = plan.add_buffer(Role::work, p.m, p.n);
+  const int mm = plan.push(gemm(plan.gemm_lane(0), {w, 0, p.m}, {kBufA, 0, p.m}, 0, -1, {}));
+  Step rs;
+  rs.kind = StepKind::reduce_scatter;
+  rs.lane = 0;
+  for (int q = 0; q < p.world; ++q) rs.parts.push_back({w, off_of(p, q), rows_of(p, q)});
+  rs.out = {kBufC, 0, rows_of(p, r)};
+  rs.index = 0;
+  rs.waits = {mm};
+  plan.push(rs);
+  return plan;
+}
+
+// S stages; stage s computes sub-block s of every rank's block into a stage buffer (stacked in rank
+// order, as a reduce-scatter wants them), then reduce-scatters it. Two stage buffers rotate, so
+// stage s's reduce-scatter runs beside stage s+1's GEMMs.
+Plan gemm_rs_pipelined(const Problem& p, const PlanOptions& o, int r) {
+  Plan plan = empty_plan(p, o, r);
+  const int P = p.world;
+  const int S = o.stages > 0 ? o.stages : std::max<int64_t>(1, std::min<int64_t>(P, p.m / P));
+  auto stage_rows = [&](int q, int s) { return block_size(rows_of(p, q), S, s); };
+  int64_t most = 0;
+  for (int q = 0; q < P; ++q) most += stage_rows(q, 0);
+  const int w[2] = {plan.add_buffer(Role::work, most, p.n),
+                    S > 1 ? plan.add_buffer(Role::work, most, p.n) : -1};
+
+  std::vector<int> rs_steps;
+  std::vector<std::vector<int>> gemm_steps(S);
+  auto post_gemms = [&](int s) {
+    int64_t stacked = 0;
+    for (int q = 0; q < P; ++q) {
+      const int64_t rows = stage_rows(q, s);
+      const Slice a{kBufA, off_of(p, q) + block_offset(rows_of(p, q), S, s), rows};
+      std::vector<int> waits;
+      if (s >= 2) waits.push_back(rs_steps[s - 2]);  // its stage buffer is free again
+      if (rows > 0)
+        gemm_steps[s].push_back(plan.push(gemm(plan.gemm_lane(s), {w[s % 2], stacked, rows}, a, s, q, waits)));
+      stacked += rows;
+    }
+  };
+  auto post_rs = [&](int s) {
+    Step rs;
+    rs.kind = StepKind::reduce_scatter;
+    rs.lane = 0;
+    int64_t stacked = 0;
+    for (int q = 0; q < P; ++q) {
+      rs.parts.push_back({w[s % 2], stacked, stage_rows(q, s)});
+      stacked += stage_rows(q, s);
+    }
+    rs.out = {kBufC, block_offset(rows_of(p, r), S, s), stage_rows(r, s)};
+    rs.index = s;
+    rs.waits = gemm_steps[s];
+    rs_steps.push_back(plan.push(rs));
+  };
+
+  if (o.post == Post::comm_first) {
+    for (int s = 0; s < S; ++s) post_gemms(s), post_rs(s);
+  } else {  // gemm-first: stage s+1's GEMMs are posted before stage s's reduce-scatter
+    post_gemms(0);
+    for (int s = 0; s < S; ++s) {
+      if (s + 1 < S) post_gemms(s + 1);
+      post_rs(s);
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+// The ring and bidir builder: one or two RsRing directions, stepped together.
+Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
+  Plan plan = empty_plan(p, o, r);
+  const int P = p.world;
+  const int64_t most = rows_of(p, 0);
+  if (P == 1) {
+    plan.push(gemm(plan.gemm_lane(0), {kBufC, 0, p.m}, {kBufA, 0, p.m}, 0, 0, {}));
+    return plan;
+  }
+  // Rows of block q that direction d handles, as a slice of A's rows (global) or relative.
+  auto part = [&](int q, int half) -> std::pair<int64_t, int64_t> {  // (offset in block, rows)
+    const int64_t rows = rows_of(p, q);
+    if (half < 0) return {0, rows};
+    const int64_t first = (rows + 1) / 2;
+    return half == 0 ? std::pair<int64_t, int64_t>{0, first} : std::pair<int64_t, int64_t>{first, rows - first};
+  };
+  const int ndir = bidir ? 2 : 1;
+  const int64_t dir_rows = bidir ? (most + 1) / 2 : most;
+  // G: partials of both directions side by side; C itself when it is tall enough.
+  const bool g_in_c = rows_of(p, r) >= dir_rows * ndir;
+  const int g_buf = g_in_c ? kBufC : plan.add_buffer(Role::work, dir_rows * ndir, p.n);
+
+  std::vector<RsRing> dirs;
+  for (int d = 0; d < ndir; ++d) {
+    RsRing ring;
+    ring.dir = d == 0 ? +1 : -1;
+    ring.half = bidir ? d : -1;
+    ring.recv_buf[0] = plan.add_buffer(Role::work, dir_rows, p.n);
+    ring.recv_buf[1] = plan.add_buffer(Role::work, dir_rows, p.n);
+    ring.g = {g_buf, d * dir_rows, dir_rows};
+    dirs.push_back(ring);
+  }
+  auto block_at = [&](const RsRing& d, int j) { return mod(r - d.dir * (j + 1), P); };
+
+  // The GEMMs of step j: each direction's partial (into G, or the send buffer at step 0); at the
+  // last step one GEMM of this rank's whole block straight into C.
+  auto post_gemms = [&](int j) {
+    const bool last = j == P - 1;
+    std::vector<int> prev_adds, ids;
+    for (auto& d : dirs)
+      if (d.last_add >= 0) prev_adds.push_back(d.last_add);
+    if (last)
+      ids.push_back(plan.push(gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)},
+                                   {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
+    for (auto& d : dirs) {
+      const int b = block_at(d, j);
+      const auto [off, rows] = part(b, d.half);
+      if (rows == 0 || last) continue;
+      const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, rows};
+      ids.push_back(plan.push(gemm(plan.gemm_lane(j), out, {kBufA, off_of(p, b) + off, rows}, j, b, prev_adds)));
+    }
+    return ids;
+  };
+  // The adds of step j (received sum + this rank's partial) and the comm that forwards the sums.
+  auto post_adds = [&](int j, const std::vector<int>& gemm_ids) {
+    const bool last = j == P - 1;
+    for (auto& d : dirs) {
+      const int b = block_at(d, j);
+      const auto [off, rows] = part(b, d.half);
+      if (j == 0) {
+        d.cur = 1;  // the step-0 GEMM wrote its partial into recv_buf[1]: that is what goes out
+      } else if (rows > 0) {
+        const Slice sum{d.recv_buf[d.cur], 0, rows};
+        const Slice partial = last ? Slice{kBufC, off, rows} : Slice{d.g.buf, d.g.row, rows};
+        d.last_add = plan.push(last ? add(partial, sum, j, b, gemm_ids) : add(sum, partial, j, b, gemm_ids));
+      }
+    }
+  };
+  auto post_comm = [&](int j, const std::vector<int>& gemm_ids) {
+    Step comm;
+    comm.kind = StepKind::sendrecv;
+    comm.lane = 0;
+    comm.index = j;
+    for (auto& d : dirs) {
+      const int b = block_at(d, j);
+      const int64_t rows = part(b, d.half).second;
+      const int64_t next_rows = part(block_at(d, j + 1), d.half).second;
+      if (comm.chunk < 0) comm.chunk = b;
+      if (rows > 0) comm.sends.push_back({mod(r + d.dir, P), {d.recv_buf[d.cur], 0, rows}});
+      if (next_rows > 0) comm.recvs.push_back({mod(r - d.dir, P), {d.recv_buf[1 - d.cur], 0, next_rows}});
+      d.cur = 1 - d.cur;
+    }
+    if (j == 0) comm.waits = gemm_ids;
+    plan.push(comm);
+  };
+
+  // comm-first: the comm of step j is listed before the GEMMs of step j+1, which it overlaps.
+  // gemm-first: those GEMMs come first (after the adds they wait for).
+  std::vector<int> ids = post_gemms(0);
+  for (int j = 0; j < P; ++j) {
+    post_adds(j, ids);
+    if (j == P - 1) break;
+    if (o.post == Post::gemm_first) {
+      const std::vector<int> next = post_gemms(j + 1);
+      post_comm(j, ids);
+      ids = next;
+    } else {
+      post_comm(j, ids);
+      ids = post_gemms(j + 1);
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+Plan gemm_rs_ring(const Problem& p, const PlanOptions& o, int r) { return gemm_rs_rings(p, o, r, false); }
+Plan gemm_rs_bidir(const Problem& p, const PlanOptions& o, int r) { return gemm_rs_rings(p, o, r, true); }
+
+}  // namespace collmm

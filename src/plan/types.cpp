@@ -1,0 +1,141 @@
+// types.cpp: names of the enums, the block split of a dimension over ranks, local shapes and the
+// checks every algorithm shares.
+#include "collmm/types.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace collmm {
+namespace {
+
+template <class E>
+struct Names {
+  std::vector<std::pair<E, const char*>> items;
+  std::string name(E e) const {
+    for (auto& [v, s] : items)
+      if (v == e) return s;
+    return "?";
+  }
+  E parse(const std::string& s, const char* what) const {
+    for (auto& [v, n] : items)
+      if (s == n) return v;
+    std::ostringstream msg;
+    msg << "unknown " << what << " '" << s << "' (expected one of:";
+    for (auto& [v, n] : items) msg << ' ' << n;
+    msg << ')';
+    throw UsageError(msg.str());
+  }
+};
+
+const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}}};
+const Names<Algo> kAlgos{{{Algo::sequential, "sequential"},
+                          {Algo::pipelined, "pipelined"},
+                          {Algo::ring, "ring"},
+                          {Algo::bidir, "bidir"}}};
+const Names<Post> kPosts{{{Post::comm_first, "comm-first"}, {Post::gemm_first, "gemm-first"}}};
+const Names<BLayout> kLayouts{{{BLayout::kn, "kn"}, {BLayout::nk, "nk"}}};
+const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
+                            {Dtype::f32, "f32"},
+                            {Dtype::tf32, "tf32"},
+                            {Dtype::f16, "f16"},
+                            {Dtype::bf16, "bf16"},
+                            {Dtype::fp8_e4m3, "fp8"}}};
+
+}  // namespace
+
+const std::vector<Op>& all_ops() {
+  static const std::vector<Op> v{Op::ag_gemm, Op::gemm_rs};
+  return v;
+}
+const std::vector<Algo>& all_algos() {
+  static const std::vector<Algo> v{Algo::sequential, Algo::pipelined, Algo::ring, Algo::bidir};
+  return v;
+}
+
+std::string to_string(Op v) { return kOps.name(v); }
+std::string to_string(Algo v) { return kAlgos.name(v); }
+std::string to_string(Post v) { return kPosts.name(v); }
+std::string to_string(BLayout v) { return kLayouts.name(v); }
+std::string to_string(Dtype v) { return kDtypes.name(v); }
+Op parse_op(const std::string& s) { return kOps.parse(s, "op"); }
+Algo parse_algo(const std::string& s) { return kAlgos.parse(s, "algorithm"); }
+Post parse_post(const std::string& s) { return kPosts.parse(s, "posting order"); }
+BLayout parse_b_layout(const std::string& s) { return kLayouts.parse(s, "B layout"); }
+Dtype parse_dtype(const std::string& s) {
+  if (s == "fp32") return Dtype::f32;
+  if (s == "fp16") return Dtype::f16;
+  if (s == "fp64") return Dtype::f64;
+  if (s == "e4m3" || s == "fp8_e4m3") return Dtype::fp8_e4m3;
+  return kDtypes.parse(s, "dtype");
+}
+
+size_t dtype_size(Dtype d) {
+  switch (d) {
+    case Dtype::f64: return 8;
+    case Dtype::f32:
+    case Dtype::tf32: return 4;
+    case Dtype::f16:
+    case Dtype::bf16: return 2;
+    case Dtype::fp8_e4m3: return 1;
+  }
+  return 0;
+}
+
+int64_t block_size(int64_t total, int parts, int q) {
+  return total / parts + (q < total % parts ? 1 : 0);
+}
+int64_t block_offset(int64_t total, int parts, int q) {
+  return q * (total / parts) + std::min<int64_t>(q, total % parts);
+}
+
+LocalShape local_shape(const Problem& p, int r) {
+  LocalShape s{};
+  if (p.op == Op::ag_gemm) {
+    const int64_t n_r = block_size(p.n, p.world, r);
+    s.a_rows = block_size(p.m, p.world, r);
+    s.a_cols = p.k;
+    s.gemm_k = p.k;
+    s.gemm_n = n_r;
+    s.c_rows = p.m;
+    s.c_cols = n_r;
+  } else {
+    const int64_t k_r = block_size(p.k, p.world, r);
+    s.a_rows = p.m;
+    s.a_cols = k_r;
+    s.gemm_k = k_r;
+    s.gemm_n = p.n;
+    s.c_rows = block_size(p.m, p.world, r);
+    s.c_cols = p.n;
+  }
+  s.b_rows = p.b_layout == BLayout::kn ? s.gemm_k : s.gemm_n;
+  s.b_cols = p.b_layout == BLayout::kn ? s.gemm_n : s.gemm_k;
+  return s;
+}
+
+void validate(const Problem& p, const PlanOptions& o) {
+  std::ostringstream msg;
+  if (p.world < 1) msg << "world size must be >= 1 (got " << p.world << "). ";
+  if (p.m < 1 || p.n < 1 || p.k < 1)
+    msg << "M, N and K must all be >= 1 (got M=" << p.m << " N=" << p.n << " K=" << p.k << "). ";
+  if (!msg.str().empty()) throw UsageError(msg.str());
+  const int P = p.world;
+  if (p.m < P)
+    msg << "M=" << p.m << " is smaller than the " << P
+        << " ranks: every rank needs at least one row of " << (p.op == Op::ag_gemm ? "A" : "C")
+        << ". ";
+  if (p.op == Op::ag_gemm && p.n < P)
+    msg << "N=" << p.n << " is smaller than the " << P
+        << " ranks: ag_gemm gives every rank at least one column of B. ";
+  if (p.op == Op::gemm_rs && p.k < P)
+    msg << "K=" << p.k << " is smaller than the " << P
+        << " ranks: gemm_rs gives every rank at least one column of A. ";
+  if (o.stages < 0) msg << "stages must be >= 1 (got " << o.stages << "). ";
+  if (o.gemm_lanes < 1) msg << "gemm lanes must be >= 1 (got " << o.gemm_lanes << "). ";
+  if (o.algo == Algo::pipelined && o.stages > 0 && p.m >= P && o.stages > p.m / P)
+    msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
+        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most "
+        << p.m / P << " stages. ";
+  if (!msg.str().empty()) throw UsageError(msg.str());
+}
+
+}  // namespace collmm
