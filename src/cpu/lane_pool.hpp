@@ -1,0 +1,71 @@
+// lane_pool.hpp: lanes as threads. One persistent thread per lane of a Plan; in each iteration a
+// lane runs its steps in list order, each after the steps in its `waits` are done (done flags and a
+// condition variable), and times them with the steady clock. The pool knows nothing of BLAS or MPI:
+// it calls back for every step it runs.
+//
+//   main:    start(t0, skip) ──────────────── wait_until(deadline) ── times()
+//   lane 0:       | comm 0 |  | comm 1 |  | add |
+//   lane 1:       | gemm 0        | gemm 1    |        (gemm 1 waits for comm 0)
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collmm/executor.hpp"
+
+namespace collmm::cpu {
+
+class LanePool {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using StepFn = std::function<void(const Step&)>;
+
+  // Starts plan.lanes threads; `plan` must outlive the pool.
+  LanePool(const Plan& plan, StepFn run_step);
+  ~LanePool();  // stops and joins the threads (after the current iteration, if one runs)
+  LanePool(const LanePool&) = delete;
+  LanePool& operator=(const LanePool&) = delete;
+
+  // Releases the lanes for one iteration. Steps with skip[i] count as done at once and get no times.
+  void start(Clock::time_point t0, std::vector<bool> skip);
+  // Waits for every lane to finish the iteration; false if the deadline passed first. Rethrows the
+  // first exception a step threw (the other lanes stop at their next wait).
+  bool wait_until(Clock::time_point deadline);
+  // After wait_until: per-step times (us from t0, -1 where not run) and the last end (us).
+  const std::vector<StepTime>& times() const { return times_; }
+  double total_us() const { return total_us_; }
+  // What every lane is doing now, for a watchdog's message.
+  std::string where() const;
+
+ private:
+  void lane_main(int lane);
+  bool run_lane_steps(int lane);  // false when the iteration failed
+
+  const Plan& plan_;
+  StepFn run_step_;
+  std::vector<std::vector<int>> lane_steps_;  // step indices of each lane, in list order
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  long generation_ = 0;               // bumped by start()
+  std::vector<bool> skip_;
+  std::vector<char> done_;
+  int finished_lanes_ = 0;
+  bool failed_ = false;
+  std::exception_ptr error_;
+  struct LaneState { int step = -1; bool running = false; };
+  std::vector<LaneState> state_;      // current step of each lane (-1: idle)
+  Clock::time_point t0_;
+  std::vector<StepTime> times_;
+  double total_us_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace collmm::cpu

@@ -1,0 +1,65 @@
+// mpi_transport.hpp: the cpu backend's transport: point-to-point groups, allgather and
+// reduce-scatter over MPI on a communicator of its own (a duplicate of MPI_COMM_WORLD, so the front
+// end's HostComm traffic never matches ours). Every call happens on the comm lane's thread during a
+// run, or on the main thread between runs (MPI_THREAD_SERIALIZED is enough).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include <mpi.h>
+
+#include "collmm/types.hpp"
+
+namespace collmm::cpu {
+
+// `rows` rows of `row_bytes` bytes each, contiguous, starting at `data`; to or from rank `peer`.
+struct Message {
+  void* data = nullptr;
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+  int peer = -1;
+};
+
+// Where rank q's rows land in an allgather: rows [row, row + rows) of one buffer.
+struct RowRange {
+  int64_t row = 0, rows = 0;
+};
+
+class MpiTransport {
+ public:
+  MpiTransport();  // MPI must be initialized (make_mpi_host_comm)
+  ~MpiTransport();
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // One group: every receive and every send posted (MPI_Irecv, MPI_Isend, in list order), then one
+  // MPI_Waitall. The k-th send to q matches q's k-th receive from this rank.
+  void sendrecv(const std::vector<Message>& sends, const std::vector<Message>& recvs);
+  // MPI_Allgatherv of rows of `row_bytes` bytes: this rank's `mine_rows` rows at `mine` land in
+  // parts[rank] of the buffer starting at `base`, and every rank's rows in its part. MPI_IN_PLACE
+  // when `mine` already is this rank's part.
+  void allgather(const void* mine, int64_t mine_rows, unsigned char* base, size_t row_bytes,
+                 const std::vector<RowRange>& parts);
+  // MPI_Reduce_scatter, MPI_SUM over `dtype` elements (f32, f64): `send` holds counts[0] elements
+  // for rank 0, then counts[1] for rank 1, ...; the sum of every rank's part for this rank lands in
+  // `recv` (counts[rank] elements).
+  void reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts);
+  // MPI_Ibarrier, tested until it completes (true) or the deadline passes (false).
+  bool barrier_until(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  MPI_Datatype row_type(size_t row_bytes);  // a contiguous type of row_bytes bytes, cached
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::map<size_t, MPI_Datatype> row_types_;
+};
+
+}  // namespace collmm::cpu
