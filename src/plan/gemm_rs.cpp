@@ -50,13 +50,6 @@ Step add(Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
   return s;
 }
 
-std::vector<int> only_valid(std::initializer_list<int> ids) {
-  std::vector<int> v;
-  for (int i : ids)
-    if (i >= 0) v.push_back(i);
-  return v;
-}
-
 // One direction of the accumulate-and-forward ring over a sub-range of every block (the whole
 // block for the ring, one half for bidir). Builds the steps of step j into the plan in the order
 // chosen by post; the caller interleaves directions.

@@ -1,0 +1,41 @@
+// collmm/plan_check.hpp: the plan checker. It runs the plans of all P ranks symbolically, under the
+// execution rules written at the top of plan.hpp, and proves what makes a schedule safe to run:
+//
+//  1. structure: waits name earlier steps, lanes exist, slices lie inside their buffers, A and B
+//     are never written, shapes agree (GEMM rows and widths, copy/add/transfer element counts, one
+//     row width on both sides, since the data check follows whole rows);
+//  2. matching and no deadlock: the k-th send r->q has the k-th receive on q from r, of the same
+//     size; every rank's k-th collective is the same one with the same part sizes; a simulation
+//     (lane FIFO + waits; a sendrecv group ends once each of its transfers met a posted
+//     counterpart; a collective once every rank posted it) runs every step to its end;
+//  3. data: every row carries the set of terms it holds (ag_gemm: which global A row; gemm_rs:
+//     which rank's partial of which global row). At the end, ag_gemm: C row i of every rank was
+//     written exactly once, by a GEMM of global A row i, and the gathered A holds A row i in row i;
+//     gemm_rs: C row t of rank r holds every rank's partial of global row (offset_r + t) exactly
+//     once. Every C row is written.
+//  4. races: within a rank, two steps that are not ordered by lane order and waits (transitively)
+//     must not touch overlapping rows of one buffer when either writes them.
+//
+// The errors are sentences for humans, each naming the rank, the step index and describe(step).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collmm/plan.hpp"
+
+namespace collmm {
+
+struct CheckReport {
+  std::vector<std::string> errors;
+  bool ok() const { return errors.empty(); }
+  // "ok", or the error count and the first errors, one per line.
+  std::string text(size_t max_lines = 30) const;
+};
+
+// all_ranks[q] must be rank q's plan, all for one Problem and PlanOptions.
+CheckReport check_plans(const std::vector<Plan>& all_ranks);
+// Builds every rank's plan (make_plan: throws UsageError for impossible options) and checks them.
+CheckReport check_problem(const Problem&, const PlanOptions&);
+
+}  // namespace collmm

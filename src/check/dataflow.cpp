@@ -1,0 +1,185 @@
+// dataflow.cpp: the plan checker's symbolic data. Slices are whole rows, so each buffer row carries
+// exactly what it holds, as a multiset of terms:
+//   - ag_gemm: A row t of rank r holds {A row (offset_r + t)}; a GEMM turns each term into that row
+//     times B; copies, transfers and the allgather move terms.
+//   - gemm_rs: A row i of rank r holds {A_r row i}; a GEMM turns it into rank r's partial of row i;
+//     add (and accumulating GEMMs) take the union, reduce_scatter the union over the ranks.
+// At the end: ag_gemm C row i holds exactly {A row i @ B} and was written once, the gathered A row
+// i holds {A row i}; gemm_rs C row t of rank r holds every rank's partial of row (offset_r + t)
+// exactly once. A row never written holds nothing, which the same comparison reports.
+#include <algorithm>
+#include <iterator>
+#include <sstream>
+#include <tuple>
+
+#include "check_internal.hpp"
+
+namespace collmm::check {
+
+bool Term::operator<(const Term& o) const { return std::tie(kind, rank, row) < std::tie(o.kind, o.rank, o.row); }
+bool Term::operator==(const Term& o) const { return kind == o.kind && rank == o.rank && row == o.row; }
+
+DataFlow::DataFlow(const std::vector<Plan>& plans) : plans_(plans) {
+  for (const Plan& plan : plans) {
+    std::vector<Buffer> bufs;
+    for (const BufferSpec& spec : plan.buffers) {
+      Buffer b;
+      b.rows.resize(static_cast<size_t>(spec.rows));
+      b.writes.assign(static_cast<size_t>(spec.rows), 0);
+      b.last_writer.assign(static_cast<size_t>(spec.rows), -1);
+      bufs.push_back(std::move(b));
+    }
+    const Problem& p = plan.problem;
+    const int64_t first = p.op == Op::ag_gemm ? block_offset(p.m, p.world, plan.rank) : 0;
+    std::vector<Terms>& a = bufs[kBufA].rows;
+    for (size_t t = 0; t < a.size(); ++t) a[t] = {Term{0, plan.rank, first + static_cast<int64_t>(t)}};
+    buffers_.push_back(std::move(bufs));
+  }
+}
+
+std::vector<Terms> DataFlow::read(int rank, const Slice& s) const {
+  const std::vector<Terms>& rows = buffers_[rank][s.buf].rows;
+  return {rows.begin() + s.row, rows.begin() + s.row + s.rows};
+}
+
+void DataFlow::write(int rank, int step, const Slice& s, std::vector<Terms> value, bool accumulate) {
+  Buffer& b = buffers_[rank][s.buf];
+  for (int64_t t = 0; t < s.rows; ++t) {
+    const size_t row = static_cast<size_t>(s.row + t);
+    Terms v = t < static_cast<int64_t>(value.size()) ? std::move(value[t]) : Terms{};
+    if (accumulate) v.insert(v.end(), b.rows[row].begin(), b.rows[row].end());
+    std::sort(v.begin(), v.end());
+    b.rows[row] = std::move(v);
+    b.writes[row] += 1;
+    b.last_writer[row] = step;
+  }
+}
+
+void DataFlow::run_local(int rank, int step) {
+  const Step& s = plans_[rank].steps[step];
+  std::vector<Terms> in = read(rank, s.a);
+  if (s.kind == StepKind::gemm)
+    for (Terms& row : in)
+      for (Term& t : row) t.kind = t.kind == 0 ? 1 : 2;
+  write(rank, step, s.out, std::move(in), s.kind == StepKind::add || (s.kind == StepKind::gemm && s.accumulate));
+}
+
+void DataFlow::transfer(const Pair& p) {
+  const Slice& from = plans_[p.send.rank].steps[p.send.step].sends[p.send.index].slice;
+  const Slice& into = plans_[p.recv.rank].steps[p.recv.step].recvs[p.recv.index].slice;
+  write(p.recv.rank, p.recv.step, into, read(p.send.rank, from), false);
+}
+
+void DataFlow::collective(size_t k, const Matching& m) {
+  const int P = static_cast<int>(plans_.size());
+  auto step_of = [&](int q) -> const Step& { return plans_[q].steps[m.collectives[q][k]]; };
+  for (int q = 1; q < P; ++q)
+    if (step_of(q).kind != step_of(0).kind) return;  // reported by the matching; no data to follow
+  // Read everything first: a collective's inputs are what the ranks held when it started.
+  std::vector<std::vector<std::vector<Terms>>> in(P);  // [rank][part]
+  for (int q = 0; q < P; ++q) {
+    const Step& s = step_of(q);
+    if (s.kind == StepKind::allgather)
+      in[q].push_back(read(q, s.a));
+    else
+      for (const Slice& part : s.parts) in[q].push_back(read(q, part));
+  }
+  for (int r = 0; r < P; ++r) {
+    const Step& s = step_of(r);
+    const int step = m.collectives[r][k];
+    if (s.kind == StepKind::allgather) {
+      for (int q = 0; q < P; ++q) write(r, step, s.parts[q], in[q][0], false);
+    } else {
+      std::vector<Terms> sum(static_cast<size_t>(s.out.rows));
+      for (int q = 0; q < P; ++q)
+        for (size_t t = 0; t < sum.size() && t < in[q][r].size(); ++t)
+          sum[t].insert(sum[t].end(), in[q][r][t].begin(), in[q][r][t].end());
+      write(r, step, s.out, std::move(sum), false);
+    }
+  }
+}
+
+std::string DataFlow::term_str(const Term& t) const {
+  const std::string row = std::to_string(t.row);
+  if (plans_[0].problem.op == Op::ag_gemm) {
+    const char* kinds[] = {"A row ", "A row ", "(A row "};
+    const char* after[] = {"", " @ B", " @ B) @ B"};
+    return kinds[t.kind] + row + after[t.kind];
+  }
+  const std::string q = std::to_string(t.rank);
+  if (t.kind == 0) return "A_" + q + " row " + row;
+  return std::string(t.kind == 1 ? "" : "a product of ") + "rank " + q + "'s partial of row " + row;
+}
+
+void DataFlow::check_rows(int rank, int buf, const std::vector<Terms>& expected, Errors& errors) const {
+  const Plan& plan = plans_[rank];
+  const Buffer& b = buffers_[rank][buf];
+  const bool once = plan.problem.op == Op::ag_gemm && buf == kBufC;
+  const int64_t first = plan.problem.op == Op::gemm_rs ? block_offset(plan.problem.m, plan.problem.world, rank) : 0;
+  auto list = [&](const Terms& terms) {
+    std::string s = "{";
+    for (size_t x = 0; x < terms.size(); ++x) s += (x ? ", " : "") + term_str(terms[x]);
+    return s + "}";
+  };
+  // Up to 4 rows of each kind of fault (never written, wrong terms, written more than once) in full.
+  int wrong[3] = {0, 0, 0};
+  for (size_t t = 0; t < expected.size(); ++t) {
+    const Terms& got = b.rows[t];
+    const bool bad_value = got != expected[t];
+    const bool bad_count = once && b.writes[t] != 1;
+    if (!bad_value && !bad_count) continue;
+    if (++wrong[got.empty() ? 0 : bad_value ? 1 : 2] > 4) continue;
+    std::ostringstream msg;
+    msg << "data: rank " << rank << " " << to_string(plan.buffers[buf].role) << " row " << t << " (global row "
+        << first + static_cast<int64_t>(t) << ")";
+    if (got.empty()) {
+      msg << " is never written; expected " << list(expected[t]);
+    } else {
+      if (bad_value) {
+        Terms missing, extra;
+        std::set_difference(expected[t].begin(), expected[t].end(), got.begin(), got.end(), std::back_inserter(missing));
+        std::set_difference(got.begin(), got.end(), expected[t].begin(), expected[t].end(), std::back_inserter(extra));
+        msg << " holds " << list(got);
+        if (!missing.empty()) msg << ", missing " << list(missing);
+        if (!extra.empty()) msg << ", extra " << list(extra);
+      }
+      if (bad_count) msg << (bad_value ? ";" : "") << " written " << b.writes[t] << " times, not once";
+      msg << "; last written by " << where(plan, b.last_writer[t]);
+    }
+    errors.push_back(msg.str());
+  }
+  const int more = std::max(wrong[0] - 4, 0) + std::max(wrong[1] - 4, 0) + std::max(wrong[2] - 4, 0);
+  if (more > 0)
+    errors.push_back("data: rank " + std::to_string(rank) + " " + to_string(plan.buffers[buf].role) + ": " +
+                     std::to_string(more) + " more wrong rows");
+}
+
+void DataFlow::check_final(Errors& errors) const {
+  const Problem& p = plans_[0].problem;
+  const int P = p.world;
+  for (int r = 0; r < P; ++r) {
+    const Plan& plan = plans_[r];
+    if (p.op == Op::ag_gemm) {
+      std::vector<Terms> a_rows, c_rows;
+      for (int q = 0; q < P; ++q)
+        for (int64_t i = block_offset(p.m, P, q); i < block_offset(p.m, P, q) + block_size(p.m, P, q); ++i) {
+          a_rows.push_back({Term{0, q, i}});
+          c_rows.push_back({Term{1, q, i}});
+        }
+      check_rows(r, kBufC, c_rows, errors);
+      for (size_t b = 0; b < plan.buffers.size(); ++b)
+        if (plan.buffers[b].role == Role::gathered) check_rows(r, static_cast<int>(b), a_rows, errors);
+    } else {
+      std::vector<Terms> c_rows;
+      const int64_t first = block_offset(p.m, P, r);
+      for (int64_t t = 0; t < block_size(p.m, P, r); ++t) {
+        Terms sum;
+        for (int q = 0; q < P; ++q) sum.push_back(Term{1, q, first + t});
+        c_rows.push_back(sum);
+      }
+      check_rows(r, kBufC, c_rows, errors);
+    }
+  }
+}
+
+}  // namespace collmm::check

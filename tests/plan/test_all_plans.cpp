@@ -1,0 +1,70 @@
+// test_all_plans.cpp: the plan checker passes every schedule: both ops x every algorithm x both
+// posting orders x 1 or 2 GEMM lanes x both B layouts, for P = 1..16, on even, uneven, M = P, tiny
+// and non-square shapes, and for pipelined with the default, 1, 2 and the most stages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "collmm/plan_check.hpp"
+
+namespace collmm {
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t m, n, k;
+};
+
+std::vector<Shape> shapes(int P) {
+  return {{"even", 4 * P, 2 * P, 3 * P},
+          {"uneven", 4 * P - 1, 2 * P + 1, 3 * P + 1},  // remainders P-1 and 1 (for P > 1)
+          {"m_eq_p", P, 2 * P + 1, P + 2},
+          {"tiny", P, P, P},
+          {"non_square", 2 * P + 1, 7 * P + 3, P + 3}};
+}
+
+// Stage counts worth trying for pipelined: the default (0), 1, 2 and the most M allows.
+std::vector<int> stage_counts(const Problem& p, Algo algo) {
+  if (algo != Algo::pipelined) return {0};
+  const int most = static_cast<int>(p.m / p.world);
+  std::vector<int> s{0, 1};
+  if (most >= 2) s.push_back(2);
+  if (most > 2) s.push_back(most);
+  return s;
+}
+
+class AllPlans : public ::testing::TestWithParam<int> {};
+
+TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
+  const int P = GetParam();
+  int checked = 0, failed = 0;
+  for (Op op : all_ops())
+    for (const Shape& shape : shapes(P))
+      for (BLayout layout : {BLayout::kn, BLayout::nk})
+        for (Algo algo : all_algos()) {
+          const Problem p{op, shape.m, shape.n, shape.k, P, layout};
+          for (int stages : stage_counts(p, algo))
+            for (Post post : {Post::comm_first, Post::gemm_first})
+              for (int lanes : {1, 2}) {
+                const PlanOptions o{algo, stages, post, lanes};
+                const CheckReport report = check_problem(p, o);
+                ++checked;
+                if (report.ok()) continue;
+                if (++failed <= 3)
+                  ADD_FAILURE() << to_string(op) << " " << to_string(algo) << " " << shape.name << " M=" << p.m
+                                << " N=" << p.n << " K=" << p.k << " P=" << P << " b=" << to_string(layout)
+                                << " stages=" << stages << " post=" << to_string(post) << " gemm_lanes=" << lanes
+                                << "\n"
+                                << report.text(12);
+              }
+        }
+  EXPECT_EQ(failed, 0) << "of " << checked << " configurations";
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(P1to16, AllPlans, ::testing::Range(1, 17),
+                         [](const ::testing::TestParamInfo<int>& info) { return "P" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace collmm

@@ -1,0 +1,72 @@
+// test_golden.cpp: the ring keeps the seed's chunk order and posting order, and impossible options
+// are usage errors before any plan exists.
+#include <gtest/gtest.h>
+
+#include "collmm/plan_check.hpp"
+
+namespace collmm {
+namespace {
+
+// The kinds and chunks of a plan's sendrecv and GEMM steps, in list order: "c1 g1 c0 g0 ...".
+std::string order_of(const Plan& plan) {
+  std::string s;
+  for (const Step& step : plan.steps) {
+    if (step.kind == StepKind::gemm) s += "g" + std::to_string(step.chunk) + " ";
+    if (step.kind == StepKind::sendrecv) s += "c" + std::to_string(step.chunk) + " ";
+  }
+  return s;
+}
+
+TEST(Golden, AgGemmRingRank1OfFourFollowsTheSeed) {
+  const Problem p{Op::ag_gemm, 16, 8, 8, 4, BLayout::kn};
+  const Plan comm_first = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
+  // Step j computes chunk (1 - j) mod 4 and forwards that same chunk to rank 2.
+  EXPECT_EQ(order_of(comm_first), "c1 g1 c0 g0 c3 g3 g2 ");
+  const Plan gemm_first = make_plan(p, {Algo::ring, 0, Post::gemm_first, 1}, 1);
+  EXPECT_EQ(order_of(gemm_first), "g1 c1 g0 c0 g3 c3 g2 ");
+
+  for (const Step& s : comm_first.steps) {
+    if (s.kind != StepKind::sendrecv) continue;
+    ASSERT_EQ(s.sends.size(), 1u);
+    ASSERT_EQ(s.recvs.size(), 1u);
+    EXPECT_EQ(s.sends[0].peer, 2);
+    EXPECT_EQ(s.recvs[0].peer, 0);
+    EXPECT_EQ(s.lane, 0);
+    // Receives chunk (1 - j - 1) mod 4: rows block of that chunk in the gathered A.
+    const int want = ((1 - s.index - 1) % 4 + 4) % 4;
+    EXPECT_EQ(s.recvs[0].slice.row, 4 * want) << describe(s);
+  }
+  int j = 0;
+  for (const Step& s : comm_first.steps)
+    if (s.kind == StepKind::gemm) {
+      EXPECT_EQ(s.out.row, 4 * s.chunk) << describe(s);
+      EXPECT_EQ(s.index, j++);
+      EXPECT_NE(s.lane, 0);
+    }
+}
+
+TEST(UsageErrors, ImpossibleOptionsAreRefused) {
+  const Problem p{Op::ag_gemm, 16, 8, 8, 4, BLayout::kn};
+  EXPECT_THROW(make_plan(p, {Algo::pipelined, -1, Post::comm_first, 1}, 0), UsageError);
+  EXPECT_THROW(check_problem(p, {Algo::pipelined, -1, Post::comm_first, 1}), UsageError);
+  // 16 rows over 4 ranks: at most 4 stages.
+  EXPECT_NO_THROW(make_plan(p, {Algo::pipelined, 4, Post::comm_first, 1}, 0));
+  EXPECT_THROW(make_plan(p, {Algo::pipelined, 5, Post::comm_first, 1}, 0), UsageError);
+  EXPECT_THROW(make_plan({Op::gemm_rs, 17, 8, 8, 4, BLayout::kn}, {Algo::pipelined, 5, Post::comm_first, 1}, 0),
+               UsageError);
+  EXPECT_THROW(make_plan({Op::ag_gemm, 3, 8, 8, 4, BLayout::kn}, {}, 0), UsageError);  // M < P
+  EXPECT_THROW(make_plan({Op::gemm_rs, 3, 8, 8, 4, BLayout::kn}, {}, 0), UsageError);
+  EXPECT_THROW(make_plan({Op::ag_gemm, 8, 3, 8, 4, BLayout::kn}, {}, 0), UsageError);  // N < P
+  EXPECT_THROW(make_plan({Op::gemm_rs, 8, 8, 3, 4, BLayout::kn}, {}, 0), UsageError);  // K < P
+  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 0}, 0), UsageError);    // no GEMM lane
+  EXPECT_THROW(make_plan(p, {}, 4), UsageError);                                       // no such rank
+  try {
+    make_plan({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, {Algo::pipelined, 9, Post::comm_first, 1}, 0);
+    ADD_FAILURE() << "9 stages of 4 rows were accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("stages"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace collmm
