@@ -1,0 +1,19 @@
+// check.hpp: checks for CUDA runtime, cuBLASLt and NCCL return codes. A failure throws
+// std::runtime_error naming the call, file:line and the library's error string.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+namespace collmm::cuda {
+
+void check_cuda(cudaError_t code, const char* call, const char* file, int line);
+void check_cublas(cublasStatus_t code, const char* call, const char* file, int line);
+void check_nccl(ncclResult_t code, const char* call, const char* file, int line);
+
+}  // namespace collmm::cuda
+
+#define COLLMM_CUDA(call) ::collmm::cuda::check_cuda((call), #call, __FILE__, __LINE__)
+#define COLLMM_CUBLAS(call) ::collmm::cuda::check_cublas((call), #call, __FILE__, __LINE__)
+#define COLLMM_NCCL(call) ::collmm::cuda::check_nccl((call), #call, __FILE__, __LINE__)

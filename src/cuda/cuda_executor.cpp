@@ -1,0 +1,227 @@
+// cuda_executor.cpp: the CUDA Executor (see cuda_executor.hpp): buffers in and out, the
+// iteration on streams (one host thread per rank for NCCL, one for all emulated ranks), CUDA
+// graph capture and replay, and a watchdog on the finish events.
+#include "cuda_executor.hpp"
+
+#include <chrono>
+#include <exception>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "check.hpp"
+#include "local_transport.hpp"
+#include "nccl_transport.hpp"
+
+namespace collmm::cuda {
+
+CudaExecutor::CudaExecutor(CudaSetup setup) : s_(std::move(setup)) {}
+
+CudaExecutor::~CudaExecutor() {
+  for (auto& [filter, list] : graphs_)
+    for (auto g : list) cudaGraphExecDestroy(g);
+  ranks_.clear();
+  for (auto c : s_.comms) ncclCommDestroy(c);
+}
+
+bool CudaExecutor::supports(Dtype d) const {
+  if (d != Dtype::fp8_e4m3) return true;
+  for (int dev : s_.devices) {
+    int major = 0;
+    COLLMM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 9) return false;
+  }
+  return true;
+}
+
+Dtype CudaExecutor::out_dtype(Dtype in) const { return gemm_out_dtype(in); }
+
+std::string CudaExecutor::timing_note() const {
+  if (s_.transport != Transport::local) return {};
+  const std::set<int> gpus(s_.devices.begin(), s_.devices.end());
+  std::string note = "--transport local: " + std::to_string(s_.world) + " ranks emulated in one process on " +
+                     std::to_string(gpus.size()) + " GPU(s), issued by one host thread";
+  if (gpus.size() < s_.devices.size())
+    note += "; ranks sharing a GPU copy with SMs and share its SMs for GEMMs: these timings are not overlap figures";
+  return note;
+}
+
+void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
+  if (plans.size() != s_.ranks.size())
+    throw UsageError("cuda executor: " + std::to_string(plans.size()) + " plans for " + std::to_string(s_.ranks.size()) +
+                     " local ranks");
+  if (!supports(dtype)) throw UsageError("cuda backend: " + to_string(dtype) + " needs a GPU of compute capability 9.0+");
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].rank != s_.ranks[i] || plans[i].problem.world != s_.world)
+      throw UsageError("cuda executor: plan " + std::to_string(i) + " is for rank " + std::to_string(plans[i].rank) +
+                       " of " + std::to_string(plans[i].problem.world) + ", this process drives rank " +
+                       std::to_string(s_.ranks[i]) + " of " + std::to_string(s_.world));
+    if (dtype == Dtype::fp8_e4m3 && plans[i].problem.b_layout != BLayout::nk)
+      throw UsageError("cuda backend: fp8 e4m3 GEMMs (cuBLASLt on Hopper) need B as [N, K]: use b layout nk");
+  }
+  for (auto& [filter, list] : graphs_)
+    for (auto g : list) COLLMM_CUDA(cudaGraphExecDestroy(g));
+  graphs_.clear();
+  ranks_.clear();
+  if (s_.transport == Transport::local) {  // emulated ranks on several GPUs read each other's memory
+    const std::set<int> gpus(s_.devices.begin(), s_.devices.end());
+    for (int a : gpus)
+      for (int b : gpus) {
+        if (a == b) continue;
+        int can = 0;
+        COLLMM_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
+        if (!can) throw UsageError("--transport local: GPU " + std::to_string(a) + " cannot access GPU " + std::to_string(b));
+        COLLMM_CUDA(cudaSetDevice(a));
+        const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+          cudaGetLastError();
+        else
+          COLLMM_CUDA(e);
+      }
+  }
+  for (size_t i = 0; i < plans.size(); ++i)
+    ranks_.push_back(std::make_unique<RankDevice>(s_.devices[i], plans[i], dtype, s_.engine));
+}
+
+RankDevice& CudaExecutor::rank_at(int i, int buffer, size_t nbytes) {
+  if (i < 0 || i >= static_cast<int>(ranks_.size())) throw UsageError("cuda executor: no local rank " + std::to_string(i));
+  RankDevice& r = *ranks_[i];
+  if (buffer < 0 || buffer >= static_cast<int>(r.plan().buffers.size()))
+    throw UsageError("cuda executor: no buffer " + std::to_string(buffer));
+  if (nbytes > r.buffer_bytes(buffer))
+    throw UsageError("cuda executor: " + std::to_string(nbytes) + " bytes for buffer " + std::to_string(buffer) + " of " +
+                     std::to_string(r.buffer_bytes(buffer)));
+  COLLMM_CUDA(cudaSetDevice(r.device()));
+  return r;
+}
+
+void CudaExecutor::write(int i, int buffer, const void* bytes, size_t nbytes) {
+  RankDevice& r = rank_at(i, buffer, nbytes);
+  COLLMM_CUDA(cudaMemcpy(r.buffer(buffer), bytes, nbytes, cudaMemcpyHostToDevice));
+}
+
+void CudaExecutor::read(int i, int buffer, void* bytes, size_t nbytes) {
+  RankDevice& r = rank_at(i, buffer, nbytes);
+  COLLMM_CUDA(cudaMemcpy(bytes, r.buffer(buffer), nbytes, cudaMemcpyDeviceToHost));
+}
+
+void CudaExecutor::poison() {
+  for (auto& r : ranks_) r->poison();
+}
+
+void CudaExecutor::issue_nccl_rank(size_t i) {
+  RankDevice& r = *ranks_[i];
+  r.begin_iteration(nullptr);
+  const auto& steps = r.plan().steps;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    const int step = static_cast<int>(j);
+    if (r.skipped(step)) continue;
+    if (!is_comm(steps[j].kind)) {
+      r.issue_local_step(step);
+      continue;
+    }
+    r.open_step(step);
+    issue_nccl_step(r, s_.comms[i], step);
+    r.close_step(step);
+  }
+  r.end_iteration();
+}
+
+void CudaExecutor::issue_local_all() {
+  std::vector<RankDevice*> all;
+  for (auto& r : ranks_) all.push_back(r.get());
+  for (auto* r : all) r->begin_iteration(r == all[0] ? nullptr : all[0]->begin_event());
+  issue_local_iteration(all);
+  for (auto* r : all) r->end_iteration();
+  COLLMM_CUDA(cudaSetDevice(all[0]->device()));
+  for (auto* r : all)  // join every rank into rank 0's lane 0 (a graph capture must end there)
+    if (r != all[0]) COLLMM_CUDA(cudaStreamWaitEvent(all[0]->lane(0), r->finish_event(), 0));
+}
+
+// Captures once per filter (the same plan, the same pointers), then replays.
+void CudaExecutor::launch_nccl_rank(size_t i, StepFilter filter) {
+  RankDevice& r = *ranks_[i];
+  COLLMM_CUDA(cudaSetDevice(r.device()));
+  if (!s_.graph) return issue_nccl_rank(i);
+  auto& list = graphs_[static_cast<int>(filter)];  // sized by run() before the threads start
+  if (!list[i]) {
+    cudaGraph_t g;
+    COLLMM_CUDA(cudaStreamBeginCapture(r.lane(0), cudaStreamCaptureModeThreadLocal));
+    issue_nccl_rank(i);
+    COLLMM_CUDA(cudaStreamEndCapture(r.lane(0), &g));
+    COLLMM_CUDA(cudaGraphInstantiate(&list[i], g, 0));
+    COLLMM_CUDA(cudaGraphDestroy(g));
+  }
+  COLLMM_CUDA(cudaGraphLaunch(list[i], r.lane(0)));
+}
+
+void CudaExecutor::launch_local(StepFilter filter) {
+  if (!s_.graph) return issue_local_all();
+  RankDevice& r0 = *ranks_[0];
+  auto& list = graphs_[static_cast<int>(filter)];
+  if (!list[0]) {
+    cudaGraph_t g;
+    COLLMM_CUDA(cudaSetDevice(r0.device()));
+    COLLMM_CUDA(cudaStreamBeginCapture(r0.lane(0), cudaStreamCaptureModeThreadLocal));
+    issue_local_all();
+    COLLMM_CUDA(cudaSetDevice(r0.device()));
+    COLLMM_CUDA(cudaStreamEndCapture(r0.lane(0), &g));
+    COLLMM_CUDA(cudaGraphInstantiate(&list[0], g, 0));
+    COLLMM_CUDA(cudaGraphDestroy(g));
+  }
+  COLLMM_CUDA(cudaSetDevice(r0.device()));
+  COLLMM_CUDA(cudaGraphLaunch(list[0], r0.lane(0)));
+}
+
+void CudaExecutor::wait_all() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.timeout_s);
+  for (auto& r : ranks_) {
+    COLLMM_CUDA(cudaSetDevice(r->device()));
+    for (;;) {
+      const cudaError_t e = cudaEventQuery(r->finish_event());
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) COLLMM_CUDA(e);
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (auto c : s_.comms) ncclCommAbort(c);
+        s_.comms.clear();
+        throw std::runtime_error("cuda executor: rank " + std::to_string(r->rank()) + " did not finish within " +
+                                 std::to_string(s_.timeout_s) + " s (a peer died or hangs); NCCL communicators aborted");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
+  if (ranks_.empty()) throw UsageError("cuda executor: run() before prepare()");
+  for (auto& r : ranks_) r->set_filter(filter);
+  auto& list = graphs_[static_cast<int>(filter)];
+  list.resize(ranks_.size(), nullptr);
+  s_.host->barrier();
+  if (s_.transport == Transport::local) {
+    launch_local(filter);
+  } else if (ranks_.size() == 1) {
+    launch_nccl_rank(0, filter);
+  } else {  // -g G: one host thread per GPU, as nccl-tests does
+    std::vector<std::exception_ptr> errors(ranks_.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < ranks_.size(); ++i)
+      threads.emplace_back([&, i] {
+        try {
+          launch_nccl_rank(i, filter);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  wait_all();
+  std::vector<RankRun> runs;
+  for (auto& r : ranks_) runs.push_back(r->times(timestamps));
+  return runs;
+}
+
+}  // namespace collmm::cuda

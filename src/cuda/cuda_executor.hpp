@@ -1,0 +1,67 @@
+// cuda_executor.hpp: the CUDA backend's Executor. It drives the ranks of this process (one per
+// MPI or torchrun process, G with -g G, all P with --transport local): a RankDevice per rank,
+// plans issued in list order onto the lanes (CUDA streams), comm steps on NCCL or, for emulated
+// ranks, as device copies (local_transport.hpp). Optionally one iteration is captured into a CUDA
+// graph per rank (per process for local) and replayed. Timestamps come from CUDA events.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "collmm/executor.hpp"
+#include "rank_device.hpp"
+
+namespace collmm::cuda {
+
+enum class Transport { nccl, local };
+
+// What the bootstrap found: who this process is and which GPUs and communicators it holds.
+struct CudaSetup {
+  Transport transport = Transport::nccl;
+  int world = 1;
+  std::vector<int> ranks;          // ranks driven here, ascending
+  std::vector<int> devices;        // GPU of each
+  std::vector<ncclComm_t> comms;   // nccl: one per rank driven here; the executor destroys them
+  std::unique_ptr<HostComm> host;
+  EngineSettings engine;
+  bool graph = false;
+  int timeout_s = 300;
+};
+
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(CudaSetup setup);
+  ~CudaExecutor() override;
+
+  std::string backend() const override { return "cuda"; }
+  int world_size() const override { return s_.world; }
+  std::vector<int> local_ranks() const override { return s_.ranks; }
+  HostComm& host() override { return *s_.host; }
+  bool supports(Dtype) const override;
+  Dtype out_dtype(Dtype in) const override;
+  std::string timing_note() const override;
+
+  void prepare(const std::vector<Plan>& plans, Dtype dtype) override;
+  void write(int i, int buffer, const void* bytes, size_t nbytes) override;
+  void read(int i, int buffer, void* bytes, size_t nbytes) override;
+  void poison() override;
+  std::vector<RankRun> run(StepFilter filter, bool timestamps) override;
+
+ private:
+  void issue_nccl_rank(size_t i);  // one rank's whole iteration, NCCL transport
+  void issue_local_all();          // every rank's iteration, local transport
+  void launch_nccl_rank(size_t i, StepFilter filter);
+  void launch_local(StepFilter filter);
+  void wait_all();
+  RankDevice& rank_at(int i, int buffer, size_t nbytes);
+
+  CudaSetup s_;
+  std::vector<std::unique_ptr<RankDevice>> ranks_;
+  std::map<int, std::vector<cudaGraphExec_t>> graphs_;  // per filter: one per rank (nccl) or one (local)
+};
+
+}  // namespace collmm::cuda

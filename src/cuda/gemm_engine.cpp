@@ -1,0 +1,193 @@
+// gemm_engine.cpp: the cuBLASLt GEMM engine (see gemm_engine.hpp): descriptor and algorithm
+// cache, the row-major mapping, SM count target, fp8 scales, optional timed algorithm choice.
+#include "gemm_engine.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+
+namespace collmm::cuda {
+namespace {
+
+struct Types {
+  cudaDataType_t in, out, scale;
+  cublasComputeType_t compute;
+};
+
+Types types_of(Dtype d) {
+  switch (d) {
+    case Dtype::f64: return {CUDA_R_64F, CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case Dtype::f32: return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::tf32: return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+    case Dtype::f16: return {CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::bf16: return {CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::fp8_e4m3: return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+  }
+  throw UsageError("gemm engine: unknown dtype");
+}
+
+// The largest power of two (up to 256) that divides the address: what cuBLASLt may assume.
+int alignment_of(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 1;
+  while (a < 256 && v % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+}  // namespace
+
+Dtype gemm_out_dtype(Dtype in) {
+  switch (in) {
+    case Dtype::f64: return Dtype::f64;
+    case Dtype::f32:
+    case Dtype::tf32: return Dtype::f32;
+    case Dtype::f16: return Dtype::f16;
+    case Dtype::bf16:
+    case Dtype::fp8_e4m3: return Dtype::bf16;
+  }
+  throw UsageError("gemm engine: unknown dtype");
+}
+
+GemmEngine::GemmEngine(int device, size_t workspace_bytes) : device_(device), workspace_bytes_(workspace_bytes) {
+  COLLMM_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+  COLLMM_CUBLAS(cublasLtCreate(&handle_));
+  const float ones[2] = {1.0f, 1.0f};
+  COLLMM_CUDA(cudaMalloc(&unit_scales_, sizeof ones));
+  COLLMM_CUDA(cudaMemcpy(unit_scales_, ones, sizeof ones, cudaMemcpyHostToDevice));
+}
+
+GemmEngine::~GemmEngine() {
+  for (auto& [key, e] : cache_) {
+    cublasLtMatrixLayoutDestroy(e.a);
+    cublasLtMatrixLayoutDestroy(e.b);
+    cublasLtMatrixLayoutDestroy(e.c);
+    cublasLtMatmulDescDestroy(e.op);
+  }
+  cudaFree(unit_scales_);
+  cublasLtDestroy(handle_);
+}
+
+bool GemmEngine::supports(Dtype d) const {
+  if (d != Dtype::fp8_e4m3) return true;
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_);
+  return major >= 9;
+}
+
+GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, void* workspace) {
+  const int sm_target = sm_target_ > 0 && sm_target_ < sm_count_ ? sm_target_ : 0;
+  const GemmKey key{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, static_cast<int>(g.dtype), static_cast<int>(g.b_layout),
+                    sm_target, alignment_of(g.a), alignment_of(g.b), alignment_of(g.c)};
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+
+  if (g.dtype == Dtype::fp8_e4m3 && g.b_layout != BLayout::nk)
+    throw UsageError("fp8 e4m3 GEMMs on cuBLASLt need B stored as [N, K] (b layout nk), got kn");
+  if (!supports(g.dtype)) throw UsageError("fp8 e4m3 GEMMs need a GPU of compute capability 9.0 or later");
+  const Types t = types_of(g.dtype);
+  Entry e;
+  COLLMM_CUBLAS(cublasLtMatmulDescCreate(&e.op, t.compute, t.scale));
+  const cublasOperation_t ta = g.b_layout == BLayout::kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (sm_target > 0)
+    COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof sm_target));
+  if (g.dtype == Dtype::fp8_e4m3) {
+    const float* sa = unit_scales_;  // scale of cuBLASLt's A = our B
+    const float* sb = unit_scales_ + 1;
+    COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
+    COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+  }
+  // Column-major views: cuBLASLt's A is our B, its B is our A (k x m), C is n x m.
+  if (g.b_layout == BLayout::kn)
+    COLLMM_CUBLAS(cublasLtMatrixLayoutCreate(&e.a, t.in, g.n, g.k, g.ldb));
+  else
+    COLLMM_CUBLAS(cublasLtMatrixLayoutCreate(&e.a, t.in, g.k, g.n, g.ldb));
+  COLLMM_CUBLAS(cublasLtMatrixLayoutCreate(&e.b, t.in, g.k, g.m, g.lda));
+  COLLMM_CUBLAS(cublasLtMatrixLayoutCreate(&e.c, t.out, g.n, g.m, g.ldc));
+
+  cublasLtMatmulPreference_t pref;
+  COLLMM_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes_;
+  const uint32_t al_a = key.align_b, al_b = key.align_a, al_c = key.align_c;  // cuBLASLt's A is our B
+  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+  const int wanted = choice_ == AlgoChoice::timed ? 8 : 1;
+  cublasLtMatmulHeuristicResult_t results[8] = {};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, e.op, e.a, e.b, e.c, e.c, pref, wanted, results, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(e.a);
+    cublasLtMatrixLayoutDestroy(e.b);
+    cublasLtMatrixLayoutDestroy(e.c);
+    cublasLtMatmulDescDestroy(e.op);
+    throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) +
+                             ": cuBLASLt has no algorithm for " + to_string(g.dtype) + " M=" + std::to_string(g.m) +
+                             " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) + " lda=" +
+                             std::to_string(g.lda) + " ldb=" + std::to_string(g.ldb) + " ldc=" +
+                             std::to_string(g.ldc) + " B " + to_string(g.b_layout) + " (status " +
+                             cublasLtGetStatusName(st) + ")");
+  }
+  e.algo = results[0].algo;
+  if (found > 1) tune(e, g, stream, workspace, found, results);
+  return cache_.emplace(key, e).first->second;
+}
+
+void GemmEngine::launch(const Entry& e, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* c, float beta,
+                        cudaStream_t stream, void* workspace) {
+  const double alpha64 = 1.0, beta64 = beta;
+  const float alpha32 = 1.0f, beta32 = beta;
+  const bool f64 = g.dtype == Dtype::f64;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* b = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  COLLMM_CUBLAS(cublasLtMatmul(handle_, e.op, alpha, g.b, e.a, g.a, e.b, b, c, e.c, c, e.c, &algo, workspace,
+                               workspace_bytes_, stream));
+}
+
+void GemmEngine::tune(Entry& e, const GemmArgs& g, cudaStream_t stream, void* workspace, int candidates,
+                      const cublasLtMatmulHeuristicResult_t* results) {
+  // Candidates run into C (beta = 0) or, for an accumulating GEMM, into a scratch copy's space.
+  void* out = g.c;
+  if (g.accumulate) {
+    const size_t bytes = static_cast<size_t>(g.m) * g.ldc * dtype_size(gemm_out_dtype(g.dtype));
+    COLLMM_CUDA(cudaMalloc(&out, bytes));
+  }
+  cudaEvent_t t0, t1;
+  COLLMM_CUDA(cudaEventCreate(&t0));
+  COLLMM_CUDA(cudaEventCreate(&t1));
+  float best = 1e30f;
+  for (int i = 0; i < candidates; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    launch(e, results[i].algo, g, out, 0.0f, stream, workspace);  // warm-up
+    std::vector<float> times;
+    for (int rep = 0; rep < 5; ++rep) {
+      COLLMM_CUDA(cudaEventRecord(t0, stream));
+      launch(e, results[i].algo, g, out, 0.0f, stream, workspace);
+      COLLMM_CUDA(cudaEventRecord(t1, stream));
+      COLLMM_CUDA(cudaEventSynchronize(t1));
+      float ms = 0;
+      COLLMM_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+      times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    if (times[2] < best) best = times[2], e.algo = results[i].algo;
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  if (g.accumulate) COLLMM_CUDA(cudaFree(out));
+}
+
+void GemmEngine::gemm(const GemmArgs& g, cudaStream_t stream, void* workspace) {
+  if (g.m == 0) return;
+  const Entry& e = entry(g, stream, workspace);
+  launch(e, e.algo, g, g.c, g.accumulate ? 1.0f : 0.0f, stream, workspace);
+}
+
+}  // namespace collmm::cuda

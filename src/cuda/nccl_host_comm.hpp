@@ -1,0 +1,17 @@
+// nccl_host_comm.hpp: a HostComm over an NCCL communicator, for jobs started by torchrun (no MPI):
+// the front end's bookkeeping (barrier, allgather of strings and doubles) goes through small NCCL
+// all-gathers on a stream of its own.
+#pragma once
+
+#include <nccl.h>
+
+#include <memory>
+
+#include "collmm/executor.hpp"
+
+namespace collmm::cuda {
+
+// Takes ownership of `comm` (one rank per process, on GPU `device`).
+std::unique_ptr<HostComm> make_nccl_host_comm(ncclComm_t comm, int device);
+
+}  // namespace collmm::cuda

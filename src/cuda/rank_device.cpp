@@ -1,0 +1,189 @@
+// rank_device.cpp: one rank's buffers, lanes (streams), step events and the local steps (gemm,
+// copy, add); see rank_device.hpp.
+#include "rank_device.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "check.hpp"
+#include "elementwise.hpp"
+
+namespace collmm::cuda {
+namespace {
+
+struct DeviceGuard {  // sets the device, restores the previous one
+  int old = 0;
+  explicit DeviceGuard(int d) {
+    COLLMM_CUDA(cudaGetDevice(&old));
+    COLLMM_CUDA(cudaSetDevice(d));
+  }
+  ~DeviceGuard() { cudaSetDevice(old); }
+};
+
+}  // namespace
+
+RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings& s)
+    : device_(device), plan_(plan), in_(dtype), out_(gemm_out_dtype(dtype)) {
+  DeviceGuard guard(device_);
+  engine_ = std::make_unique<GemmEngine>(device_, s.workspace_bytes);
+  engine_->set_algo_choice(s.algo_choice);
+  if (s.gemm_sms > 0)
+    engine_->set_sm_target(s.gemm_sms);
+  else if (s.sm_margin > 0)
+    engine_->set_sm_target(engine_->sm_count() - s.sm_margin);
+  for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    void* p = nullptr;
+    const size_t n = buffer_bytes(static_cast<int>(b));
+    COLLMM_CUDA(cudaMalloc(&p, n > 0 ? n : 1));
+    buffers_.push_back(p);
+  }
+  for (int l = 0; l < plan_.lanes; ++l) {
+    cudaStream_t st;
+    COLLMM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    lanes_.push_back(st);
+    void* ws = nullptr;
+    COLLMM_CUDA(cudaMalloc(&ws, s.workspace_bytes));
+    workspaces_.push_back(ws);
+  }
+  events_.resize(plan_.steps.size());
+  for (auto& e : events_) {
+    COLLMM_CUDA(cudaEventCreate(&e.start));
+    COLLMM_CUDA(cudaEventCreate(&e.end));
+    COLLMM_CUDA(cudaEventCreateWithFlags(&e.copied, cudaEventDisableTiming));
+  }
+  COLLMM_CUDA(cudaEventCreate(&begin_));
+  COLLMM_CUDA(cudaEventCreate(&finish_));
+  skip_.assign(plan_.steps.size(), false);
+}
+
+RankDevice::~RankDevice() {
+  cudaSetDevice(device_);
+  cudaDeviceSynchronize();
+  for (auto& e : events_) cudaEventDestroy(e.start), cudaEventDestroy(e.end), cudaEventDestroy(e.copied);
+  cudaEventDestroy(begin_);
+  cudaEventDestroy(finish_);
+  engine_.reset();
+  for (void* p : workspaces_) cudaFree(p);
+  for (auto st : lanes_) cudaStreamDestroy(st);
+  for (void* p : buffers_) cudaFree(p);
+}
+
+Dtype RankDevice::dtype_of(int buf) const {
+  const Role r = plan_.buffers.at(buf).role;
+  return r == Role::c || r == Role::work ? out_ : in_;
+}
+
+size_t RankDevice::buffer_bytes(int buf) const {
+  const BufferSpec& b = plan_.buffers.at(buf);
+  return static_cast<size_t>(b.rows) * static_cast<size_t>(b.cols) * dtype_size(dtype_of(buf));
+}
+
+char* RankDevice::ptr(const Slice& s) const {
+  const BufferSpec& b = plan_.buffers.at(s.buf);
+  if (s.row < 0 || s.rows < 0 || s.row + s.rows > b.rows)
+    throw std::runtime_error("rank " + std::to_string(rank()) + ": slice rows [" + std::to_string(s.row) + ", " +
+                             std::to_string(s.row + s.rows) + ") outside buffer " + std::to_string(s.buf) + " of " +
+                             std::to_string(b.rows) + " rows");
+  return static_cast<char*>(buffers_[s.buf]) +
+         static_cast<size_t>(s.row) * static_cast<size_t>(b.cols) * dtype_size(dtype_of(s.buf));
+}
+
+size_t RankDevice::bytes(const Slice& s) const {
+  return static_cast<size_t>(s.rows) * static_cast<size_t>(plan_.buffers.at(s.buf).cols) * dtype_size(dtype_of(s.buf));
+}
+
+void RankDevice::set_filter(StepFilter f) {
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const StepKind k = plan_.steps[i].kind;
+    skip_[i] = (f == StepFilter::gemm_only && k != StepKind::gemm) || (f == StepFilter::comm_only && k == StepKind::gemm);
+  }
+}
+
+void RankDevice::begin_iteration(cudaEvent_t origin) {
+  COLLMM_CUDA(cudaSetDevice(device_));
+  if (origin) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], origin, 0));
+  COLLMM_CUDA(cudaEventRecord(begin_, lanes_[0]));
+  for (size_t l = 1; l < lanes_.size(); ++l) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[l], begin_, 0));
+}
+
+void RankDevice::open_step(int i) {
+  const Step& s = plan_.steps[i];
+  COLLMM_CUDA(cudaSetDevice(device_));
+  cudaStream_t st = lanes_.at(s.lane);
+  for (int w : s.waits)
+    if (!skip_[w]) COLLMM_CUDA(cudaStreamWaitEvent(st, events_[w].end, 0));
+  COLLMM_CUDA(cudaEventRecord(events_[i].start, st));
+}
+
+void RankDevice::close_step(int i) { COLLMM_CUDA(cudaEventRecord(events_[i].end, lanes_[plan_.steps[i].lane])); }
+
+void RankDevice::issue_local_step(int i) {
+  const Step& s = plan_.steps[i];
+  open_step(i);
+  cudaStream_t st = lanes_[s.lane];
+  switch (s.kind) {
+    case StepKind::gemm: {
+      if (s.out.rows != s.a.rows) throw std::runtime_error("gemm step " + std::to_string(i) + ": rows of out and a differ");
+      const LocalShape ls = local_shape(plan_.problem, plan_.rank);
+      GemmArgs g;
+      g.m = s.out.rows, g.n = ls.gemm_n, g.k = ls.gemm_k;
+      g.a = ptr(s.a), g.b = buffers_[kBufB], g.c = ptr(s.out);
+      g.lda = plan_.buffers[s.a.buf].cols, g.ldb = plan_.buffers[kBufB].cols, g.ldc = plan_.buffers[s.out.buf].cols;
+      g.dtype = in_, g.b_layout = plan_.problem.b_layout, g.accumulate = s.accumulate;
+      engine_->gemm(g, st, workspaces_[s.lane]);
+      break;
+    }
+    case StepKind::copy:
+      if (bytes(s.out) != bytes(s.a)) throw std::runtime_error("copy step " + std::to_string(i) + ": sizes differ");
+      COLLMM_CUDA(cudaMemcpyAsync(ptr(s.out), ptr(s.a), bytes(s.a), cudaMemcpyDeviceToDevice, st));
+      break;
+    case StepKind::add:
+      if (bytes(s.out) != bytes(s.a)) throw std::runtime_error("add step " + std::to_string(i) + ": sizes differ");
+      add_into(ptr(s.out), ptr(s.a), bytes(s.a) / dtype_size(out_), out_, st);
+      break;
+    default: throw std::runtime_error("step " + std::to_string(i) + " is a comm step, not a local one");
+  }
+  close_step(i);
+}
+
+void RankDevice::end_iteration() {
+  COLLMM_CUDA(cudaSetDevice(device_));
+  for (size_t l = 1; l < lanes_.size(); ++l) {
+    // A lane's last step (in list order, not skipped) is the last thing on its stream.
+    cudaEvent_t tail = nullptr;
+    for (size_t i = plan_.steps.size(); i-- > 0;)
+      if (plan_.steps[i].lane == static_cast<int>(l) && !skip_[i]) { tail = events_[i].end; break; }
+    if (tail) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], tail, 0));
+  }
+  COLLMM_CUDA(cudaEventRecord(finish_, lanes_[0]));
+}
+
+RankRun RankDevice::times(bool timestamps) const {
+  RankRun run;
+  run.rank = plan_.rank;
+  float ms = 0;
+  COLLMM_CUDA(cudaEventElapsedTime(&ms, begin_, finish_));
+  run.total_us = 1e3 * ms;
+  if (!timestamps) return run;
+  run.steps.resize(plan_.steps.size());
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    if (skip_[i]) continue;
+    float a = 0, b = 0;
+    COLLMM_CUDA(cudaEventElapsedTime(&a, begin_, events_[i].start));
+    COLLMM_CUDA(cudaEventElapsedTime(&b, begin_, events_[i].end));
+    run.steps[i] = {1e3 * a, 1e3 * b};
+  }
+  return run;
+}
+
+void RankDevice::poison() {
+  DeviceGuard guard(device_);
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const Role r = plan_.buffers[b].role;
+    if (r == Role::c || r == Role::gathered || r == Role::work)
+      COLLMM_CUDA(cudaMemsetAsync(buffers_[b], 0xff, buffer_bytes(static_cast<int>(b)), lanes_[0]));
+  }
+  COLLMM_CUDA(cudaStreamSynchronize(lanes_[0]));
+}
+
+}  // namespace collmm::cuda

@@ -1,0 +1,82 @@
+// rank_device.hpp: one rank's state on its GPU: the plan's buffers, one CUDA stream per lane
+// (each with its own cuBLASLt workspace), one set of events per step, and the GEMM engine. It
+// issues the steps that need no peer (gemm, copy, add) and the bracket every step shares:
+// open_step (waits as cudaStreamWaitEvent on the waited steps' end events, start event) and
+// close_step (end event). Comm steps are issued by a transport between open_step and close_step.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "collmm/executor.hpp"
+#include "gemm_engine.hpp"
+
+namespace collmm::cuda {
+
+struct StepEvents {
+  cudaEvent_t start = nullptr;   // recorded after the step's waits: also "my send data is ready"
+  cudaEvent_t end = nullptr;     // the step is done
+  cudaEvent_t copied = nullptr;  // local transport: this rank's receive copies are done
+};
+
+struct EngineSettings {
+  int gemm_sms = 0;   // SM count target for GEMMs; 0: all
+  int sm_margin = 0;  // or leave this many SMs free
+  size_t workspace_bytes = size_t(32) << 20;
+  AlgoChoice algo_choice = AlgoChoice::heuristic;
+};
+
+class RankDevice {
+ public:
+  RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings&);
+  ~RankDevice();
+  RankDevice(const RankDevice&) = delete;
+  RankDevice& operator=(const RankDevice&) = delete;
+
+  int device() const { return device_; }
+  int rank() const { return plan_.rank; }
+  const Plan& plan() const { return plan_; }
+  Dtype in_dtype() const { return in_; }
+  Dtype dtype_of(int buf) const;  // input dtype for A, B, gathered; output dtype for C and work
+  char* ptr(const Slice&) const;
+  size_t bytes(const Slice&) const;
+  void* buffer(int buf) const { return buffers_[buf]; }
+  size_t buffer_bytes(int buf) const;
+  cudaStream_t lane(int l) const { return lanes_[l]; }
+  const StepEvents& events(int step) const { return events_[step]; }
+  cudaEvent_t begin_event() const { return begin_; }
+  cudaEvent_t finish_event() const { return finish_; }
+
+  // Per iteration: which steps are skipped (they count as done at once).
+  void set_filter(StepFilter);
+  bool skipped(int step) const { return skip_[step]; }
+
+  // Records the iteration's begin on lane 0 (after `origin`, if given) and makes every lane wait for it.
+  void begin_iteration(cudaEvent_t origin);
+  void open_step(int step);
+  void close_step(int step);
+  // gemm, copy or add: open, enqueue, close.
+  void issue_local_step(int step);
+  // Lane 0 waits for every lane's last step; records finish.
+  void end_iteration();
+  // After the finish event completed: times relative to begin.
+  RankRun times(bool timestamps) const;
+
+  void poison();  // NaN (all bytes 0xff) into C, gathered and work buffers
+
+ private:
+  int device_;
+  Plan plan_;
+  Dtype in_, out_;
+  std::vector<void*> buffers_;
+  std::vector<cudaStream_t> lanes_;
+  std::vector<void*> workspaces_;
+  std::vector<StepEvents> events_;
+  std::vector<bool> skip_;
+  cudaEvent_t begin_ = nullptr, finish_ = nullptr;
+  std::unique_ptr<GemmEngine> engine_;
+};
+
+}  // namespace collmm::cuda

@@ -1,0 +1,35 @@
+// gpu_case.hpp: shared by the CUDA tests: how many GPUs are usable (0 when the CUDA runtime or
+// driver says none, as on a CI machine without a GPU), and one checked run of a plan on an
+// executor: inputs written, outputs poisoned, one iteration, C (and ag_gemm's gathered A) read
+// back and compared with the f64 reference.
+#pragma once
+
+#include <string>
+
+#include "collmm/executor.hpp"
+
+namespace collmm::test {
+
+int usable_gpus(std::string* why);
+
+// Skips the current test (GTest) when fewer than `need` GPUs are usable, saying why.
+#define COLLMM_NEED_GPUS(need)                                                                   \
+  do {                                                                                           \
+    std::string why_;                                                                            \
+    const int have_ = ::collmm::test::usable_gpus(&why_);                                        \
+    if (have_ < (need))                                                                          \
+      GTEST_SKIP() << "needs " << (need) << " GPU(s), " << have_ << " usable (" << why_ << ")"; \
+  } while (0)
+
+struct CaseResult {
+  int64_t wrong_c = 0, wrong_gathered = 0;
+  double max_rel_err = 0;
+  std::string detail;  // which rank and what, when something is wrong
+};
+
+// Makes the plans of ex's local ranks, runs one checked iteration (and, if repeat, a second one
+// after poisoning again: graph replay), compares every local rank.
+CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dtype dtype, uint64_t seed,
+                       bool repeat = false);
+
+}  // namespace collmm::test

@@ -1,0 +1,131 @@
+// test_local.cpp: every op x algo x dtype on P = 1..8 ranks emulated on the visible GPU(s)
+// (--transport local), checked against the f64 reference; plus lanes/posting variants, graph
+// replay, step filters, and the usage errors. Skips (with the reason) where no GPU is usable.
+#include <gtest/gtest.h>
+
+#include "collmm/executor.hpp"
+#include "gpu_case.hpp"
+
+namespace collmm {
+namespace {
+
+std::unique_ptr<Executor> local_executor(int world, bool graph = false) {
+  BackendOptions o;
+  o.backend = "cuda";
+  o.transport = "local";
+  o.world = world;
+  o.graph = graph;
+  return make_cuda_executor(o, 0, nullptr);
+}
+
+// Sizes that split unevenly over P and give odd leading dimensions; fp8 needs 16-byte rows (and B
+// as [N, K]), so its N and K are multiples of 16 per rank.
+Problem problem_for(Op op, int P, Dtype d) {
+  Problem p;
+  p.op = op;
+  p.world = P;
+  if (d == Dtype::fp8_e4m3) {
+    p.m = 8 * P + 3, p.n = 16 * P, p.k = 32 * P, p.b_layout = BLayout::nk;
+  } else {
+    p.m = 7 * P + 3, p.n = 5 * P + 3, p.k = 6 * P + 5;
+  }
+  return p;
+}
+
+TEST(CudaLocal, EveryOpAlgoDtypeOnOneToEightRanks) {
+  COLLMM_NEED_GPUS(1);
+  int cases = 0;
+  for (int P = 1; P <= 8; ++P) {
+    auto ex = local_executor(P);
+    for (Op op : all_ops())
+      for (Algo algo : all_algos())
+        for (Dtype d : {Dtype::f64, Dtype::f32, Dtype::tf32, Dtype::f16, Dtype::bf16, Dtype::fp8_e4m3}) {
+          const Problem p = problem_for(op, P, d);
+          PlanOptions o;
+          o.algo = algo;
+          const auto res = test::run_checked(*ex, p, o, d, 1000 + P);
+          EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0)
+              << to_string(op) << " " << to_string(algo) << " " << to_string(d) << " P=" << P << ": " << res.detail;
+          EXPECT_TRUE(res.detail.empty()) << res.detail;
+          ++cases;
+        }
+  }
+  EXPECT_EQ(cases, 8 * 2 * 4 * 6);
+}
+
+TEST(CudaLocal, LanesPostingAndBLayouts) {
+  COLLMM_NEED_GPUS(1);
+  auto ex = local_executor(4);
+  for (Op op : all_ops())
+    for (Algo algo : all_algos())
+      for (Post post : {Post::comm_first, Post::gemm_first})
+        for (int lanes : {1, 3})
+          for (BLayout bl : {BLayout::kn, BLayout::nk}) {
+            Problem p = problem_for(op, 4, Dtype::bf16);
+            p.b_layout = bl;
+            p.m = 64 * 4 + 8, p.n = 96 * 4, p.k = 80 * 4;
+            PlanOptions o;
+            o.algo = algo, o.post = post, o.gemm_lanes = lanes;
+            const auto res = test::run_checked(*ex, p, o, Dtype::bf16, 7);
+            EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0) << to_string(op) << " " << to_string(algo) << " "
+                                                          << to_string(post) << " lanes=" << lanes << " "
+                                                          << to_string(bl) << ": " << res.detail;
+          }
+}
+
+TEST(CudaLocal, GraphCaptureAndReplay) {
+  COLLMM_NEED_GPUS(1);
+  for (int P : {1, 3, 4}) {
+    auto ex = local_executor(P, true);
+    for (Op op : all_ops())
+      for (Algo algo : all_algos()) {
+        PlanOptions o;
+        o.algo = algo;
+        o.gemm_lanes = 2;
+        const auto res = test::run_checked(*ex, problem_for(op, P, Dtype::bf16), o, Dtype::bf16, 11, /*repeat=*/true);
+        EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0)
+            << to_string(op) << " " << to_string(algo) << " P=" << P << " (graph): " << res.detail;
+      }
+  }
+}
+
+TEST(CudaLocal, StepFiltersSkipStepsAndStampThemNotRun) {
+  COLLMM_NEED_GPUS(1);
+  auto ex = local_executor(4);
+  Problem p = problem_for(Op::ag_gemm, 4, Dtype::bf16);
+  PlanOptions o;
+  std::vector<Plan> plans;
+  for (int r : ex->local_ranks()) plans.push_back(make_plan(p, o, r));
+  ex->prepare(plans, Dtype::bf16);
+  for (StepFilter f : {StepFilter::gemm_only, StepFilter::comm_only}) {
+    const auto runs = ex->run(f, true);
+    ASSERT_EQ(runs.size(), 4u);
+    for (size_t i = 0; i < runs.size(); ++i)
+      for (size_t s = 0; s < plans[i].steps.size(); ++s) {
+        const bool gemm = plans[i].steps[s].kind == StepKind::gemm;
+        const bool ran = runs[i].steps[s].start_us >= 0;
+        EXPECT_EQ(ran, f == StepFilter::gemm_only ? gemm : !gemm) << "rank " << i << " step " << s;
+      }
+  }
+}
+
+TEST(CudaLocal, UsageErrors) {
+  COLLMM_NEED_GPUS(1);
+  auto ex = local_executor(2);
+  Problem p = problem_for(Op::ag_gemm, 2, Dtype::fp8_e4m3);
+  p.b_layout = BLayout::kn;
+  std::vector<Plan> plans{make_plan(p, {}, 0), make_plan(p, {}, 1)};
+  EXPECT_THROW(ex->prepare(plans, Dtype::fp8_e4m3), UsageError);  // fp8 needs B as [N, K]
+  std::vector<Plan> one{make_plan(p, {}, 0)};
+  EXPECT_THROW(ex->prepare(one, Dtype::bf16), UsageError);  // plans for 1 of 2 ranks
+  EXPECT_THROW(ex->run(StepFilter::all, false), UsageError);  // nothing prepared
+  BackendOptions bad;
+  bad.transport = "local";
+  EXPECT_THROW(make_cuda_executor(bad, 0, nullptr), UsageError);  // world not given
+  std::string why;
+  auto shared = local_executor(test::usable_gpus(&why) + 1);  // two ranks share a GPU
+  EXPECT_NE(shared->timing_note().find("not overlap figures"), std::string::npos) << shared->timing_note();
+}
+
+}  // namespace
+}  // namespace collmm
