@@ -25,15 +25,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The cores this process may run on (mpirun binds each rank to one core when -np <= 2).
+int affinity_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, CPU_COUNT(&set));
+}
+
 // BLAS threads per rank: the option, or this node's cores split over its ranks (never more than
-// the cores this process may run on, e.g. when mpirun binds it to one core).
+// the cores this process may run on).
 int default_blas_threads(int requested) {
   if (requested > 0) return requested;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int threads = std::max(1, cores / std::max(1, mpi_node_size()));
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) threads = std::min(threads, std::max(1, CPU_COUNT(&set)));
-  return threads;
+  return std::min(std::max(1, cores / std::max(1, mpi_node_size())), affinity_cores());
 }
 
 // "name=value" of everything every rank must agree on, in a fixed order.
@@ -65,6 +69,12 @@ class CpuExecutor : public Executor {
   HostComm& host() override { return *host_; }
   bool supports(Dtype d) const override { return gemm_supports(d); }
   Dtype out_dtype(Dtype in) const override { return gemm_out_dtype(in); }
+  // Empty unless this rank is confined to one core, where its comm thread and GEMMs take turns.
+  std::string timing_note() const override {
+    if (affinity_cores() >= 2) return {};
+    return "each rank may use only 1 core (mpirun binds ranks to cores when -np <= 2; try --bind-to none "
+           "or --map-by slot:PE=N): its comm thread and its GEMMs share that core, so little overlap is possible";
+  }
 
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override {
     if (plans.size() != 1)

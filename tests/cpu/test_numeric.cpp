@@ -4,9 +4,16 @@
 // against the f64 reference and ag_gemm's gathered A against the global A.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <tuple>
 
 #include "cpu_test_env.hpp"
+
+namespace collmm {
+// Readable parameters in GoogleTest's messages.
+inline void PrintTo(Op op, std::ostream* os) { *os << to_string(op); }
+inline void PrintTo(Algo algo, std::ostream* os) { *os << to_string(algo); }
+}  // namespace collmm
 
 namespace collmm::cpu_test {
 namespace {
