@@ -179,7 +179,7 @@ void CudaExecutor::wait_all() {
   for (auto& r : ranks_) {
     COLLMM_CUDA(cudaSetDevice(r->device()));
     for (;;) {
-      const cudaError_t e = cudaEventQuery(r->finish_event());
+      const cudaError_t e = cudaEventQuery(r->done_event());
       if (e == cudaSuccess) break;
       if (e != cudaErrorNotReady) COLLMM_CUDA(e);
       if (std::chrono::steady_clock::now() > deadline) {

@@ -11,6 +11,8 @@
 namespace collmm::cuda {
 namespace {
 
+void stamp(cudaEvent_t e, cudaStream_t st) { COLLMM_CUDA(cudaEventRecordWithFlags(e, st, cudaEventRecordExternal)); }
+
 struct DeviceGuard {  // sets the device, restores the previous one
   int old = 0;
   explicit DeviceGuard(int d) {
@@ -41,27 +43,35 @@ RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSe
     cudaStream_t st;
     COLLMM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     lanes_.push_back(st);
+    cudaEvent_t done;
+    COLLMM_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    lane_done_.push_back(done);
     void* ws = nullptr;
     COLLMM_CUDA(cudaMalloc(&ws, s.workspace_bytes));
     workspaces_.push_back(ws);
   }
   events_.resize(plan_.steps.size());
   for (auto& e : events_) {
-    COLLMM_CUDA(cudaEventCreate(&e.start));
-    COLLMM_CUDA(cudaEventCreate(&e.end));
+    COLLMM_CUDA(cudaEventCreateWithFlags(&e.start, cudaEventDisableTiming));
+    COLLMM_CUDA(cudaEventCreateWithFlags(&e.end, cudaEventDisableTiming));
     COLLMM_CUDA(cudaEventCreateWithFlags(&e.copied, cudaEventDisableTiming));
+    COLLMM_CUDA(cudaEventCreate(&e.t_start));
+    COLLMM_CUDA(cudaEventCreate(&e.t_end));
   }
-  COLLMM_CUDA(cudaEventCreate(&begin_));
-  COLLMM_CUDA(cudaEventCreate(&finish_));
+  COLLMM_CUDA(cudaEventCreateWithFlags(&begin_, cudaEventDisableTiming));
+  COLLMM_CUDA(cudaEventCreateWithFlags(&finish_, cudaEventDisableTiming));
+  COLLMM_CUDA(cudaEventCreate(&t_begin_));
+  COLLMM_CUDA(cudaEventCreate(&t_finish_));
   skip_.assign(plan_.steps.size(), false);
 }
 
 RankDevice::~RankDevice() {
   cudaSetDevice(device_);
   cudaDeviceSynchronize();
-  for (auto& e : events_) cudaEventDestroy(e.start), cudaEventDestroy(e.end), cudaEventDestroy(e.copied);
-  cudaEventDestroy(begin_);
-  cudaEventDestroy(finish_);
+  for (auto& e : events_)
+    for (cudaEvent_t ev : {e.start, e.end, e.copied, e.t_start, e.t_end}) cudaEventDestroy(ev);
+  for (cudaEvent_t ev : {begin_, finish_, t_begin_, t_finish_}) cudaEventDestroy(ev);
+  for (cudaEvent_t ev : lane_done_) cudaEventDestroy(ev);
   engine_.reset();
   for (void* p : workspaces_) cudaFree(p);
   for (auto st : lanes_) cudaStreamDestroy(st);
@@ -103,6 +113,7 @@ void RankDevice::begin_iteration(cudaEvent_t origin) {
   COLLMM_CUDA(cudaSetDevice(device_));
   if (origin) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], origin, 0));
   COLLMM_CUDA(cudaEventRecord(begin_, lanes_[0]));
+  stamp(t_begin_, lanes_[0]);
   for (size_t l = 1; l < lanes_.size(); ++l) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[l], begin_, 0));
 }
 
@@ -113,9 +124,14 @@ void RankDevice::open_step(int i) {
   for (int w : s.waits)
     if (!skip_[w]) COLLMM_CUDA(cudaStreamWaitEvent(st, events_[w].end, 0));
   COLLMM_CUDA(cudaEventRecord(events_[i].start, st));
+  stamp(events_[i].t_start, st);
 }
 
-void RankDevice::close_step(int i) { COLLMM_CUDA(cudaEventRecord(events_[i].end, lanes_[plan_.steps[i].lane])); }
+void RankDevice::close_step(int i) {
+  cudaStream_t st = lanes_[plan_.steps[i].lane];
+  stamp(events_[i].t_end, st);
+  COLLMM_CUDA(cudaEventRecord(events_[i].end, st));
+}
 
 void RankDevice::issue_local_step(int i) {
   const Step& s = plan_.steps[i];
@@ -148,29 +164,27 @@ void RankDevice::issue_local_step(int i) {
 
 void RankDevice::end_iteration() {
   COLLMM_CUDA(cudaSetDevice(device_));
-  for (size_t l = 1; l < lanes_.size(); ++l) {
-    // A lane's last step (in list order, not skipped) is the last thing on its stream.
-    cudaEvent_t tail = nullptr;
-    for (size_t i = plan_.steps.size(); i-- > 0;)
-      if (plan_.steps[i].lane == static_cast<int>(l) && !skip_[i]) { tail = events_[i].end; break; }
-    if (tail) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], tail, 0));
+  for (size_t l = 1; l < lanes_.size(); ++l) {  // every lane joins lane 0 (a graph capture needs it)
+    COLLMM_CUDA(cudaEventRecord(lane_done_[l], lanes_[l]));
+    COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], lane_done_[l], 0));
   }
   COLLMM_CUDA(cudaEventRecord(finish_, lanes_[0]));
+  stamp(t_finish_, lanes_[0]);
 }
 
 RankRun RankDevice::times(bool timestamps) const {
   RankRun run;
   run.rank = plan_.rank;
   float ms = 0;
-  COLLMM_CUDA(cudaEventElapsedTime(&ms, begin_, finish_));
+  COLLMM_CUDA(cudaEventElapsedTime(&ms, t_begin_, t_finish_));
   run.total_us = 1e3 * ms;
   if (!timestamps) return run;
   run.steps.resize(plan_.steps.size());
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     if (skip_[i]) continue;
     float a = 0, b = 0;
-    COLLMM_CUDA(cudaEventElapsedTime(&a, begin_, events_[i].start));
-    COLLMM_CUDA(cudaEventElapsedTime(&b, begin_, events_[i].end));
+    COLLMM_CUDA(cudaEventElapsedTime(&a, t_begin_, events_[i].t_start));
+    COLLMM_CUDA(cudaEventElapsedTime(&b, t_begin_, events_[i].t_end));
     run.steps[i] = {1e3 * a, 1e3 * b};
   }
   return run;

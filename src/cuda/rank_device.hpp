@@ -15,10 +15,14 @@
 
 namespace collmm::cuda {
 
+// Dependency events (no timing) order the streams; timing events are recorded beside them with
+// cudaEventRecordExternal, so that inside a CUDA graph capture they become event-record nodes
+// that keep working at replay (a plain record during capture only marks a dependency).
 struct StepEvents {
   cudaEvent_t start = nullptr;   // recorded after the step's waits: also "my send data is ready"
   cudaEvent_t end = nullptr;     // the step is done
   cudaEvent_t copied = nullptr;  // local transport: this rank's receive copies are done
+  cudaEvent_t t_start = nullptr, t_end = nullptr;  // timing
 };
 
 struct EngineSettings {
@@ -48,6 +52,7 @@ class RankDevice {
   const StepEvents& events(int step) const { return events_[step]; }
   cudaEvent_t begin_event() const { return begin_; }
   cudaEvent_t finish_event() const { return finish_; }
+  cudaEvent_t done_event() const { return t_finish_; }  // completes when the iteration (or its graph) is done
 
   // Per iteration: which steps are skipped (they count as done at once).
   void set_filter(StepFilter);
@@ -73,9 +78,10 @@ class RankDevice {
   std::vector<void*> buffers_;
   std::vector<cudaStream_t> lanes_;
   std::vector<void*> workspaces_;
+  std::vector<cudaEvent_t> lane_done_;  // each lane's end of the iteration
   std::vector<StepEvents> events_;
   std::vector<bool> skip_;
-  cudaEvent_t begin_ = nullptr, finish_ = nullptr;
+  cudaEvent_t begin_ = nullptr, finish_ = nullptr, t_begin_ = nullptr, t_finish_ = nullptr;
   std::unique_ptr<GemmEngine> engine_;
 };
 
