@@ -52,8 +52,9 @@ void check_races(const std::vector<Plan>&, Errors&);
 // dataflow.cpp: per buffer row, the multiset of terms it holds.
 struct Term {
   int kind;     // 0: an input row of A, 1: a product of one with B, 2: a product of a product
-  int rank;     // ag_gemm: the rank that holds it in A; gemm_rs: the rank whose partial it is
+  int rank;     // the rank whose A holds the row (ag_gemm: its row block; gemm_rs: its columns)
   int64_t row;  // global row
+  int b_rank;   // products: the rank whose B_r multiplied it; -1 for inputs
   bool operator<(const Term& o) const;
   bool operator==(const Term& o) const;
 };

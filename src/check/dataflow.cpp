@@ -1,12 +1,13 @@
 // dataflow.cpp: the plan checker's symbolic data. Slices are whole rows, so each buffer row carries
 // exactly what it holds, as a multiset of terms:
-//   - ag_gemm: A row t of rank r holds {A row (offset_r + t)}; a GEMM turns each term into that row
-//     times B; copies, transfers and the allgather move terms.
-//   - gemm_rs: A row i of rank r holds {A_r row i}; a GEMM turns it into rank r's partial of row i;
-//     add (and accumulating GEMMs) take the union, reduce_scatter the union over the ranks.
-// At the end: ag_gemm C row i holds exactly {A row i @ B} and was written once, the gathered A row
-// i holds {A row i}; gemm_rs C row t of rank r holds every rank's partial of row (offset_r + t)
-// exactly once. A row never written holds nothing, which the same comparison reports.
+//   - ag_gemm: A row t of rank r holds {A row (offset_r + t)}; a GEMM on rank q turns each term
+//     into that row times B_q; copies, transfers and the allgather move terms.
+//   - gemm_rs: A row i of rank r holds {A_r row i}; a GEMM on rank q turns it into A_r row i @ B_q,
+//     which is rank r's partial of row i when q = r; add (and accumulating GEMMs) take the union,
+//     reduce_scatter the union over the ranks.
+// At the end: ag_gemm C row i of rank r holds exactly {A row i @ B_r} and was written once, the
+// gathered A row i holds {A row i}; gemm_rs C row t of rank r holds every rank's partial of row
+// (offset_r + t) exactly once. A row never written holds nothing, which the same comparison reports.
 #include <algorithm>
 #include <iterator>
 #include <sstream>
@@ -16,8 +17,8 @@
 
 namespace collmm::check {
 
-bool Term::operator<(const Term& o) const { return std::tie(kind, rank, row) < std::tie(o.kind, o.rank, o.row); }
-bool Term::operator==(const Term& o) const { return kind == o.kind && rank == o.rank && row == o.row; }
+bool Term::operator<(const Term& o) const { return std::tie(kind, rank, row, b_rank) < std::tie(o.kind, o.rank, o.row, o.b_rank); }
+bool Term::operator==(const Term& o) const { return kind == o.kind && rank == o.rank && row == o.row && b_rank == o.b_rank; }
 
 DataFlow::DataFlow(const std::vector<Plan>& plans) : plans_(plans) {
   for (const Plan& plan : plans) {
@@ -32,7 +33,7 @@ DataFlow::DataFlow(const std::vector<Plan>& plans) : plans_(plans) {
     const Problem& p = plan.problem;
     const int64_t first = p.op == Op::ag_gemm ? block_offset(p.m, p.world, plan.rank) : 0;
     std::vector<Terms>& a = bufs[kBufA].rows;
-    for (size_t t = 0; t < a.size(); ++t) a[t] = {Term{0, plan.rank, first + static_cast<int64_t>(t)}};
+    for (size_t t = 0; t < a.size(); ++t) a[t] = {Term{0, plan.rank, first + static_cast<int64_t>(t), -1}};
     buffers_.push_back(std::move(bufs));
   }
 }
@@ -60,7 +61,10 @@ void DataFlow::run_local(int rank, int step) {
   std::vector<Terms> in = read(rank, s.a);
   if (s.kind == StepKind::gemm)
     for (Terms& row : in)
-      for (Term& t : row) t.kind = t.kind == 0 ? 1 : 2;
+      for (Term& t : row) {
+        t.kind = t.kind == 0 ? 1 : 2;
+        t.b_rank = rank;
+      }
   write(rank, step, s.out, std::move(in), s.kind == StepKind::add || (s.kind == StepKind::gemm && s.accumulate));
 }
 
@@ -100,15 +104,13 @@ void DataFlow::collective(size_t k, const Matching& m) {
 }
 
 std::string DataFlow::term_str(const Term& t) const {
-  const std::string row = std::to_string(t.row);
-  if (plans_[0].problem.op == Op::ag_gemm) {
-    const char* kinds[] = {"A row ", "A row ", "(A row "};
-    const char* after[] = {"", " @ B", " @ B) @ B"};
-    return kinds[t.kind] + row + after[t.kind];
-  }
-  const std::string q = std::to_string(t.rank);
-  if (t.kind == 0) return "A_" + q + " row " + row;
-  return std::string(t.kind == 1 ? "" : "a product of ") + "rank " + q + "'s partial of row " + row;
+  const std::string row = std::to_string(t.row), q = std::to_string(t.rank), b = "B_" + std::to_string(t.b_rank);
+  const bool ag = plans_[0].problem.op == Op::ag_gemm;
+  const std::string a = ag ? "A row " + row : "A_" + q + " row " + row;
+  if (t.kind == 0) return a;
+  if (t.kind == 2) return "a product of a product with " + b;
+  if (!ag && t.b_rank == t.rank) return "rank " + q + "'s partial of row " + row;
+  return a + " @ " + b;
 }
 
 void DataFlow::check_rows(int rank, int buf, const std::vector<Terms>& expected, Errors& errors) const {
@@ -163,8 +165,8 @@ void DataFlow::check_final(Errors& errors) const {
       std::vector<Terms> a_rows, c_rows;
       for (int q = 0; q < P; ++q)
         for (int64_t i = block_offset(p.m, P, q); i < block_offset(p.m, P, q) + block_size(p.m, P, q); ++i) {
-          a_rows.push_back({Term{0, q, i}});
-          c_rows.push_back({Term{1, q, i}});
+          a_rows.push_back({Term{0, q, i, -1}});
+          c_rows.push_back({Term{1, q, i, r}});
         }
       check_rows(r, kBufC, c_rows, errors);
       for (size_t b = 0; b < plan.buffers.size(); ++b)
@@ -174,7 +176,7 @@ void DataFlow::check_final(Errors& errors) const {
       const int64_t first = block_offset(p.m, P, r);
       for (int64_t t = 0; t < block_size(p.m, P, r); ++t) {
         Terms sum;
-        for (int q = 0; q < P; ++q) sum.push_back(Term{1, q, first + t});
+        for (int q = 0; q < P; ++q) sum.push_back(Term{1, q, first + t, q});
         c_rows.push_back(sum);
       }
       check_rows(r, kBufC, c_rows, errors);

@@ -1,9 +1,9 @@
 // structure.cpp: the plan checker's first pass. Every rank's plan is for the same problem and
-// options, and every step is well formed on its own: its lane exists, it waits only for earlier
-// steps, its slices lie inside their buffers, its shapes agree (rows * cols element counts, with
-// the widths taken from the buffers, and one width on both sides since the data check follows
-// whole rows), A and B are never written, and no step writes rows that it also reads or writes
-// through another of its slices.
+// options, and every step is well formed on its own: its lane exists (lane 0 for every comm
+// step), it waits only for earlier steps, its slices lie inside their buffers, its shapes agree
+// (rows * cols element counts, with the widths taken from the buffers, and one width on both sides
+// since the data check follows whole rows), it is not empty, A and B are never written, and no
+// step writes rows that it also reads or writes through another of its slices.
 #include <sstream>
 
 #include "check_internal.hpp"
@@ -70,6 +70,9 @@ struct StepCheck {
       fail("a " + to_string(s.kind) + " step carries sends or receives", true);
     if (s.kind != StepKind::allgather && s.kind != StepKind::reduce_scatter && !s.parts.empty())
       fail("a " + to_string(s.kind) + " step carries collective parts", true);
+    // MPI and NCCL match transfers (and collectives) in the order a rank posts them; that is
+    // list order, which the matching assumes, only when one lane posts them all.
+    if (is_comm(s.kind) && s.lane != 0) fail("comm step on lane " + std::to_string(s.lane) + ", not lane 0");
     const int P = plan.problem.world;
     switch (s.kind) {
       case StepKind::gemm: {

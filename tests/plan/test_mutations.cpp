@@ -80,6 +80,23 @@ TEST(Mutations, DuplicatedGemmWritesTwice) {
   EXPECT_ERROR(check_plans(plans), "written 2 times, not once");
 }
 
+TEST(Mutations, RowsComputedWithAnotherRanksBAreWrong) {
+  // Rank 0 skips its GEMM of chunk 1 and takes those C rows from rank 1, which used B_1.
+  std::vector<Plan> plans = all_plans({Op::ag_gemm, 8, 4, 8, 2, BLayout::kn}, kRing);
+  test::erase_step(plans[0], find_step(plans[0], StepKind::gemm, 1));
+  Step recv;
+  recv.kind = StepKind::sendrecv;
+  recv.recvs = {{1, {kBufC, 4, 4}}};
+  plans[0].push(recv);
+  Step send;
+  send.kind = StepKind::sendrecv;
+  send.sends = {{0, {kBufC, 4, 4}}};
+  send.waits = {find_step(plans[1], StepKind::gemm, 0)};
+  plans[1].push(send);
+  const CheckReport r = check_plans(plans);
+  EXPECT_ERROR(r, "data: rank 0 C row 4 (global row 4) holds {A row 4 @ B_1}, missing {A row 4 @ B_0}");
+}
+
 TEST(Mutations, DuplicatedAddSumsAPartialTwice) {
   std::vector<Plan> plans = all_plans({Op::gemm_rs, 12, 6, 8, 3, BLayout::kn}, kRing);
   const int a = find_step(plans[0], StepKind::add, 1);
@@ -155,6 +172,10 @@ TEST(Mutations, StructureErrors) {
   std::vector<Plan> plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
   plans[0].steps[find_step(plans[0], StepKind::gemm, 1)].lane = 7;
   EXPECT_ERROR(check_plans(plans), "lane 7 outside [0, 2)");
+
+  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans[0].steps[find_step(plans[0], StepKind::sendrecv, 1)].lane = 1;
+  EXPECT_ERROR(check_plans(plans), "comm step on lane 1, not lane 0");
 
   plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
   plans[0].steps[1].waits = {5};
