@@ -1,0 +1,52 @@
+// collmm/calibrate.hpp: building a cost-model Profile from measurements on the current machine.
+// A backend supplies two timers; calibration runs them over a set of GEMM shapes and message
+// sizes, fits the model's inputs and returns (or writes) the profile.
+//
+// Entry points for the front ends (`collmm-bench --calibrate` wires the real backend in):
+//   Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&);
+//   Profile calibrate_to_file(spec, gemm_timer, comm_timer, path);   // also writes the JSON
+//   std::vector<GemmShape> calibration_shapes(int64_t largest);
+//
+// What is fitted:
+//   GEMM: a rate table (GemmModel::table), one point per shape, tflops = 2mnk / t; the per-call
+//         overhead is left 0 (the measured times include it); the dtype's roofline peak is set to
+//         the fastest point (used by shapes of other dtypes only if the table lacks them).
+//   link: least squares of t = latency + bytes / bw over the message sizes (intra-node figures;
+//         inter-node too when base.links.ranks_per_node is 0, i.e. one domain).
+//   Everything else (memory bandwidth, contention, inter-node links) is kept from spec.base.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collmm/cost_model.hpp"
+
+namespace collmm {
+
+using GemmShape = std::array<int64_t, 3>;  // m, n, k
+// Microseconds for one GEMM of this shape in the spec's dtype (median of several runs, say).
+using GemmTimer = std::function<double(int64_t m, int64_t n, int64_t k)>;
+// Microseconds for one sendrecv step that sends `bytes` to a neighbour and receives as many.
+using CommTimer = std::function<double(double bytes)>;
+
+struct CalibrationSpec {
+  std::string name = "calibrated";
+  Dtype dtype = Dtype::bf16;
+  std::vector<GemmShape> gemm_shapes;  // at least one
+  std::vector<double> comm_bytes;      // at least two different sizes
+  Profile base;                        // the inputs not measured here
+};
+
+// m in {L/8, L/2, L}, (n, k) in {(L, L), (L/2, L)}: six shapes around the largest dimension L.
+std::vector<GemmShape> calibration_shapes(int64_t largest);
+// 64 KiB, 1 MiB, 16 MiB, ... up to `largest` bytes.
+std::vector<double> calibration_sizes(double largest);
+
+// Throws UsageError for a spec without shapes or sizes, std::runtime_error when a timer returns a
+// non-positive time or the times do not grow with the size.
+Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&);
+Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const std::string& path);
+
+}  // namespace collmm

@@ -1,0 +1,108 @@
+// collmm/cost_model.hpp: the machine as the simulator sees it. A Profile holds the model's inputs
+// (GEMM rate, memory and link bandwidths and latencies, SM contention) and is read from and
+// written to JSON; the functions below turn a step's shape into a time in microseconds.
+//
+// Entry points for the front ends:
+//   Profile load_profile(const std::string& name_or_path);   // "h200-nvlink", "h200-ib",
+//                                                            // "cpu-2core", or a JSON file
+//   void save_profile(const Profile&, const std::string& path);
+//   nlohmann::json to_json(const Profile&);  Profile profile_from_json(const nlohmann::json&);
+//
+// The model, in one place:
+//   GEMM (m, n, k):   t = max(2mnk / rate, bytes(A,B,C) / memory) + overhead_us
+//                     rate: from the table (inverse-distance weighting of its points in
+//                     log2(m), log2(n), log2(k), exact at a point), or the roofline peak.
+//   copy / add:       t = (2 or 3) * bytes / memory        (read + write; add reads two)
+//   one message:      t = latency + bytes / (bw / share),  bw and latency of the pair's class
+//                     (intra-node, or inter-node when both ranks are not in one node), share =
+//                     how many messages of the same class the step sends (or receives) at once.
+//   allgather / reduce-scatter of parts p_q:  ring algorithm, (P-1) steps of
+//                     latency + max_q bytes(p_q) / bw_ring   (+ the reduction's memory time for
+//                     reduce-scatter, when that is longer), bw_ring = the slowest link of the ring.
+//   GEMMs running at once on one rank (several GEMM lanes) share its rate equally.
+//   SM contention (when the transport uses SMs): while a comm kernel (sendrecv, collective, add,
+//                     copy) is moving data on a rank, its GEMMs run gemm_slowdown times slower;
+//                     while a GEMM runs, that rank's comm runs comm_slowdown times slower. With
+//                     launch_order, an SM comm kernel that becomes ready while a GEMM runs waits
+//                     for it (the GEMM holds every SM), and GEMMs ready after it queue behind it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "collmm/types.hpp"
+
+namespace collmm {
+
+// One measured GEMM rate.
+struct GemmPoint {
+  Dtype dtype = Dtype::bf16;
+  int64_t m = 0, n = 0, k = 0;
+  double tflops = 0;
+};
+
+enum class GemmModel { roofline, table };
+std::string to_string(GemmModel);
+GemmModel parse_gemm_model(const std::string&);
+
+struct GemmCost {
+  GemmModel model = GemmModel::roofline;
+  std::vector<std::pair<Dtype, double>> peak_tflops;  // roofline peak per input dtype
+  std::vector<GemmPoint> table;                        // rate table (model == table)
+  double overhead_us = 0;                              // per call: launch and tail
+};
+
+struct LinkCost {
+  int ranks_per_node = 0;           // 0: every rank in one domain (NVLink, shared memory)
+  double intra_gbps = 0;            // GB/s per direction per rank, inside a node
+  double intra_latency_us = 0;
+  double inter_gbps = 0;            // GB/s per direction per rank, between nodes
+  double inter_latency_us = 0;
+};
+
+struct Contention {
+  bool transport_uses_sms = false;  // comm kernels (NCCL, SM copies) share the SMs with GEMMs
+  double gemm_slowdown = 1;         // GEMM time factor while a comm kernel moves data
+  double comm_slowdown = 1;         // comm time factor while a GEMM runs
+  bool launch_order = false;        // a GEMM that holds the SMs delays a comm kernel launched after it
+};
+
+struct Profile {
+  std::string name;
+  std::string notes;                // where the numbers come from
+  GemmCost gemm;
+  double memory_gbps = 0;           // effective bytes moved per second by copies and adds
+  LinkCost links;
+  Contention contention;
+};
+
+// Built-in profiles ("h200-nvlink", "h200-ib", "cpu-2core") or a JSON file; throws UsageError
+// for an unknown name or a file that does not parse.
+Profile load_profile(const std::string& name_or_path);
+std::vector<std::string> builtin_profile_names();
+Profile builtin_profile(const std::string& name);
+nlohmann::json to_json(const Profile&);
+Profile profile_from_json(const nlohmann::json&);
+void save_profile(const Profile&, const std::string& path);
+
+// The element type of C and of work buffers for an input dtype, as the backends produce it:
+// fp8 gives bf16, tf32 gives f32, the rest give themselves.
+Dtype output_dtype(Dtype in);
+
+// Times in microseconds.
+double gemm_time_us(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);
+double gemm_rate_tflops(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);  // before the memory bound
+double copy_time_us(const Profile&, double bytes);
+double add_time_us(const Profile&, double bytes);
+// Whether ranks a and b share a node.
+bool same_node(const Profile&, int a, int b);
+// One message of `bytes` between a and b, shared with share-1 others of its class.
+double message_time_us(const Profile&, int a, int b, double bytes, int share = 1);
+// A ring allgather (reduce: false) or reduce-scatter (reduce: true) over `world` ranks, whose
+// largest part is `max_part_bytes`.
+double collective_time_us(const Profile&, int world, double max_part_bytes, bool reduce);
+
+}  // namespace collmm

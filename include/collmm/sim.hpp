@@ -1,0 +1,68 @@
+// collmm/sim.hpp: the simulator. It walks every rank's Plan (the same plans the backends run)
+// through the cost model of collmm/cost_model.hpp and returns what an executor returns: one
+// RankRun per rank with every step timed. So the Timeline, the SVG, the Chrome trace, the overlap
+// metric and the table serve predicted and measured runs alike.
+//
+// Entry points for the front ends:
+//   std::vector<RankRun> simulate(plans, dtype, profile, filter);   // plans[r] is rank r's
+//   SimResult simulate(problem, options, dtype, profile, filter);   // builds the plans itself
+//   Prediction predict(problem, options, dtype, profile);           // one row of the table
+//
+// Execution rules (plan.hpp's, followed exactly): steps on a lane run one after another in list
+// order; a step also waits for the steps in `waits`; a sendrecv step is one group: its messages
+// start when both sides have posted them (the k-th send r -> q meets the k-th receive on q from
+// r) and the step ends when all its messages are done; the k-th allgather / reduce-scatter of
+// every rank is one collective that starts when every rank has posted it and ends on all ranks
+// together. Among steps that become ready at the same instant, the earlier one in the list starts
+// first (that is what "posted first" means here). Skipped steps (StepFilter) take no time.
+//
+// The simulation is event-driven: a heap of activity end times, with rates changed only where SM
+// contention says so. Plans of P ranks have O(P) steps each, O(P^2) in all; P = 1024 ring runs
+// in about a second.
+#pragma once
+
+#include <vector>
+
+#include "collmm/cost_model.hpp"
+#include "collmm/executor.hpp"
+#include "collmm/timeline.hpp"
+
+namespace collmm {
+
+// Simulates the plans of all ranks of one job (plans[r].rank == r, plans.size() == P). Throws
+// std::runtime_error when the plans do not match (a send without its receive, collectives that
+// differ) or deadlock.
+std::vector<RankRun> simulate(const std::vector<Plan>& plans, Dtype dtype, const Profile& profile,
+                              StepFilter filter = StepFilter::all);
+
+struct SimResult {
+  std::vector<RankRun> runs;  // one per rank
+  Timeline timeline;          // the events of the steps that ran (empty unless asked for)
+  double time_us = 0;         // the slowest rank's total
+};
+
+// Builds rank r's plan with make_plan for r = 0..P-1, one at a time, and simulates them.
+SimResult simulate(const Problem&, const PlanOptions&, Dtype, const Profile&,
+                   StepFilter filter = StepFilter::all, bool want_timeline = true);
+
+// One row of the predicted table, with the same columns as collmm-bench's measured one.
+struct Prediction {
+  Problem problem;
+  PlanOptions options;
+  Dtype dtype = Dtype::bf16;
+  double time_us = 0;           // the whole plan
+  double t_gemm_us = 0;         // the same plan with only its GEMMs
+  double t_comm_us = 0;         // the same plan with only its comm, copies and adds
+  double t_sequential_us = 0;   // the sequential algorithm on the same shape
+  double speedup = 0;           // t_sequential / time
+  double overlap_efficiency = 0;  // (t_sequential - time) / min(t_gemm, t_comm); 0 when that is 0
+  double hidden_comm_mean = 0;  // overlap.hpp: comm time covered by GEMM, mean over ranks
+  double hidden_comm_min = 0;   // and the worst rank
+  double tflops_per_rank = 0;   // 2MNK / P / time
+};
+
+// Runs the plan three times (all, gemm_only, comm_only) and the sequential plan once.
+// `sequential_us` > 0 reuses an earlier sequential time instead of simulating it again.
+Prediction predict(const Problem&, const PlanOptions&, Dtype, const Profile&, double sequential_us = 0);
+
+}  // namespace collmm

@@ -1,0 +1,71 @@
+// collmm/tuning.hpp: `--algo auto`: the algorithm, stages and GEMM lane count for one shape and P,
+// chosen from the cost model and refined by a measured tuning cache.
+//
+// Entry points for the front ends:
+//   TuningCache load_tuning_cache(path);  save_tuning_cache(cache, path);
+//   Choice choose(problem, dtype, profile, cache_or_nullptr);
+//   std::string print(const Choice&);     // the pick and its predicted alternatives
+//
+// The candidates: sequential; pipelined with S in {2, 4, 8} (those the shape allows, and only
+// while S * P^2 <= 4M simulated steps); ring and bidir; each with 1 and 2 GEMM lanes (sequential:
+// 1), all posted comm-first. Every candidate is simulated (collmm/sim.hpp); the model's pick is
+// the fastest. When the cache holds measurements of this exact (op, M, N, K, P, dtype), the pick
+// is the fastest measured configuration instead (source "measured"), whatever the model says.
+//
+// The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
+//   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "gemm_lanes": 1,
+//   "time_us": 1234.5}, ...]}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collmm/cost_model.hpp"
+#include "collmm/types.hpp"
+
+namespace collmm {
+
+struct TuningEntry {
+  Op op = Op::ag_gemm;
+  int64_t m = 0, n = 0, k = 0;
+  int world = 1;
+  Dtype dtype = Dtype::bf16;
+  Algo algo = Algo::ring;
+  int stages = 0;
+  int gemm_lanes = 1;
+  double time_us = 0;  // measured
+};
+
+struct TuningCache {
+  std::vector<TuningEntry> entries;
+  // The entries of exactly this shape, P and dtype.
+  std::vector<TuningEntry> find(const Problem&, Dtype) const;
+  // Adds a measurement, replacing one of the same configuration.
+  void record(const TuningEntry&);
+};
+TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad file
+void save_tuning_cache(const TuningCache&, const std::string& path);
+
+struct Alternative {
+  Algo algo = Algo::ring;
+  int stages = 0;
+  int gemm_lanes = 1;
+  double predicted_us = 0;
+  double measured_us = -1;  // from the cache; -1 when not measured
+};
+
+struct Choice {
+  Algo algo = Algo::ring;
+  int stages = 0;
+  int gemm_lanes = 1;
+  double predicted_us = 0;
+  double measured_us = -1;
+  std::string source;                     // "model" or "measured"
+  std::vector<Alternative> alternatives;  // every candidate, fastest predicted first
+  PlanOptions options() const;            // the pick as plan options
+};
+
+Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = nullptr);
+std::string print(const Choice&);
+
+}  // namespace collmm

@@ -1,0 +1,76 @@
+// calibrate.cpp: GEMM rate table and link fit from a backend's timers (collmm/calibrate.hpp).
+#include "collmm/calibrate.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace collmm {
+
+std::vector<GemmShape> calibration_shapes(int64_t L) {
+  L = std::max<int64_t>(L, 8);
+  std::vector<GemmShape> out;
+  for (int64_t m : {L / 8, L / 2, L})
+    for (GemmShape nk : {GemmShape{0, L, L}, GemmShape{0, L / 2, L}}) out.push_back({m, nk[1], nk[2]});
+  return out;
+}
+
+std::vector<double> calibration_sizes(double largest) {
+  std::vector<double> out;
+  for (double b = 64 * 1024; b <= largest; b *= 16) out.push_back(b);
+  return out;
+}
+
+Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm) {
+  if (spec.gemm_shapes.empty()) throw UsageError("calibration needs at least one GEMM shape");
+  if (spec.comm_bytes.size() < 2) throw UsageError("calibration needs at least two message sizes");
+  Profile p = spec.base;
+  p.name = spec.name;
+  p.gemm.model = GemmModel::table;
+  p.gemm.overhead_us = 0;
+  p.gemm.table.erase(std::remove_if(p.gemm.table.begin(), p.gemm.table.end(),
+                                    [&](const GemmPoint& g) { return g.dtype == spec.dtype; }),
+                     p.gemm.table.end());
+  double best = 0;
+  for (const GemmShape& s : spec.gemm_shapes) {
+    const double us = gemm(s[0], s[1], s[2]);
+    if (!(us > 0)) throw std::runtime_error("calibration: GEMM timer gave a non-positive time");
+    const double tflops = 2.0 * double(s[0]) * double(s[1]) * double(s[2]) / (us * 1e6);
+    p.gemm.table.push_back({spec.dtype, s[0], s[1], s[2], tflops});
+    best = std::max(best, tflops);
+  }
+  auto& peaks = p.gemm.peak_tflops;
+  peaks.erase(std::remove_if(peaks.begin(), peaks.end(), [&](auto& e) { return e.first == spec.dtype; }), peaks.end());
+  peaks.push_back({spec.dtype, best});
+
+  // Least squares t = a + b * bytes.
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = double(spec.comm_bytes.size());
+  for (double bytes : spec.comm_bytes) {
+    const double us = comm(bytes);
+    if (!(us > 0)) throw std::runtime_error("calibration: comm timer gave a non-positive time");
+    sx += bytes, sy += us, sxx += bytes * bytes, sxy += bytes * us;
+  }
+  const double den = n * sxx - sx * sx;
+  if (!(den > 0)) throw UsageError("calibration needs at least two different message sizes");
+  const double slope = (n * sxy - sx * sy) / den, intercept = (sy - slope * sx) / n;
+  if (!(slope > 0)) throw std::runtime_error("calibration: comm times do not grow with the message size");
+  p.links.intra_gbps = 1.0 / slope / 1e3;  // bytes per us -> GB/s
+  p.links.intra_latency_us = std::max(0.0, intercept);
+  if (p.links.ranks_per_node == 0) {
+    p.links.inter_gbps = p.links.intra_gbps;
+    p.links.inter_latency_us = p.links.intra_latency_us;
+  }
+  p.notes = "Calibrated: GEMM rate table (" + to_string(spec.dtype) + ", " + std::to_string(spec.gemm_shapes.size()) +
+            " shapes) and link fit (" + std::to_string(spec.comm_bytes.size()) + " sizes) measured; the rest from '" +
+            spec.base.name + "'.";
+  return p;
+}
+
+Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
+                          const std::string& path) {
+  Profile p = calibrate(spec, gemm, comm);
+  save_profile(p, path);
+  return p;
+}
+
+}  // namespace collmm

@@ -1,0 +1,156 @@
+// profile.cpp: cost-model profiles: the built-in ones, and their JSON form (read and written with
+// nlohmann-json). Numbers marked "lead" are estimates to be replaced by a calibration run.
+#include <fstream>
+#include <sstream>
+
+#include "collmm/cost_model.hpp"
+
+namespace collmm {
+namespace {
+
+using nlohmann::json;
+
+Profile h200_nvlink() {
+  Profile p;
+  p.name = "h200-nvlink";
+  p.notes =
+      "One NVLink domain of H200s. bf16 GEMM rates measured on one H200 with cuBLASLt "
+      "(shared/device-notes.md, 2026-12-02); other dtypes' peaks are leads. Memory 4300 GB/s: "
+      "the measured D2D copy counting read + write. NVLink 370 GB/s per direction per GPU and "
+      "5 us latency: leads (450 GB/s NVLink4 line rate, ~370 reached by NCCL), not measured. "
+      "GEMM slowdown 1.06 under an SM transfer posted first (measured for an SM copy); comm "
+      "slowdown 1.0 is a lead. launch_order: a GEMM holding every SM delays a later SM transfer "
+      "(measured).";
+  p.gemm.model = GemmModel::table;
+  p.gemm.overhead_us = 1.0;  // lead: launch gap between dependent kernels
+  p.gemm.peak_tflops = {{Dtype::bf16, 790}, {Dtype::f16, 790}, {Dtype::fp8_e4m3, 1400},
+                        {Dtype::tf32, 400}, {Dtype::f32, 60}, {Dtype::f64, 60}};
+  const Dtype b = Dtype::bf16;
+  p.gemm.table = {{b, 8192, 8192, 8192, 796}, {b, 4096, 8192, 8192, 742}, {b, 2048, 8192, 8192, 736},
+                  {b, 1024, 8192, 8192, 727}, {b, 512, 8192, 8192, 709},  {b, 8192, 3584, 8192, 741},
+                  {b, 1024, 3584, 8192, 620}, {b, 4096, 4096, 4096, 711}, {b, 1024, 4096, 4096, 662}};
+  p.memory_gbps = 4300;
+  p.links = {0, 370, 5, 370, 5};
+  p.contention = {true, 1.06, 1.0, true};
+  return p;
+}
+
+Profile h200_ib() {
+  Profile p = h200_nvlink();
+  p.name = "h200-ib";
+  p.notes += " Nodes of 8 GPUs joined by 400 Gb/s InfiniBand, one NIC per GPU: 45 GB/s and 10 us "
+             "between nodes (leads).";
+  p.links = {8, 370, 5, 45, 10};
+  return p;
+}
+
+Profile cpu_2core() {
+  Profile p;
+  p.name = "cpu-2core";
+  p.notes =
+      "Rough: one rank per core of a 2-core AMD EPYC VM, MPI over shared memory. f32 peak from "
+      "OpenBLAS sgemm 1024^3 on one thread (64 GFLOP/s measured); f64, bf16, memory, link and "
+      "contention figures are leads. The MPI progress thread takes a core from the GEMM.";
+  p.gemm.model = GemmModel::roofline;
+  p.gemm.overhead_us = 2;
+  p.gemm.peak_tflops = {{Dtype::f32, 0.060}, {Dtype::f64, 0.030}, {Dtype::bf16, 0.020}};
+  p.memory_gbps = 8;
+  p.links = {0, 4, 2, 4, 2};
+  p.contention = {true, 1.2, 1.2, false};
+  return p;
+}
+
+template <class T>
+T get(const json& j, const char* key, T fallback) {
+  return j.contains(key) ? j.at(key).get<T>() : fallback;
+}
+
+}  // namespace
+
+std::vector<std::string> builtin_profile_names() { return {"h200-nvlink", "h200-ib", "cpu-2core"}; }
+
+Profile builtin_profile(const std::string& name) {
+  if (name == "h200-nvlink") return h200_nvlink();
+  if (name == "h200-ib") return h200_ib();
+  if (name == "cpu-2core") return cpu_2core();
+  std::string msg = "unknown built-in profile '" + name + "' (expected a JSON file or one of:";
+  for (auto& n : builtin_profile_names()) msg += " " + n;
+  throw UsageError(msg + ")");
+}
+
+json to_json(const Profile& p) {
+  json peaks = json::object();
+  for (auto& [d, tf] : p.gemm.peak_tflops) peaks[to_string(d)] = tf;
+  json table = json::array();
+  for (const GemmPoint& g : p.gemm.table)
+    table.push_back({{"dtype", to_string(g.dtype)}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"tflops", g.tflops}});
+  return {{"name", p.name},
+          {"notes", p.notes},
+          {"gemm", {{"model", to_string(p.gemm.model)}, {"overhead_us", p.gemm.overhead_us},
+                    {"peak_tflops", peaks}, {"table", table}}},
+          {"memory_gbps", p.memory_gbps},
+          {"links", {{"ranks_per_node", p.links.ranks_per_node}, {"intra_gbps", p.links.intra_gbps},
+                     {"intra_latency_us", p.links.intra_latency_us}, {"inter_gbps", p.links.inter_gbps},
+                     {"inter_latency_us", p.links.inter_latency_us}}},
+          {"contention", {{"transport_uses_sms", p.contention.transport_uses_sms},
+                          {"gemm_slowdown", p.contention.gemm_slowdown},
+                          {"comm_slowdown", p.contention.comm_slowdown},
+                          {"launch_order", p.contention.launch_order}}}};
+}
+
+Profile profile_from_json(const json& j) {
+  try {
+    Profile p;
+    p.name = get<std::string>(j, "name", "unnamed");
+    p.notes = get<std::string>(j, "notes", "");
+    const json g = get<json>(j, "gemm", json::object());
+    p.gemm.model = parse_gemm_model(get<std::string>(g, "model", "roofline"));
+    p.gemm.overhead_us = get<double>(g, "overhead_us", 0);
+    const json peaks = get<json>(g, "peak_tflops", json::object());
+    const json table = get<json>(g, "table", json::array());
+    for (auto& [d, tf] : peaks.items()) p.gemm.peak_tflops.push_back({parse_dtype(d), tf.get<double>()});
+    for (const json& e : table)
+      p.gemm.table.push_back({parse_dtype(e.at("dtype").get<std::string>()), e.at("m").get<int64_t>(),
+                              e.at("n").get<int64_t>(), e.at("k").get<int64_t>(), e.at("tflops").get<double>()});
+    p.memory_gbps = get<double>(j, "memory_gbps", 0);
+    const json l = get<json>(j, "links", json::object());
+    p.links.ranks_per_node = get<int>(l, "ranks_per_node", 0);
+    p.links.intra_gbps = get<double>(l, "intra_gbps", 0);
+    p.links.intra_latency_us = get<double>(l, "intra_latency_us", 0);
+    p.links.inter_gbps = get<double>(l, "inter_gbps", p.links.intra_gbps);
+    p.links.inter_latency_us = get<double>(l, "inter_latency_us", p.links.intra_latency_us);
+    const json c = get<json>(j, "contention", json::object());
+    p.contention.transport_uses_sms = get<bool>(c, "transport_uses_sms", false);
+    p.contention.gemm_slowdown = get<double>(c, "gemm_slowdown", 1);
+    p.contention.comm_slowdown = get<double>(c, "comm_slowdown", 1);
+    p.contention.launch_order = get<bool>(c, "launch_order", false);
+    if (p.contention.gemm_slowdown < 1 || p.contention.comm_slowdown < 1)
+      throw UsageError("profile '" + p.name + "': slowdown factors must be >= 1");
+    return p;
+  } catch (const json::exception& e) {
+    throw UsageError(std::string("profile JSON: ") + e.what());
+  }
+}
+
+Profile load_profile(const std::string& name_or_path) {
+  for (auto& n : builtin_profile_names())
+    if (n == name_or_path) return builtin_profile(n);
+  std::ifstream in(name_or_path);
+  if (!in) return builtin_profile(name_or_path);  // neither: the message lists the built-in names
+  json j;
+  try {
+    in >> j;
+  } catch (const json::exception& e) {
+    throw UsageError("profile " + name_or_path + " is not valid JSON: " + e.what());
+  }
+  return profile_from_json(j);
+}
+
+void save_profile(const Profile& p, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write profile " + path);
+  out << to_json(p).dump(2) << "\n";
+  if (!out) throw std::runtime_error("error writing profile " + path);
+}
+
+}  // namespace collmm

@@ -1,0 +1,64 @@
+// simulate.cpp: the simulator's entry points (collmm/sim.hpp): plans -> RankRuns, a problem ->
+// runs and timeline, and one predicted table row.
+#include "collmm/sim.hpp"
+
+#include <algorithm>
+
+#include "collmm/overlap.hpp"
+#include "sim_engine.hpp"
+
+namespace collmm {
+
+std::vector<RankRun> simulate(const std::vector<Plan>& plans, Dtype dtype, const Profile& profile,
+                              StepFilter filter) {
+  if (plans.empty()) return {};
+  sim::Engine engine(dtype, profile, filter, static_cast<int>(plans.size()));
+  for (const Plan& p : plans) engine.add_rank(p);
+  engine.run();
+  return engine.rank_runs();
+}
+
+SimResult simulate(const Problem& problem, const PlanOptions& options, Dtype dtype, const Profile& profile,
+                   StepFilter filter, bool want_timeline) {
+  validate(problem, options);
+  sim::Engine engine(dtype, profile, filter, problem.world);
+  for (int r = 0; r < problem.world; ++r) engine.add_rank(make_plan(problem, options, r));
+  engine.run();
+  SimResult out;
+  out.runs = engine.rank_runs();
+  for (const RankRun& run : out.runs) out.time_us = std::max(out.time_us, run.total_us);
+  if (want_timeline) out.timeline = engine.timeline(problem.op, options.algo);
+  return out;
+}
+
+Prediction predict(const Problem& problem, const PlanOptions& options, Dtype dtype, const Profile& profile,
+                   double sequential_us) {
+  Prediction p;
+  p.problem = problem;
+  p.options = options;
+  p.dtype = dtype;
+  const SimResult all = simulate(problem, options, dtype, profile, StepFilter::all, true);
+  p.time_us = all.time_us;
+  p.t_gemm_us = simulate(problem, options, dtype, profile, StepFilter::gemm_only, false).time_us;
+  p.t_comm_us = simulate(problem, options, dtype, profile, StepFilter::comm_only, false).time_us;
+  if (sequential_us > 0) {
+    p.t_sequential_us = sequential_us;
+  } else if (options.algo == Algo::sequential) {
+    p.t_sequential_us = p.time_us;
+  } else {
+    PlanOptions seq = options;
+    seq.algo = Algo::sequential;
+    seq.stages = 0;
+    p.t_sequential_us = simulate(problem, seq, dtype, profile, StepFilter::all, false).time_us;
+  }
+  p.speedup = p.time_us > 0 ? p.t_sequential_us / p.time_us : 0;
+  const double shorter = std::min(p.t_gemm_us, p.t_comm_us);
+  p.overlap_efficiency = shorter > 0 ? (p.t_sequential_us - p.time_us) / shorter : 0;
+  const Overlap o = measure_overlap(all.timeline);
+  p.hidden_comm_mean = o.mean_fraction;
+  p.hidden_comm_min = o.min_fraction;
+  p.tflops_per_rank = p.time_us > 0 ? 2.0 * problem.m * problem.n * problem.k / problem.world / (p.time_us * 1e6) : 0;
+  return p;
+}
+
+}  // namespace collmm

@@ -1,0 +1,166 @@
+// tuning.cpp: `--algo auto` (collmm/tuning.hpp): candidates simulated by the cost model, a measured
+// tuning cache that overrides the model for the shapes it holds, and the cache's JSON form.
+#include "collmm/tuning.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "collmm/sim.hpp"
+
+namespace collmm {
+namespace {
+
+using nlohmann::json;
+
+bool same_config(const Alternative& a, Algo algo, int stages, int lanes) {
+  return a.algo == algo && a.stages == stages && a.gemm_lanes == lanes;
+}
+
+}  // namespace
+
+std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
+  std::vector<TuningEntry> out;
+  for (const TuningEntry& e : entries)
+    if (e.op == p.op && e.m == p.m && e.n == p.n && e.k == p.k && e.world == p.world && e.dtype == d)
+      out.push_back(e);
+  return out;
+}
+
+void TuningCache::record(const TuningEntry& e) {
+  for (TuningEntry& x : entries)
+    if (x.op == e.op && x.m == e.m && x.n == e.n && x.k == e.k && x.world == e.world && x.dtype == e.dtype &&
+        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes) {
+      x.time_us = e.time_us;
+      return;
+    }
+  entries.push_back(e);
+}
+
+TuningCache load_tuning_cache(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("cannot read tuning cache " + path);
+  TuningCache cache;
+  try {
+    json j;
+    in >> j;
+    for (const json& e : j.at("entries")) {
+      TuningEntry t;
+      t.op = parse_op(e.at("op").get<std::string>());
+      t.m = e.at("m").get<int64_t>();
+      t.n = e.at("n").get<int64_t>();
+      t.k = e.at("k").get<int64_t>();
+      t.world = e.at("world_size").get<int>();
+      t.dtype = parse_dtype(e.at("dtype").get<std::string>());
+      t.algo = parse_algo(e.at("algo").get<std::string>());
+      t.stages = e.value("stages", 0);
+      t.gemm_lanes = e.value("gemm_lanes", 1);
+      t.time_us = e.at("time_us").get<double>();
+      cache.entries.push_back(t);
+    }
+  } catch (const json::exception& e) {
+    throw UsageError("tuning cache " + path + ": " + e.what());
+  }
+  return cache;
+}
+
+void save_tuning_cache(const TuningCache& cache, const std::string& path) {
+  json entries = json::array();
+  for (const TuningEntry& e : cache.entries)
+    entries.push_back({{"op", to_string(e.op)}, {"m", e.m}, {"n", e.n}, {"k", e.k}, {"world_size", e.world},
+                       {"dtype", to_string(e.dtype)}, {"algo", to_string(e.algo)}, {"stages", e.stages},
+                       {"gemm_lanes", e.gemm_lanes}, {"time_us", e.time_us}});
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write tuning cache " + path);
+  out << json{{"entries", entries}}.dump(2) << "\n";
+}
+
+PlanOptions Choice::options() const {
+  PlanOptions o;
+  o.algo = algo;
+  o.stages = stages;
+  o.gemm_lanes = gemm_lanes;
+  return o;
+}
+
+Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {
+  std::vector<PlanOptions> candidates;
+  auto add = [&](Algo a, int stages, int lanes) {
+    PlanOptions o;
+    o.algo = a;
+    o.stages = stages;
+    o.gemm_lanes = lanes;
+    validate(p, o);  // throws for the problem itself; per-candidate limits are checked above
+    candidates.push_back(o);
+  };
+  add(Algo::sequential, 0, 1);
+  const double pp = double(p.world) * p.world;
+  for (int s : {2, 4, 8})
+    if (p.world > 1 && s <= p.m / p.world && s * pp <= 4e6)
+      for (int lanes : {1, 2}) add(Algo::pipelined, s, lanes);
+  for (Algo a : {Algo::ring, Algo::bidir})
+    for (int lanes : {1, 2}) add(a, 0, lanes);
+
+  Choice c;
+  auto simulate_us = [&](const PlanOptions& o) {
+    return simulate(p, o, dtype, profile, StepFilter::all, false).time_us;
+  };
+  for (const PlanOptions& o : candidates)
+    c.alternatives.push_back({o.algo, o.stages, o.gemm_lanes, simulate_us(o), -1});
+
+  const std::vector<TuningEntry> measured = cache ? cache->find(p, dtype) : std::vector<TuningEntry>{};
+  for (const TuningEntry& e : measured) {
+    auto it = std::find_if(c.alternatives.begin(), c.alternatives.end(),
+                           [&](const Alternative& a) { return same_config(a, e.algo, e.stages, e.gemm_lanes); });
+    if (it == c.alternatives.end()) {  // a measured configuration the model did not list
+      PlanOptions o;
+      o.algo = e.algo, o.stages = e.stages, o.gemm_lanes = e.gemm_lanes;
+      c.alternatives.push_back({e.algo, e.stages, e.gemm_lanes, simulate_us(o), -1});
+      it = c.alternatives.end() - 1;
+    }
+    it->measured_us = it->measured_us < 0 ? e.time_us : std::min(it->measured_us, e.time_us);
+  }
+  std::stable_sort(c.alternatives.begin(), c.alternatives.end(),
+                   [](const Alternative& a, const Alternative& b) { return a.predicted_us < b.predicted_us; });
+
+  const Alternative* pick = &c.alternatives.front();
+  c.source = "model";
+  if (!measured.empty()) {
+    c.source = "measured";
+    for (const Alternative& a : c.alternatives)
+      if (a.measured_us >= 0 && (pick->measured_us < 0 || a.measured_us < pick->measured_us)) pick = &a;
+  }
+  c.algo = pick->algo;
+  c.stages = pick->stages;
+  c.gemm_lanes = pick->gemm_lanes;
+  c.predicted_us = pick->predicted_us;
+  c.measured_us = pick->measured_us;
+  return c;
+}
+
+std::string print(const Choice& c) {
+  std::ostringstream s;
+  char line[160];
+  std::snprintf(line, sizeof line, "# auto: %s stages=%d gemm_lanes=%d (from the %s; predicted %.1f us", to_string(c.algo).c_str(),
+                c.stages, c.gemm_lanes, c.source.c_str(), c.predicted_us);
+  s << line;
+  if (c.measured_us >= 0) {
+    std::snprintf(line, sizeof line, ", measured %.1f us", c.measured_us);
+    s << line;
+  }
+  s << ")\n#   alternatives (predicted, fastest first):\n";
+  for (const Alternative& a : c.alternatives) {
+    std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d  predicted %10.1f us", to_string(a.algo).c_str(),
+                  a.stages, a.gemm_lanes, a.predicted_us);
+    s << line;
+    if (a.measured_us >= 0) {
+      std::snprintf(line, sizeof line, "  measured %10.1f us", a.measured_us);
+      s << line;
+    }
+    s << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace collmm

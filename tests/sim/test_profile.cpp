@@ -1,0 +1,90 @@
+// test_profile.cpp: the cost model's formulas, profiles through JSON and back, and calibration
+// recovering known inputs from synthetic timers.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "collmm/calibrate.hpp"
+#include "collmm/cost_model.hpp"
+
+namespace collmm {
+namespace {
+
+TEST(CostModel, TableIsExactAtItsPointsAndBetweenThem) {
+  const Profile h = builtin_profile("h200-nvlink");
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(h, 8192, 8192, 8192, Dtype::bf16), 796);
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(h, 1024, 8192, 8192, Dtype::bf16), 727);
+  const double mid = gemm_rate_tflops(h, 3000, 8192, 8192, Dtype::bf16);
+  EXPECT_GT(mid, 700);
+  EXPECT_LT(mid, 796);
+  // 8192^3 bf16: 2 * 8192^3 / 796e12 s + 1 us overhead.
+  EXPECT_NEAR(gemm_time_us(h, 8192, 8192, 8192, Dtype::bf16), 2.0 * 8192 * 8192 * 8192 / 796e6 + 1.0, 1e-9);
+  // fp8 is not in the table: the roofline peak.
+  EXPECT_DOUBLE_EQ(gemm_rate_tflops(h, 4096, 4096, 4096, Dtype::fp8_e4m3), 1400);
+  EXPECT_THROW(gemm_time_us(builtin_profile("cpu-2core"), 64, 64, 64, Dtype::fp8_e4m3), UsageError);
+}
+
+TEST(CostModel, LinksAndCollectives) {
+  Profile p = builtin_profile("h200-ib");  // 8 per node, 370 GB/s / 5 us inside, 45 GB/s / 10 us between
+  EXPECT_TRUE(same_node(p, 0, 7));
+  EXPECT_FALSE(same_node(p, 7, 8));
+  EXPECT_DOUBLE_EQ(message_time_us(p, 0, 1, 370e3, 1), 5 + 1);
+  EXPECT_DOUBLE_EQ(message_time_us(p, 0, 1, 370e3, 2), 5 + 2);
+  EXPECT_DOUBLE_EQ(message_time_us(p, 7, 8, 45e3, 1), 10 + 1);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 8, 370e3, false), 7 * (5 + 1));
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 16, 45e3, false), 15 * (10 + 1));
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 1e9, true), 0);
+  EXPECT_DOUBLE_EQ(copy_time_us(p, 4300e3), 2);
+  EXPECT_DOUBLE_EQ(add_time_us(p, 4300e3), 3);
+}
+
+TEST(Profile, JsonRoundTripAndFiles) {
+  for (const std::string& name : builtin_profile_names()) {
+    const Profile a = builtin_profile(name);
+    const std::string path = testing::TempDir() + "collmm_profile_" + name + ".json";
+    save_profile(a, path);
+    const Profile b = load_profile(path);
+    std::remove(path.c_str());
+    EXPECT_EQ(to_json(a), to_json(b)) << name;
+    EXPECT_EQ(b.name, name);
+  }
+  EXPECT_THROW(load_profile("no-such-profile"), UsageError);
+  EXPECT_THROW(profile_from_json(nlohmann::json{{"gemm", {{"model", "magic"}}}}), UsageError);
+  EXPECT_THROW(profile_from_json(nlohmann::json{{"contention", {{"gemm_slowdown", 0.5}}}}), UsageError);
+}
+
+TEST(Calibrate, RecoversRatesLatencyAndBandwidth) {
+  // A machine whose GEMMs run at 2 TFLOP/s at m = 512 and 4 TFLOP/s otherwise, whose link moves
+  // 50 GB/s after 3 us.
+  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / ((m == 512 ? 2 : 4) * 1e6); };
+  auto comm = [](double bytes) { return 3 + bytes / 50e3; };
+  CalibrationSpec spec;
+  spec.dtype = Dtype::bf16;
+  spec.gemm_shapes = calibration_shapes(4096);
+  spec.comm_bytes = calibration_sizes(256e6);
+  spec.base = builtin_profile("h200-nvlink");
+  ASSERT_EQ(spec.gemm_shapes.size(), 6u);
+  ASSERT_GE(spec.comm_bytes.size(), 3u);
+  const std::string path = testing::TempDir() + "collmm_calibrated.json";
+  const Profile p = calibrate_to_file(spec, gemm, comm, path);
+  const Profile back = load_profile(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(to_json(p), to_json(back));
+  EXPECT_NEAR(p.links.intra_gbps, 50, 1e-9);
+  EXPECT_NEAR(p.links.intra_latency_us, 3, 1e-6);
+  EXPECT_NEAR(p.links.inter_gbps, 50, 1e-9);
+  EXPECT_NEAR(gemm_rate_tflops(p, 512, 4096, 4096, Dtype::bf16), 2, 1e-12);
+  EXPECT_NEAR(gemm_rate_tflops(p, 4096, 2048, 4096, Dtype::bf16), 4, 1e-12);
+  EXPECT_NEAR(gemm_time_us(p, 2048, 4096, 4096, Dtype::bf16), gemm(2048, 4096, 4096), 1e-9);
+  EXPECT_DOUBLE_EQ(p.memory_gbps, spec.base.memory_gbps);  // not measured: kept
+  // The bf16 rows of the base table are replaced, not kept beside the new ones.
+  for (const GemmPoint& g : p.gemm.table) EXPECT_LT(g.tflops, 5);
+
+  spec.comm_bytes = {1e6};
+  EXPECT_THROW(calibrate(spec, gemm, comm), UsageError);
+  spec.comm_bytes = {1e6, 2e6};
+  EXPECT_THROW(calibrate(spec, gemm, [](double) { return 5.0; }), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace collmm
