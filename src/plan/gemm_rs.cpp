@@ -153,9 +153,10 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   };
   const int ndir = bidir ? 2 : 1;
   const int64_t dir_rows = bidir ? (most + 1) / 2 : most;
-  // G: partials of both directions side by side; C itself when it is tall enough.
-  const bool g_in_c = rows_of(p, r) >= dir_rows * ndir;
-  const int g_buf = g_in_c ? kBufC : plan.add_buffer(Role::work, dir_rows * ndir, p.n);
+  // G: partials of both directions side by side (bidir: a first half, then a second half, which
+  // together fit in `most` rows); C itself when it is as tall as the largest block.
+  const bool g_in_c = rows_of(p, r) >= most;
+  const int g_buf = g_in_c ? kBufC : plan.add_buffer(Role::work, most, p.n);
 
   std::vector<RsRing> dirs;
   for (int d = 0; d < ndir; ++d) {
@@ -164,7 +165,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     ring.half = bidir ? d : -1;
     ring.recv_buf[0] = plan.add_buffer(Role::work, dir_rows, p.n);
     ring.recv_buf[1] = plan.add_buffer(Role::work, dir_rows, p.n);
-    ring.g = {g_buf, d * dir_rows, dir_rows};
+    ring.g = {g_buf, d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
     dirs.push_back(ring);
   }
   auto block_at = [&](const RsRing& d, int j) { return mod(r - d.dir * (j + 1), P); };

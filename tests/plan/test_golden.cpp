@@ -1,5 +1,5 @@
-// test_golden.cpp: the ring keeps the seed's chunk order and posting order, and impossible options
-// are usage errors before any plan exists.
+// test_golden.cpp: the ring keeps the seed's chunk order and posting order, the gemm_rs rings keep
+// their memory bound, and impossible options are usage errors before any plan exists.
 #include <gtest/gtest.h>
 
 #include "collmm/plan_check.hpp"
@@ -43,6 +43,31 @@ TEST(Golden, AgGemmRingRank1OfFourFollowsTheSeed) {
       EXPECT_EQ(s.index, j++);
       EXPECT_NE(s.lane, 0);
     }
+}
+
+// Rows of work buffers a plan allocates.
+int64_t work_rows(const Plan& plan) {
+  int64_t rows = 0;
+  for (const BufferSpec& b : plan.buffers)
+    if (b.role == Role::work) rows += b.rows;
+  return rows;
+}
+
+// gemm_rs ring and bidir: two chunk buffers (ring: two receive buffers; bidir: two per direction
+// of half a chunk each), with the partials computed into C itself when P divides M. Regression:
+// bidir used to want C taller than 2 * ceil(most / 2) rows, so odd blocks got a third buffer.
+TEST(Memory, GemmRsRingsNeedTwoChunkBuffers) {
+  for (int P = 2; P <= 8; ++P)
+    for (int64_t m : {3 * P, 4 * P, 4 * P + 1})
+      for (Algo algo : {Algo::ring, Algo::bidir})
+        for (int r = 0; r < P; ++r) {
+          const Problem p{Op::gemm_rs, m, 8, 2 * P, P, BLayout::kn};
+          const Plan plan = make_plan(p, {algo, 0, Post::comm_first, 1}, r);
+          const int64_t most = block_size(m, P, 0), half = (most + 1) / 2;
+          int64_t limit = algo == Algo::ring ? 2 * most : 4 * half;
+          if (block_size(m, P, r) < most) limit += most;  // C too short to hold the largest partial
+          EXPECT_LE(work_rows(plan), limit) << describe(plan);
+        }
 }
 
 TEST(UsageErrors, ImpossibleOptionsAreRefused) {
