@@ -84,7 +84,7 @@ void pair_collectives(const std::vector<Plan>& plans, Matching& m, Errors& error
         errors.push_back(where(plans[q], i) + ": collective #" + std::to_string(k) + " " + what);
       };
       if (s.kind != first.kind) {
-        disagree("is a " + to_string(s.kind) + " here and a " + to_string(first.kind) + " on rank 0");
+        disagree("is " + to_string(s.kind) + " here and " + to_string(first.kind) + " on rank 0");
         continue;
       }
       for (int x = 0; x < P; ++x)

@@ -63,8 +63,10 @@ TEST(Mutations, SwappedStepsMakeACycleAcrossRanks) {
 
 TEST(Mutations, CollectivesInDifferentOrderDisagree) {
   std::vector<Plan> plans = all_plans({Op::gemm_rs, 8, 8, 8, 2, BLayout::kn}, {Algo::sequential, 0, Post::comm_first, 1});
-  plans[1].steps[find_step(plans[1], StepKind::reduce_scatter)].kind = StepKind::allgather;
-  EXPECT_FALSE(check_plans(plans).ok());
+  Step& rs = plans[1].steps[find_step(plans[1], StepKind::reduce_scatter)];
+  rs.kind = StepKind::allgather;  // in place: contributes its own part
+  rs.a = rs.parts[1];
+  EXPECT_ERROR(check_plans(plans), "collective #0 is allgather here and reduce_scatter on rank 0");
   plans = all_plans({Op::ag_gemm, 7, 8, 8, 2, BLayout::kn}, {Algo::pipelined, 2, Post::comm_first, 1});
   // Rank 1 posts stage 1's allgather first: the sizes no longer agree (4 rows split 2+2, 3 split 2+1).
   const int s0 = find_step(plans[1], StepKind::allgather, 0);
