@@ -50,6 +50,7 @@ struct BackendOptions {
   int sm_margin = 0;             // cuda: leave this many SMs to comm kernels
   int nccl_min_ctas = 0, nccl_max_ctas = 0;  // cuda: NCCL CTA bounds (0: NCCL's default)
   bool graph = false;            // cuda: capture one iteration in a CUDA graph and replay it
+  std::string gemm_algo = "heuristic";  // cuda: heuristic (cuBLASLt's first answer) | timed (fastest of its top 8, timed once per shape)
   int timeout_s = 300;           // a run that takes longer aborts the job (a rank died or hangs)
 };
 

@@ -67,6 +67,9 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
   s.engine.gemm_sms = o.gemm_sms;
   s.engine.sm_margin = o.sm_margin;
   s.graph = o.graph;
+  if (o.gemm_algo != "heuristic" && o.gemm_algo != "timed")
+    throw UsageError("--gemm-algo must be heuristic or timed, got '" + o.gemm_algo + "'");
+  s.engine.algo_choice = o.gemm_algo == "timed" ? cuda::AlgoChoice::timed : cuda::AlgoChoice::heuristic;
   s.timeout_s = o.timeout_s;
   if (o.gemm_sms < 0 || o.sm_margin < 0) throw UsageError("--gemm-sms and --sm-margin must be >= 0");
   if (o.nccl_min_ctas < 0 || o.nccl_max_ctas < 0 || (o.nccl_max_ctas > 0 && o.nccl_min_ctas > o.nccl_max_ctas))

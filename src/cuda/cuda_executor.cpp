@@ -146,6 +146,9 @@ void CudaExecutor::launch_nccl_rank(size_t i, StepFilter filter) {
   if (!s_.graph) return issue_nccl_rank(i);
   auto& list = graphs_[static_cast<int>(filter)];  // sized by run() before the threads start
   if (!list[i]) {
+    // A plain iteration first: GEMM algorithms chosen (and timed) and NCCL connections made outside the capture.
+    issue_nccl_rank(i);
+    COLLMM_CUDA(cudaEventSynchronize(r.done_event()));
     cudaGraph_t g;
     COLLMM_CUDA(cudaStreamBeginCapture(r.lane(0), cudaStreamCaptureModeThreadLocal));
     issue_nccl_rank(i);
@@ -161,6 +164,8 @@ void CudaExecutor::launch_local(StepFilter filter) {
   RankDevice& r0 = *ranks_[0];
   auto& list = graphs_[static_cast<int>(filter)];
   if (!list[0]) {
+    issue_local_all();  // a plain iteration first (GEMM algorithms chosen outside the capture)
+    for (auto& r : ranks_) COLLMM_CUDA(cudaEventSynchronize(r->done_event()));
     cudaGraph_t g;
     COLLMM_CUDA(cudaSetDevice(r0.device()));
     COLLMM_CUDA(cudaStreamBeginCapture(r0.lane(0), cudaStreamCaptureModeThreadLocal));

@@ -1,9 +1,9 @@
-// gemm_bench.cpp: collmm-gemm-bench, the GEMM engine's own benchmark (issue 3 §9), bf16, random
-// data, CUDA events, median of many runs after warm-up.
-//  whole:  one M x N x K GEMM per shape, the engine's heuristic choice and its timed choice; the
-//          lines "engine,M,N,K,ms" are what scripts/gpu-check sets beside torch.matmul.
-//  chunks: the compute side of a ring: P chunk GEMMs of M/P rows (each into its rows of C) against
-//          one whole GEMM, on 1 or 2 lanes (streams), heuristic or timed algorithm choice.
+// gemm_bench.cpp: collmm-gemm-bench, the compute side of a ring (issue 3 §9): the P chunk GEMMs
+// of M/P rows of one rank (each written into its rows of C) against one whole GEMM of the same
+// total size, bf16, random data, on 1, 2 or 3 lanes (streams), with cuBLASLt's heuristic or the
+// timed algorithm choice. All variants of one shape are timed interleaved (one run of each in
+// turn, CUDA events, median over the rounds after warm-up), so clock and power drift hits them
+// alike. (The engine against torch.matmul is gemm_vs_torch.py, through gemm_c_api.cpp.)
 // Usage: collmm-gemm-bench [--reps N] [--csv FILE]
 #include <algorithm>
 #include <cstdio>
@@ -91,7 +91,8 @@ double time_chunks(GemmEngine& eng, const Operands& op, int64_t m, int64_t n, in
     COLLMM_CUDA(cudaEventElapsedTime(&ms, t0, t1));
     return static_cast<double>(ms);
   };
-  for (int i = 0; i < 5; ++i) once();
+  if (reps > 1)
+    for (int i = 0; i < 5; ++i) once();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) t.push_back(once());
   std::sort(t.begin(), t.end());
@@ -124,45 +125,52 @@ int main(int argc, char** argv) {
     }
     cudaDeviceProp prop;
     COLLMM_CUDA(cudaGetDeviceProperties(&prop, 0));
-    std::printf("# collmm-gemm-bench on %s (%d SMs), bf16, median of %d runs after 5 warm-ups\n", prop.name,
-                prop.multiProcessorCount, reps);
+    std::printf("# collmm-gemm-bench on %s (%d SMs), bf16, interleaved rounds, median of %d after 5 warm-up rounds\n",
+                prop.name, prop.multiProcessorCount, reps);
     FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
-    if (csv) std::fprintf(csv, "kind,M,N,K,P,lanes,choice,ms,tflops\n");
+    if (csv) std::fprintf(csv, "family,M,N,K,P,lanes,choice,ms,tflops,x_whole\n");
 
-    const int64_t N = 8192, K = 8192, M = 8192;
+    const int64_t M = 8192, K = 8192, Nmax = 8192;
     Operands op;
     op.a = random_bf16(M * K, 1);
-    op.b = random_bf16(K * N, 2);
-    COLLMM_CUDA(cudaMalloc(&op.c, M * N * 2));
+    op.b = random_bf16(K * Nmax, 2);
+    COLLMM_CUDA(cudaMalloc(&op.c, M * Nmax * 2));
     GemmEngine heur(0, kWorkspace), timed(0, kWorkspace);
     timed.set_algo_choice(AlgoChoice::timed);
-    Lanes one(1), two(2), three(3);
+    Lanes lane_sets[3] = {Lanes(1), Lanes(2), Lanes(3)};
 
-    std::printf("\n## whole GEMMs (N = K = 8192)\n%6s %6s %6s %12s %10s %12s %10s\n", "M", "N", "K", "heur ms",
-                "TFLOP/s", "timed ms", "TFLOP/s");
-    for (int P : {1, 2, 4, 8}) {
-      const int64_t m = M / P;
-      const double h = time_chunks(heur, op, m, N, K, 1, one, reps);
-      const double t = time_chunks(timed, op, m, N, K, 1, one, reps);
-      std::printf("%6ld %6ld %6ld %12.4f %10.1f %12.4f %10.1f\n", m, N, K, h, tflops(m, N, K, h), t, tflops(m, N, K, t));
-      if (csv) {
-        std::fprintf(csv, "whole,%ld,%ld,%ld,1,1,heuristic,%.5f,%.1f\n", m, N, K, h, tflops(m, N, K, h));
-        std::fprintf(csv, "whole,%ld,%ld,%ld,1,1,timed,%.5f,%.1f\n", m, N, K, t, tflops(m, N, K, t));
-      }
-    }
-
-    std::printf("\n## P chunk GEMMs of M/P rows vs one whole GEMM (M = N = K = 8192)\n");
-    std::printf("%3s %6s %10s %12s %10s %14s\n", "P", "lanes", "choice", "chunks ms", "TFLOP/s", "x best whole");
-    const double whole = std::min(time_chunks(heur, op, M, N, K, 1, one, reps), time_chunks(timed, op, M, N, K, 1, one, reps));
-    for (int P : {2, 4, 8})
-      for (int lanes : {1, 2, 3})
-        for (GemmEngine* eng : {&heur, &timed}) {
-          Lanes& l = lanes == 1 ? one : lanes == 2 ? two : three;
-          const double t = time_chunks(*eng, op, M, N, K, P, l, reps);
-          const char* choice = eng == &heur ? "heuristic" : "timed";
-          std::printf("%3d %6d %10s %12.4f %10.1f %14.3f\n", P, lanes, choice, t, tflops(M, N, K, t), t / whole);
-          if (csv) std::fprintf(csv, "chunks,%ld,%ld,%ld,%d,%d,%s,%.5f,%.1f\n", M, N, K, P, lanes, choice, t, tflops(M, N, K, t));
+    struct Variant {
+      int P, lanes;
+      GemmEngine* eng;
+      std::vector<double> t;
+    };
+    // full: every chunk is [M/P, K] x [K, 8192] (device-notes' shapes); ag_gemm: one rank of an
+    // ag_gemm ring with global N = 8192, so its GEMMs have N/P columns.
+    for (const char* family : {"full", "ag_gemm"})
+      for (int P : {2, 4, 8}) {
+        const int64_t N = std::string(family) == "full" ? Nmax : Nmax / P;
+        std::vector<Variant> vs;
+        for (GemmEngine* e : {&heur, &timed}) vs.push_back({1, 1, e, {}});
+        for (int lanes : {1, 2, 3})
+          for (GemmEngine* e : {&heur, &timed}) vs.push_back({P, lanes, e, {}});
+        for (int round = 0; round < reps + 5; ++round)
+          for (auto& v : vs) {
+            const double ms = time_chunks(*v.eng, op, M, N, K, v.P, lane_sets[v.lanes - 1], 1);
+            if (round >= 5) v.t.push_back(ms);
+          }
+        for (auto& v : vs) std::sort(v.t.begin(), v.t.end());
+        const double whole = vs[0].t[vs[0].t.size() / 2];
+        std::printf("\n## %s: M=%ld N=%ld K=%ld, P=%d chunks of %ld rows vs one whole GEMM\n", family, M, N, K, P, M / P);
+        std::printf("%8s %6s %10s %10s %9s %12s\n", "GEMMs", "lanes", "choice", "ms", "TFLOP/s", "x whole(heur)");
+        for (auto& v : vs) {
+          const double ms = v.t[v.t.size() / 2];
+          const char* choice = v.eng == &heur ? "heuristic" : "timed";
+          std::printf("%8d %6d %10s %10.4f %9.1f %12.3f\n", v.P, v.lanes, choice, ms, tflops(M, N, K, ms), ms / whole);
+          if (csv)
+            std::fprintf(csv, "%s,%ld,%ld,%ld,%d,%d,%s,%.5f,%.1f,%.4f\n", family, M, N, K, v.P, v.lanes, choice, ms,
+                         tflops(M, N, K, ms), ms / whole);
         }
+      }
     if (csv) std::fclose(csv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "collmm-gemm-bench: %s\n", e.what());

@@ -11,7 +11,16 @@
 namespace collmm::cuda {
 namespace {
 
-void stamp(cudaEvent_t e, cudaStream_t st) { COLLMM_CUDA(cudaEventRecordWithFlags(e, st, cudaEventRecordExternal)); }
+// A timing event: inside a graph capture it must be an external event-record node (a plain record
+// there only marks a dependency); outside a capture that flag is refused, so a plain record.
+void stamp(cudaEvent_t e, cudaStream_t st) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  COLLMM_CUDA(cudaStreamIsCapturing(st, &capturing));
+  if (capturing == cudaStreamCaptureStatusActive)
+    COLLMM_CUDA(cudaEventRecordWithFlags(e, st, cudaEventRecordExternal));
+  else
+    COLLMM_CUDA(cudaEventRecord(e, st));
+}
 
 struct DeviceGuard {  // sets the device, restores the previous one
   int old = 0;
@@ -168,8 +177,8 @@ void RankDevice::end_iteration() {
     COLLMM_CUDA(cudaEventRecord(lane_done_[l], lanes_[l]));
     COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], lane_done_[l], 0));
   }
+  stamp(t_finish_, lanes_[0]);  // before finish_: what follows finish_ on lane 0 would be unjoined in a capture
   COLLMM_CUDA(cudaEventRecord(finish_, lanes_[0]));
-  stamp(t_finish_, lanes_[0]);
 }
 
 RankRun RankDevice::times(bool timestamps) const {

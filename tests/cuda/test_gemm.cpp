@@ -39,7 +39,7 @@ struct Case {
 };
 
 // C is [rows_c, n]; the GEMM covers rows [row0, row0 + m) of C and of A (A is [rows_c, k]).
-void check(const Case& c) {
+void check_or_throw(const Case& c) {
   const int64_t rows_c = 45, row0 = 7, m = 29, n = c.dtype == Dtype::fp8_e4m3 ? 48 : 37, k = c.dtype == Dtype::fp8_e4m3 ? 64 : 53;
   const Dtype out = gemm_out_dtype(c.dtype);
   const auto a = random_values(rows_c * k, c.dtype, 1), b = random_values(k * n, c.dtype, 2);
@@ -88,6 +88,15 @@ void check(const Case& c) {
                             << " sm_target=" << c.sm_target << " rep " << rep << ": max rel err " << cmp.max_rel_err;
   }
   cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(ws);
+}
+
+void check(const Case& c) {
+  try {
+    check_or_throw(c);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << to_string(c.dtype) << " " << to_string(c.layout) << (c.accumulate ? " accumulate" : "")
+                  << " sm_target=" << c.sm_target << ": " << e.what();
+  }
 }
 
 TEST(CudaGemm, EveryDtypeLayoutAndAccumulate) {
