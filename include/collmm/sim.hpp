@@ -51,18 +51,20 @@ struct Prediction {
   PlanOptions options;
   Dtype dtype = Dtype::bf16;
   double time_us = 0;           // the whole plan
-  double t_gemm_us = 0;         // the same plan with only its GEMMs
-  double t_comm_us = 0;         // the same plan with only its comm, copies and adds
+  double t_gemm_us = 0;         // as collmm-bench: the sequential plan's GEMMs alone
+  double t_comm_us = 0;         // and its comm alone
   double t_sequential_us = 0;   // the sequential algorithm on the same shape
   double speedup = 0;           // t_sequential / time
   double overlap_efficiency = 0;  // (t_sequential - time) / min(t_gemm, t_comm); 0 when that is 0
   double hidden_comm_mean = 0;  // overlap.hpp: comm time covered by GEMM, mean over ranks
   double hidden_comm_min = 0;   // and the worst rank
   double tflops_per_rank = 0;   // 2MNK / P / time
+  Timeline timeline;            // the predicted iteration (for the SVG and the Chrome trace)
 };
 
-// Runs the plan three times (all, gemm_only, comm_only) and the sequential plan once.
-// `sequential_us` > 0 reuses an earlier sequential time instead of simulating it again.
-Prediction predict(const Problem&, const PlanOptions&, Dtype, const Profile&, double sequential_us = 0);
+// Simulates the plan, and the sequential plan three times (all, gemm_only, comm_only) unless
+// `sequential` (the sequential row of the same shape) is given.
+Prediction predict(const Problem&, const PlanOptions&, Dtype, const Profile&,
+                   const Prediction* sequential = nullptr);
 
 }  // namespace collmm

@@ -32,24 +32,26 @@ SimResult simulate(const Problem& problem, const PlanOptions& options, Dtype dty
 }
 
 Prediction predict(const Problem& problem, const PlanOptions& options, Dtype dtype, const Profile& profile,
-                   double sequential_us) {
+                   const Prediction* sequential) {
   Prediction p;
   p.problem = problem;
   p.options = options;
   p.dtype = dtype;
-  const SimResult all = simulate(problem, options, dtype, profile, StepFilter::all, true);
+  SimResult all = simulate(problem, options, dtype, profile, StepFilter::all, true);
   p.time_us = all.time_us;
-  p.t_gemm_us = simulate(problem, options, dtype, profile, StepFilter::gemm_only, false).time_us;
-  p.t_comm_us = simulate(problem, options, dtype, profile, StepFilter::comm_only, false).time_us;
-  if (sequential_us > 0) {
-    p.t_sequential_us = sequential_us;
-  } else if (options.algo == Algo::sequential) {
-    p.t_sequential_us = p.time_us;
+  if (sequential) {
+    p.t_sequential_us = sequential->time_us;
+    p.t_gemm_us = sequential->t_gemm_us;
+    p.t_comm_us = sequential->t_comm_us;
   } else {
     PlanOptions seq = options;
     seq.algo = Algo::sequential;
     seq.stages = 0;
-    p.t_sequential_us = simulate(problem, seq, dtype, profile, StepFilter::all, false).time_us;
+    p.t_sequential_us = options.algo == Algo::sequential
+                            ? p.time_us
+                            : simulate(problem, seq, dtype, profile, StepFilter::all, false).time_us;
+    p.t_gemm_us = simulate(problem, seq, dtype, profile, StepFilter::gemm_only, false).time_us;
+    p.t_comm_us = simulate(problem, seq, dtype, profile, StepFilter::comm_only, false).time_us;
   }
   p.speedup = p.time_us > 0 ? p.t_sequential_us / p.time_us : 0;
   const double shorter = std::min(p.t_gemm_us, p.t_comm_us);
@@ -58,6 +60,7 @@ Prediction predict(const Problem& problem, const PlanOptions& options, Dtype dty
   p.hidden_comm_mean = o.mean_fraction;
   p.hidden_comm_min = o.min_fraction;
   p.tflops_per_rank = p.time_us > 0 ? 2.0 * problem.m * problem.n * problem.k / problem.world / (p.time_us * 1e6) : 0;
+  p.timeline = std::move(all.timeline);
   return p;
 }
 

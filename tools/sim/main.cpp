@@ -1,0 +1,150 @@
+// main.cpp: collmm-sim, the predicted side of collmm-bench. It runs the same plans through the
+// cost model (collmm/sim.hpp) for any P up to 1024 and prints the predicted table; it can draw the
+// predicted timeline (SVG), write it as a Chrome trace and as JSON, and show what --algo auto
+// would pick (collmm/tuning.hpp).
+//
+//   collmm-sim --op ag_gemm|gemm_rs|all --algo NAME|all|auto -m M -n N -k K -P P --dtype bf16
+//              --profile h200-nvlink|FILE.json --timeline FILE.svg --trace FILE.json --json FILE
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "chrome_trace.hpp"
+#include "collmm/svg.hpp"
+#include "collmm/tuning.hpp"
+#include "table.hpp"
+
+namespace collmm {
+namespace {
+
+struct SimOptions {
+  std::string op = "all", algo = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first";
+  int64_t m = 8192, n = 8192, k = 8192;
+  int world = 8, stages = 0, gemm_lanes = 1, timeline_ranks = 8;
+  std::string timeline, trace, json, tuning_cache, save_profile;
+};
+
+// FILE.svg for one row; FILE-<op>-<algo>.svg when there are several.
+std::string svg_path(const std::string& base, const Prediction& p, bool several) {
+  if (!several) return base;
+  const size_t dot = base.rfind('.');
+  const std::string stem = dot == std::string::npos ? base : base.substr(0, dot);
+  return stem + "-" + to_string(p.problem.op) + "-" + to_string(p.options.algo) + ".svg";
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out || !(out << text)) throw std::runtime_error("cannot write " + path);
+}
+
+int run(const SimOptions& o) {
+  const Profile prof = load_profile(o.profile);
+  if (!o.save_profile.empty()) save_profile(prof, o.save_profile);
+  const Dtype dtype = parse_dtype(o.dtype);
+  std::vector<Op> ops = o.op == "all" ? all_ops() : std::vector<Op>{parse_op(o.op)};
+  std::vector<Algo> algos;
+  const bool automatic = o.algo == "auto";
+  if (o.algo == "all") algos = all_algos();
+  else if (!automatic) algos = {parse_algo(o.algo)};
+  TuningCache cache;
+  if (!o.tuning_cache.empty()) cache = load_tuning_cache(o.tuning_cache);
+
+  PlanOptions base;
+  base.stages = o.stages;
+  base.gemm_lanes = o.gemm_lanes;
+  base.post = parse_post(o.post);
+
+  std::vector<Prediction> rows;
+  std::vector<std::string> choices;
+  const bool keep_timelines = !o.timeline.empty() || !o.trace.empty();
+  for (Op op : ops) {
+    Problem p;
+    p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
+    PlanOptions seq_opts = base;
+    seq_opts.algo = Algo::sequential;
+    seq_opts.stages = 0;
+    const Prediction seq = predict(p, seq_opts, dtype, prof);
+    std::vector<PlanOptions> cases;
+    if (automatic) {
+      const Choice c = choose(p, dtype, prof, o.tuning_cache.empty() ? nullptr : &cache);
+      choices.push_back("# " + to_string(op) + " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) + " K=" +
+                        std::to_string(p.k) + " P=" + std::to_string(p.world) + "\n" + print(c));
+      PlanOptions picked = c.options();
+      picked.post = base.post;
+      cases.push_back(picked);
+    }
+    for (Algo a : algos) {
+      PlanOptions x = base;
+      x.algo = a;
+      if (a != Algo::pipelined) x.stages = 0;
+      cases.push_back(x);
+    }
+    for (const PlanOptions& x : cases) {
+      Prediction row = x.algo == Algo::sequential && x.gemm_lanes == seq.options.gemm_lanes && x.post == seq.options.post
+                           ? seq
+                           : predict(p, x, dtype, prof, &seq);
+      if (!keep_timelines) row.timeline = Timeline{};
+      rows.push_back(std::move(row));
+    }
+  }
+
+  print_prediction_header(std::cout, prof);
+  for (const Prediction& r : rows) print_prediction_row(std::cout, r);
+  print_prediction_summary(std::cout, rows);
+  for (const std::string& c : choices) std::cout << c;
+
+  if (!o.timeline.empty())
+    for (const Prediction& r : rows) {
+      SvgOptions svg;
+      svg.max_ranks = o.timeline_ranks;
+      svg.subtitle = "predicted, " + prof.name + ", M=" + std::to_string(r.problem.m) + " N=" +
+                     std::to_string(r.problem.n) + " K=" + std::to_string(r.problem.k) + " " + to_string(dtype);
+      const std::string path = svg_path(o.timeline, r, rows.size() > 1);
+      write_svg(r.timeline, path, svg);
+      std::cout << "# timeline: " << path << "\n";
+    }
+  if (!o.trace.empty()) {
+    std::vector<Timeline> timelines;
+    for (const Prediction& r : rows) timelines.push_back(r.timeline);
+    write_text(o.trace, chrome_trace(timelines).dump() + "\n");
+    std::cout << "# trace: " << o.trace << "\n";
+  }
+  if (!o.json.empty()) write_text(o.json, predictions_json(prof, rows).dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace collmm
+
+int main(int argc, char** argv) {
+  collmm::SimOptions o;
+  CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
+  app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
+  app.add_option("--algo", o.algo, "sequential, pipelined, ring, bidir, all, or auto (the model's pick)")->capture_default_str();
+  app.add_option("-m", o.m, "M (global)")->capture_default_str();
+  app.add_option("-n", o.n, "N (global)")->capture_default_str();
+  app.add_option("-k", o.k, "K (global)")->capture_default_str();
+  app.add_option("-P,--world", o.world, "ranks (1..1024 and more)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
+  app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")->capture_default_str();
+  app.add_option("--stages", o.stages, "pipelined: stages (0: P)")->capture_default_str();
+  app.add_option("--gemm-lanes", o.gemm_lanes, "GEMM lanes")->capture_default_str();
+  app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
+  app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
+  app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();
+  app.add_option("--trace", o.trace, "Chrome-trace JSON of the predicted iterations");
+  app.add_option("--json", o.json, "the predicted table as JSON");
+  app.add_option("--tuning-cache", o.tuning_cache, "measured tuning cache JSON that refines --algo auto");
+  app.add_option("--save-profile", o.save_profile, "write the profile used as JSON (a start for your own)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return collmm::run(o);
+  } catch (const collmm::UsageError& e) {
+    std::cerr << "collmm-sim: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "collmm-sim: error: " << e.what() << "\n";
+    return 1;
+  }
+}

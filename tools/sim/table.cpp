@@ -1,0 +1,108 @@
+// table.cpp: collmm-sim's predicted table and JSON.
+#include "table.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+
+namespace collmm {
+namespace {
+
+std::string fixed(double v, int precision) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+struct Column {
+  const char* name;
+  int width;
+  std::function<std::string(const Prediction&)> cell;
+};
+
+const std::vector<Column>& columns() {
+  static const std::vector<Column> cols{
+      {"op", 8, [](const Prediction& p) { return to_string(p.problem.op); }},
+      {"algo", 11, [](const Prediction& p) { return to_string(p.options.algo); }},
+      {"M", 7, [](const Prediction& p) { return std::to_string(p.problem.m); }},
+      {"N", 7, [](const Prediction& p) { return std::to_string(p.problem.n); }},
+      {"K", 7, [](const Prediction& p) { return std::to_string(p.problem.k); }},
+      {"P", 5, [](const Prediction& p) { return std::to_string(p.problem.world); }},
+      {"dtype", 6, [](const Prediction& p) { return to_string(p.dtype); }},
+      {"stages", 7, [](const Prediction& p) { return std::to_string(p.options.stages); }},
+      {"lanes", 6, [](const Prediction& p) { return std::to_string(p.options.gemm_lanes); }},
+      {"time_us", 11, [](const Prediction& p) { return fixed(p.time_us, 1); }},
+      {"TFLOP/s", 9, [](const Prediction& p) { return fixed(p.tflops_per_rank, 1); }},
+      {"t_gemm_us", 11, [](const Prediction& p) { return fixed(p.t_gemm_us, 1); }},
+      {"t_comm_us", 11, [](const Prediction& p) { return fixed(p.t_comm_us, 1); }},
+      {"max_us", 11, [](const Prediction& p) { return fixed(std::max(p.t_gemm_us, p.t_comm_us), 1); }},
+      {"speedup", 8, [](const Prediction& p) { return fixed(p.speedup, 2); }},
+      {"E", 6, [](const Prediction& p) { return fixed(p.overlap_efficiency, 2); }},
+      {"hidden", 7, [](const Prediction& p) { return fixed(p.hidden_comm_mean, 2); }},
+      {"hid_min", 8, [](const Prediction& p) { return fixed(p.hidden_comm_min, 2); }},
+  };
+  return cols;
+}
+
+}  // namespace
+
+void print_prediction_header(std::ostream& out, const Profile& prof) {
+  out << "# collmm-sim: PREDICTED by the cost model, profile '" << prof.name << "'\n"
+      << "# time_us: the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us: the sequential plan's\n"
+         "# GEMMs alone and its comm alone (as collmm-bench); max_us: the larger. speedup: T_sequential / time.\n"
+         "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm). hidden / hid_min: comm time\n"
+         "# covered by GEMM on the same rank, mean over ranks / worst rank.\n#\n#";
+  for (const Column& c : columns()) out << std::setw(c.width) << c.name;
+  out << "\n";
+}
+
+void print_prediction_row(std::ostream& out, const Prediction& p) {
+  out << " ";
+  for (const Column& c : columns()) out << std::setw(c.width) << c.cell(p);
+  out << "\n" << std::flush;
+}
+
+void print_prediction_summary(std::ostream& out, const std::vector<Prediction>& rows) {
+  double speedup = 0, e = 0, ratio = 0;
+  int n = 0;
+  for (const Prediction& p : rows) {
+    if (p.options.algo == Algo::sequential) continue;
+    speedup += p.speedup, e += p.overlap_efficiency;
+    ratio += p.time_us / std::max(p.t_gemm_us, p.t_comm_us);
+    ++n;
+  }
+  if (n == 0) {
+    out << "# (no overlapped algorithm in this run)\n#\n";
+    return;
+  }
+  out << "# Avg predicted speedup vs sequential (overlapped algorithms) : " << fixed(speedup / n, 2) << "\n"
+      << "# Avg predicted E : " << fixed(e / n, 2) << ", avg time / max(t_gemm, t_comm) : " << fixed(ratio / n, 3)
+      << "\n#\n";
+}
+
+nlohmann::json predictions_json(const Profile& prof, const std::vector<Prediction>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Prediction& p : rows)
+    out.push_back({{"op", to_string(p.problem.op)},
+                   {"algo", to_string(p.options.algo)},
+                   {"m", p.problem.m},
+                   {"n", p.problem.n},
+                   {"k", p.problem.k},
+                   {"world_size", p.problem.world},
+                   {"dtype", to_string(p.dtype)},
+                   {"stages", p.options.stages},
+                   {"gemm_lanes", p.options.gemm_lanes},
+                   {"post", to_string(p.options.post)},
+                   {"time_us", p.time_us},
+                   {"tflops", p.tflops_per_rank},
+                   {"t_gemm_us", p.t_gemm_us},
+                   {"t_comm_us", p.t_comm_us},
+                   {"speedup_vs_sequential", p.speedup},
+                   {"overlap_efficiency", p.overlap_efficiency},
+                   {"hidden_comm_fraction", p.hidden_comm_mean},
+                   {"hidden_comm_fraction_min", p.hidden_comm_min}});
+  return {{"predicted", true}, {"profile", to_json(prof)}, {"results", out}};
+}
+
+}  // namespace collmm
