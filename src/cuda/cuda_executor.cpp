@@ -20,7 +20,8 @@ CudaExecutor::CudaExecutor(CudaSetup setup) : s_(std::move(setup)) {}
 
 CudaExecutor::~CudaExecutor() {
   for (auto& [filter, list] : graphs_)
-    for (auto g : list) cudaGraphExecDestroy(g);
+    for (auto g : list)
+      if (g) cudaGraphExecDestroy(g);
   ranks_.clear();
   for (auto c : s_.comms) ncclCommDestroy(c);
 }
@@ -61,7 +62,8 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
       throw UsageError("cuda backend: fp8 e4m3 GEMMs (cuBLASLt on Hopper) need B as [N, K]: use b layout nk");
   }
   for (auto& [filter, list] : graphs_)
-    for (auto g : list) COLLMM_CUDA(cudaGraphExecDestroy(g));
+    for (auto g : list)
+      if (g) COLLMM_CUDA(cudaGraphExecDestroy(g));
   graphs_.clear();
   ranks_.clear();
   if (s_.transport == Transport::local) {  // emulated ranks on several GPUs read each other's memory

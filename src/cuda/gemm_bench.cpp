@@ -135,8 +135,10 @@ int main(int argc, char** argv) {
     op.a = random_bf16(M * K, 1);
     op.b = random_bf16(K * Nmax, 2);
     COLLMM_CUDA(cudaMalloc(&op.c, M * Nmax * 2));
-    GemmEngine heur(0, kWorkspace), timed(0, kWorkspace);
+    GemmEngine heur(0, kWorkspace), timed(0, kWorkspace), split2(0, kWorkspace), split3(0, kWorkspace);
     timed.set_algo_choice(AlgoChoice::timed);
+    split2.set_sm_target(prop.multiProcessorCount / 2);  // two lanes share the SMs
+    split3.set_sm_target(prop.multiProcessorCount / 3);
     Lanes lane_sets[3] = {Lanes(1), Lanes(2), Lanes(3)};
 
     struct Variant {
@@ -153,6 +155,8 @@ int main(int argc, char** argv) {
         for (GemmEngine* e : {&heur, &timed}) vs.push_back({1, 1, e, {}});
         for (int lanes : {1, 2, 3})
           for (GemmEngine* e : {&heur, &timed}) vs.push_back({P, lanes, e, {}});
+        vs.push_back({P, 2, &split2, {}});
+        vs.push_back({P, 3, &split3, {}});
         for (int round = 0; round < reps + 5; ++round)
           for (auto& v : vs) {
             const double ms = time_chunks(*v.eng, op, M, N, K, v.P, lane_sets[v.lanes - 1], 1);
@@ -164,7 +168,7 @@ int main(int argc, char** argv) {
         std::printf("%8s %6s %10s %10s %9s %12s\n", "GEMMs", "lanes", "choice", "ms", "TFLOP/s", "x whole(heur)");
         for (auto& v : vs) {
           const double ms = v.t[v.t.size() / 2];
-          const char* choice = v.eng == &heur ? "heuristic" : "timed";
+          const char* choice = v.eng == &heur ? "heuristic" : v.eng == &timed ? "timed" : v.eng == &split2 ? "sms/2" : "sms/3";
           std::printf("%8d %6d %10s %10.4f %9.1f %12.3f\n", v.P, v.lanes, choice, ms, tflops(M, N, K, ms), ms / whole);
           if (csv)
             std::fprintf(csv, "%s,%ld,%ld,%ld,%d,%d,%s,%.5f,%.1f,%.4f\n", family, M, N, K, v.P, v.lanes, choice, ms,

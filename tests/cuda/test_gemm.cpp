@@ -36,11 +36,12 @@ struct Case {
   bool accumulate;
   int sm_target;
   AlgoChoice choice;
+  int64_t m = 29, row0 = 7;
 };
 
 // C is [rows_c, n]; the GEMM covers rows [row0, row0 + m) of C and of A (A is [rows_c, k]).
 void check_or_throw(const Case& c) {
-  const int64_t rows_c = 45, row0 = 7, m = 29, n = c.dtype == Dtype::fp8_e4m3 ? 48 : 37, k = c.dtype == Dtype::fp8_e4m3 ? 64 : 53;
+  const int64_t rows_c = 45, row0 = c.row0, m = c.m, n = c.dtype == Dtype::fp8_e4m3 ? 48 : 37, k = c.dtype == Dtype::fp8_e4m3 ? 64 : 53;
   const Dtype out = gemm_out_dtype(c.dtype);
   const auto a = random_values(rows_c * k, c.dtype, 1), b = random_values(k * n, c.dtype, 2);
   const auto c0 = random_values(rows_c * n, out, 3);
@@ -95,7 +96,7 @@ void check(const Case& c) {
     check_or_throw(c);
   } catch (const std::exception& e) {
     ADD_FAILURE() << to_string(c.dtype) << " " << to_string(c.layout) << (c.accumulate ? " accumulate" : "")
-                  << " sm_target=" << c.sm_target << ": " << e.what();
+                  << " sm_target=" << c.sm_target << " m=" << c.m << " row0=" << c.row0 << ": " << e.what();
   }
 }
 
@@ -106,6 +107,13 @@ TEST(CudaGemm, EveryDtypeLayoutAndAccumulate) {
       if (d == Dtype::fp8_e4m3 && l == BLayout::kn) continue;
       for (bool acc : {false, true}) check({d, l, acc, 0, AlgoChoice::heuristic});
     }
+}
+
+// fp8 chunks: which row counts and offsets cuBLASLt takes (every failing one is reported).
+TEST(CudaGemm, Fp8RowCountsAndOffsets) {
+  COLLMM_NEED_GPUS(1);
+  for (int64_t m : {16, 29, 32})
+    for (int64_t row0 : {0, 7, 8, 16}) check({Dtype::fp8_e4m3, BLayout::nk, false, 0, AlgoChoice::heuristic, m, row0});
 }
 
 TEST(CudaGemm, SmTargetAndTimedChoice) {
