@@ -1,0 +1,188 @@
+// bench_case.cpp: one (op, algo) case of collmm-bench: plans -> prepare -> inputs -> warm-up ->
+// timed iterations -> (standalone GEMM and comm) -> the last iteration, poisoned and checked,
+// traced, saved.
+#include "bench_case.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <limits>
+#include <stdexcept>
+
+#include "chrome_trace.hpp"
+#include "npy.hpp"
+
+namespace collmm {
+namespace {
+
+bool is_input(Role r) { return r == Role::a || r == Role::b || r == Role::gathered; }
+
+Dtype buffer_dtype(const Plan& plan, int buf, Dtype in, Dtype out) {
+  return is_input(plan.buffers[static_cast<size_t>(buf)].role) ? in : out;
+}
+
+int64_t buffer_elems(const Plan& plan, int buf) {
+  const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
+  return b.rows * b.cols;
+}
+
+std::vector<unsigned char> read_buffer(Executor& ex, int i, const Plan& plan, int buf, Dtype dtype) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(buffer_elems(plan, buf)) * dtype_size(dtype));
+  ex.read(i, buf, bytes.data(), bytes.size());
+  return bytes;
+}
+
+int find_buffer(const Plan& plan, Role role) {
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    if (plan.buffers[b].role == role) return static_cast<int>(b);
+  return -1;
+}
+
+void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, Dtype dtype) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const std::vector<unsigned char> a = encode(make_local_a(plan.problem, plan.rank, seed, dtype).v, dtype);
+    const std::vector<unsigned char> b = encode(make_local_b(plan.problem, plan.rank, seed, dtype).v, dtype);
+    ex.write(static_cast<int>(i), kBufA, a.data(), a.size());
+    ex.write(static_cast<int>(i), kBufB, b.data(), b.size());
+  }
+}
+
+// warmup + iters iterations; the median over the timed ones of the slowest rank of the job.
+double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
+  for (int w = 0; w < warmup; ++w) ex.run(filter, false);
+  std::vector<double> slowest_here;
+  for (int it = 0; it < iters; ++it) {
+    double slowest = 0;
+    for (const RankRun& run : ex.run(filter, false)) slowest = std::max(slowest, run.total_us);
+    slowest_here.push_back(slowest);
+  }
+  const std::vector<double> all = ex.host().allgather(slowest_here);  // iters values per process
+  std::vector<double> slowest(static_cast<size_t>(iters), 0.0);
+  for (size_t j = 0; j < all.size(); ++j) slowest[j % slowest.size()] = std::max(slowest[j % slowest.size()], all[j]);
+  return median(slowest);
+}
+
+// Compares C (and ag_gemm's gathered A) of every local rank; sums and maxes over the job.
+void check_outputs(Executor& ex, const std::vector<Plan>& plans, const Reference& ref, Dtype dtype,
+                   CaseResult& result) {
+  const Dtype out = ex.out_dtype(dtype);
+  double wrong = 0, max_err = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const std::vector<unsigned char> c = read_buffer(ex, static_cast<int>(i), plan, kBufC, out);
+    const Comparison cc = compare(decode(c.data(), static_cast<size_t>(buffer_elems(plan, kBufC)), out),
+                                  ref.c[i], dtype, out, plan.problem.k);
+    wrong += static_cast<double>(cc.wrong);
+    max_err = std::max(max_err, cc.max_rel_err);
+    const int g = find_buffer(plan, Role::gathered);
+    if (g >= 0) {
+      const std::vector<unsigned char> ga = read_buffer(ex, static_cast<int>(i), plan, g, dtype);
+      const Comparison cg = compare(decode(ga.data(), static_cast<size_t>(buffer_elems(plan, g)), dtype),
+                                    ref.gathered_a, dtype, dtype, 1);
+      wrong += static_cast<double>(cg.wrong);
+      max_err = std::max(max_err, cg.max_rel_err);
+    }
+  }
+  const std::vector<double> all = ex.host().allgather(std::vector<double>{wrong, max_err});
+  result.checked = true;
+  result.wrong = 0;
+  result.max_rel_err = 0;
+  for (size_t q = 0; q < all.size(); q += 2) {
+    result.wrong += static_cast<int64_t>(all[q]);
+    result.max_rel_err = std::max(result.max_rel_err, all[q + 1]);
+  }
+}
+
+void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // several processes race here; check the result
+  if (!std::filesystem::is_directory(dir)) throw std::runtime_error("--save: cannot create directory " + dir);
+  const Dtype out = ex.out_dtype(dtype);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const std::string prefix = dir + "/" + to_string(plan.problem.op) + "-" + to_string(plan.options.algo) +
+                               "-rank" + std::to_string(plan.rank) + "-";
+    auto save = [&](int buf, const std::string& name) {
+      const Dtype t = buffer_dtype(plan, buf, dtype, out);
+      const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
+      write_npy(prefix + name + ".npy", t, b.rows, b.cols, read_buffer(ex, static_cast<int>(i), plan, buf, t));
+    };
+    save(kBufA, "A");
+    save(kBufB, "B");
+    save(kBufC, "C");
+    const int g = find_buffer(plan, Role::gathered);
+    if (g >= 0) save(g, "gathered");
+  }
+}
+
+// The number of steps (stages) a schedule has: 1 + its largest step index.
+int stages_of(const Plan& plan) {
+  int last = 0;
+  for (const Step& s : plan.steps) last = std::max(last, s.index);
+  return last + 1;
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void derive_figures(CaseResult& r, const CaseResult& seq) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Problem& p = r.problem;
+  r.t_gemm_us = seq.t_gemm_us;
+  r.t_comm_us = seq.t_comm_us;
+  r.tflops = r.time_us > 0 ? 2.0 * p.m * p.n * p.k / p.world / (r.time_us * 1e-6) / 1e12 : nan;
+  r.speedup = r.time_us > 0 ? seq.time_us / r.time_us : nan;
+  const double hidden_max = std::min(seq.t_gemm_us, seq.t_comm_us);
+  r.efficiency = hidden_max > 0 ? (seq.time_us - r.time_us) / hidden_max : nan;
+}
+
+Reference make_reference(const Problem& p, const std::vector<int>& local_ranks, uint64_t seed, Dtype dtype) {
+  Reference ref;
+  for (int r : local_ranks) ref.c.push_back(reference_c(p, r, seed, dtype));
+  if (p.op == Op::ag_gemm) ref.gathered_a = make_global_a(p, seed, dtype);
+  return ref;
+}
+
+CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, Algo algo, const CaseWork& work) {
+  CaseResult result;
+  result.op = op;
+  result.algo = algo;
+  result.problem = problem_of(o, op, ex.world_size());
+  result.dtype = o.dtype;
+  PlanOptions plan_options = o.plan;
+  plan_options.algo = algo;
+
+  std::vector<Plan> plans;
+  for (int r : ex.local_ranks()) plans.push_back(make_plan(result.problem, plan_options, r));
+  result.stages = stages_of(plans.at(0));
+  ex.prepare(plans, o.dtype);
+  upload_inputs(ex, plans, o.seed, o.dtype);
+
+  for (int r : ex.local_ranks()) {  // a crash or a hang, for tests of the job's teardown
+    if (r == o.debug_die_rank) std::raise(SIGKILL);
+    if (r == o.debug_hang_rank) std::raise(SIGSTOP);
+  }
+
+  result.time_us = time_iterations(ex, StepFilter::all, o.warmup, o.iters);
+  if (work.alone) {
+    result.t_gemm_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
+    result.t_comm_us = time_iterations(ex, StepFilter::comm_only, o.warmup, o.iters);
+  }
+
+  // The last iteration: on poisoned outputs when checking, with step times for the trace.
+  if (work.check) ex.poison();
+  const std::vector<RankRun> runs = ex.run(StepFilter::all, work.trace);
+  if (work.check) check_outputs(ex, plans, *work.check, o.dtype, result);
+  if (work.trace) result.timeline = gather_timeline(ex.host(), make_timeline(plans, runs));
+  if (!work.save_dir.empty()) save_buffers(ex, plans, o.dtype, work.save_dir);
+  return result;
+}
+
+}  // namespace collmm

@@ -1,0 +1,60 @@
+// bench_case.hpp: one (op, algo) case of collmm-bench on every local rank: plans, buffers, inputs,
+// timed iterations (median over iterations of the slowest rank), the standalone GEMM and comm
+// times, the checked and traced iteration, and the saved .npy files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "collmm/data.hpp"
+#include "collmm/timeline.hpp"
+
+namespace collmm {
+
+// What one case measured; all figures are over every rank of the job (every process has them).
+struct CaseResult {
+  Op op = Op::ag_gemm;
+  Algo algo = Algo::ring;
+  Problem problem;
+  Dtype dtype = Dtype::f32;
+  int stages = 1;            // steps (stages) the schedule splits the work into
+  double time_us = 0;        // median over iterations of the slowest rank
+  double t_gemm_us = -1;     // only its GEMMs / only its comm (measured for the sequential case)
+  double t_comm_us = -1;
+  // Derived from the op's sequential case (see derive_figures); NaN where undefined.
+  double tflops = 0;         // per rank: 2 M N K / P / time
+  double speedup = 0;        // T_sequential / T
+  double efficiency = 0;     // (T_sequential - T) / min(t_gemm, t_comm)
+  bool checked = false;
+  int64_t wrong = 0;         // summed over ranks (C, and ag_gemm's gathered A)
+  double max_rel_err = 0;    // max over ranks
+  Timeline timeline;         // the last iteration, every rank (only when a trace was asked for)
+};
+
+// The expected outputs of one op on this process's ranks, computed once and shared by its cases.
+struct Reference {
+  std::vector<HostMatrix> c;  // per local rank
+  HostMatrix gathered_a;      // ag_gemm only
+};
+Reference make_reference(const Problem&, const std::vector<int>& local_ranks, uint64_t seed, Dtype);
+
+// What to do beside the timing.
+struct CaseWork {
+  bool alone = false;            // also time the GEMMs alone and the comm alone (sequential case)
+  const Reference* check = nullptr;  // poison, run once and compare against this
+  bool trace = false;            // gather the last iteration's timeline of every rank
+  std::string save_dir;          // write each local rank's A, B, C (and gathered) as .npy
+};
+
+// Collective over the job: every process runs it with the same arguments.
+CaseResult run_case(Executor&, const BenchOptions&, Op, Algo, const CaseWork&);
+
+// Fills t_gemm_us, t_comm_us (from the sequential case), tflops, speedup and efficiency.
+void derive_figures(CaseResult& result, const CaseResult& sequential);
+
+// The median of a list of times (mean of the two middle ones when the count is even).
+double median(std::vector<double> v);
+
+}  // namespace collmm

@@ -1,0 +1,62 @@
+// bench_options.cpp: the agreement keys of collmm-bench's options, and the Problem they describe.
+#include "bench_options.hpp"
+
+namespace collmm {
+namespace {
+
+template <class T, class F>
+std::string join(const std::vector<T>& items, F name) {
+  std::string s;
+  for (const T& x : items) s += (s.empty() ? "" : ",") + name(x);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptions& o) {
+  const BackendOptions& b = o.backend;
+  auto op_name = [](Op x) { return to_string(x); };
+  auto algo_name = [](Algo x) { return to_string(x); };
+  return {
+      {"backend", b.backend},
+      {"op", join(o.ops, op_name)},
+      {"algo", join(algos_to_run(o), algo_name)},
+      {"M", std::to_string(o.m)},
+      {"N", std::to_string(o.n)},
+      {"K", std::to_string(o.k)},
+      {"dtype", to_string(o.dtype)},
+      {"b-layout", to_string(o.b_layout)},
+      {"stages", o.plan.stages > 0 ? std::to_string(o.plan.stages) : "default"},
+      {"post", to_string(o.plan.post)},
+      {"gemm-lanes", std::to_string(o.plan.gemm_lanes)},
+      {"warmup", std::to_string(o.warmup)},
+      {"iters", std::to_string(o.iters)},
+      {"check", o.check ? "yes" : "no"},
+      {"seed", std::to_string(o.seed)},
+      {"trace", o.trace_path.empty() ? "no" : "yes"},
+      {"timeout", std::to_string(b.timeout_s)},
+      {"transport", b.transport},
+      {"gpus", std::to_string(b.gpus)},
+      {"world", std::to_string(b.world)},
+      {"gemm-sms", std::to_string(b.gemm_sms)},
+      {"sm-margin", std::to_string(b.sm_margin)},
+      {"nccl-min-ctas", std::to_string(b.nccl_min_ctas)},
+      {"nccl-max-ctas", std::to_string(b.nccl_max_ctas)},
+      {"graph", b.graph ? "yes" : "no"},
+  };
+}
+
+Problem problem_of(const BenchOptions& o, Op op, int world) {
+  Problem p;
+  p.op = op;
+  p.m = o.m;
+  p.n = o.n;
+  p.k = o.k;
+  p.world = world;
+  p.b_layout = o.b_layout;
+  return p;
+}
+
+std::vector<Algo> algos_to_run(const BenchOptions& o) { return o.algos.empty() ? all_algos() : o.algos; }
+
+}  // namespace collmm

@@ -1,0 +1,44 @@
+// bench_options.hpp: everything collmm-bench is told, as a struct of enums (the CLI in
+// tools/bench fills it), and the canonical key=value list of what every process must agree on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collmm/executor.hpp"
+
+namespace collmm {
+
+struct BenchOptions {
+  std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};   // --op NAME|all
+  std::vector<Algo> algos;                         // --algo NAME|all (empty: all_algos())
+  int64_t m = 1024, n = 1024, k = 1024;            // global sizes
+  BLayout b_layout = BLayout::kn;
+  Dtype dtype = Dtype::f32;
+  PlanOptions plan;        // stages (0: the algorithm's default), post, gemm_lanes; algo per case
+  int warmup = 5, iters = 20;
+  bool check = false;
+  uint64_t seed = 1;
+  std::string json_path;   // --json FILE (process 0 writes)
+  std::string trace_path;  // --trace FILE (process 0 writes all ranks' events)
+  std::string save_dir;    // --save DIR (every process writes its ranks' .npy files)
+  BackendOptions backend;
+  // Hidden, for tests of the job's teardown: this rank kills itself (SIGKILL) or stops (SIGSTOP:
+  // a hang the others' --timeout must end) before its first timed run.
+  int debug_die_rank = -1, debug_hang_rank = -1;
+};
+
+// The options that must be the same on every process, as (key, value) pairs in a fixed order.
+// Paths are left out (only process 0 writes the JSON and the trace; each process saves its own
+// ranks), but whether a trace is taken is in, since it adds a collective.
+std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptions&);
+
+// The Problem of one op on `world` ranks.
+Problem problem_of(const BenchOptions&, Op op, int world);
+
+// The algorithms to run, in table order. (--algo auto, issue 4, will choose here.)
+std::vector<Algo> algos_to_run(const BenchOptions&);
+
+}  // namespace collmm

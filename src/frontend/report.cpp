@@ -1,0 +1,138 @@
+// report.cpp: the table columns and the JSON keys of collmm-bench.
+#include "report.hpp"
+
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+
+#ifndef COLLMM_VERSION
+#define COLLMM_VERSION "unknown"
+#endif
+
+namespace collmm {
+namespace {
+
+std::string fixed(double v, int precision) {
+  if (!std::isfinite(v) || v < 0) return "N/A";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+std::string signed_fixed(double v, int precision) {
+  if (!std::isfinite(v)) return "N/A";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+std::string sci(double v) {
+  if (!std::isfinite(v)) return "N/A";
+  std::ostringstream s;
+  s << std::scientific << std::setprecision(2) << v;
+  return s.str();
+}
+
+struct Column {
+  const char* name;
+  int width;
+  std::function<std::string(const CaseResult&)> cell;
+};
+
+const std::vector<Column>& columns() {
+  static const std::vector<Column> cols{
+      {"op", 8, [](const CaseResult& r) { return to_string(r.op); }},
+      {"algo", 11, [](const CaseResult& r) { return to_string(r.algo); }},
+      {"M", 7, [](const CaseResult& r) { return std::to_string(r.problem.m); }},
+      {"N", 7, [](const CaseResult& r) { return std::to_string(r.problem.n); }},
+      {"K", 7, [](const CaseResult& r) { return std::to_string(r.problem.k); }},
+      {"P", 4, [](const CaseResult& r) { return std::to_string(r.problem.world); }},
+      {"dtype", 6, [](const CaseResult& r) { return to_string(r.dtype); }},
+      {"stages", 7, [](const CaseResult& r) { return std::to_string(r.stages); }},
+      {"time_us", 11, [](const CaseResult& r) { return fixed(r.time_us, 1); }},
+      {"TFLOP/s", 9, [](const CaseResult& r) { return fixed(r.tflops, 4); }},
+      {"t_gemm_us", 11, [](const CaseResult& r) { return fixed(r.t_gemm_us, 1); }},
+      {"t_comm_us", 11, [](const CaseResult& r) { return fixed(r.t_comm_us, 1); }},
+      {"speedup", 8, [](const CaseResult& r) { return fixed(r.speedup, 2); }},
+      {"E", 6, [](const CaseResult& r) { return signed_fixed(r.efficiency, 2); }},
+      {"#wrong", 7, [](const CaseResult& r) { return r.checked ? std::to_string(r.wrong) : "N/A"; }},
+      {"max_rel_err", 12, [](const CaseResult& r) { return r.checked ? sci(r.max_rel_err) : "N/A"; }},
+  };
+  return cols;
+}
+
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+
+}  // namespace
+
+void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo& info) {
+  out << "# collmm-bench " << COLLMM_VERSION << ": backend " << info.backend << ", " << info.world << " ranks in "
+      << info.procs << " process" << (info.procs == 1 ? "" : "es") << ", warm-up " << o.warmup << ", iterations "
+      << o.iters << ", seed " << o.seed << ", check " << (o.check ? "on" : "off") << ", post "
+      << to_string(o.plan.post) << ", B layout " << to_string(o.b_layout) << ", gemm lanes " << o.plan.gemm_lanes
+      << "\n";
+  if (!info.timing_note.empty()) out << "# note: " << info.timing_note << "\n";
+  out << "# time_us: median over iterations of the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us:\n"
+         "# the sequential plan's GEMMs alone and its comm alone. speedup: T_sequential / time.\n"
+         "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm), 1 = all of it hidden.\n"
+         "#\n#";
+  for (const Column& c : columns()) out << std::setw(c.width) << c.name;
+  out << "\n" << std::flush;
+}
+
+void print_table_row(std::ostream& out, const CaseResult& r) {
+  out << " ";
+  for (const Column& c : columns()) out << std::setw(c.width) << c.cell(r);
+  out << "\n" << std::flush;
+}
+
+int64_t total_wrong(const std::vector<CaseResult>& results) {
+  int64_t wrong = 0;
+  for (const CaseResult& r : results)
+    if (r.checked) wrong += r.wrong;
+  return wrong;
+}
+
+void print_table_summary(std::ostream& out, const std::vector<CaseResult>& results) {
+  bool checked = false;
+  double sum = 0;
+  int count = 0;
+  for (const CaseResult& r : results) {
+    checked = checked || r.checked;
+    if (r.algo != Algo::sequential && std::isfinite(r.speedup)) sum += r.speedup, ++count;
+  }
+  const int64_t wrong = total_wrong(results);
+  out << "# Out of bounds values : " << (checked ? std::to_string(wrong) : "N/A") << " "
+      << (!checked ? "(not checked: use --check)" : wrong == 0 ? "OK" : "FAILED") << "\n";
+  out << "# Avg speedup vs sequential (overlapped algorithms) : " << (count ? fixed(sum / count, 2) : "N/A")
+      << "\n#\n" << std::flush;
+}
+
+nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& results) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CaseResult& r : results) {
+    rows.push_back({{"op", to_string(r.op)},
+                    {"algo", to_string(r.algo)},
+                    {"m", r.problem.m},
+                    {"n", r.problem.n},
+                    {"k", r.problem.k},
+                    {"world_size", r.problem.world},
+                    {"dtype", to_string(r.dtype)},
+                    {"stages", r.stages},
+                    {"time_us", number_or_null(r.time_us)},
+                    {"tflops", number_or_null(r.tflops)},
+                    {"t_gemm_us", number_or_null(r.t_gemm_us)},
+                    {"t_comm_us", number_or_null(r.t_comm_us)},
+                    {"speedup_vs_sequential", number_or_null(r.speedup)},
+                    {"overlap_efficiency", number_or_null(r.efficiency)},
+                    {"wrong", r.checked ? nlohmann::json(r.wrong) : nlohmann::json()},
+                    {"max_rel_err", r.checked ? number_or_null(r.max_rel_err) : nlohmann::json()}});
+  }
+  return {{"collmm_version", COLLMM_VERSION},
+          {"backend", info.backend},
+          {"world_size", info.world},
+          {"results", rows}};
+}
+
+}  // namespace collmm

@@ -1,0 +1,213 @@
+// test_bench_run.cpp: collmm-bench under mpirun, checking on: --op all --algo all on 4 ranks with
+// uneven shards, writing --json, --trace and --save; then the files are read back and checked (the
+// JSON keys of issue 2, every rank and both lanes in the trace, .npy headers and sizes, and the
+// saved C recomputed from the saved A and B). Also bf16 with B transposed, and f64, on 3 and 2 ranks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "harness.hpp"
+
+using namespace collmm_cli_test;
+using nlohmann::json;
+
+namespace {
+
+const int P = 4;
+const int64_t M = 67, N = 45, K = 38;  // none divides by 4
+const char* kOps[] = {"ag_gemm", "gemm_rs"};
+const char* kAlgos[] = {"sequential", "pipelined", "ring", "bidir"};
+
+// Table rows (lines not starting with '#') split into words.
+std::vector<std::vector<std::string>> table_rows(const std::string& out, const std::string& first_word) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (!w.empty() && w[0] == first_word) rows.push_back(w);
+  }
+  return rows;
+}
+
+class BenchRun : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fresh_dir("bench_run");
+    result_ = run_command(mpirun(P) + " " + bench() + " --backend cpu --op all --algo all --check -m " +
+                              std::to_string(M) + " -n " + std::to_string(N) + " -k " + std::to_string(K) +
+                              " -w 1 -i 3 --threads 1 --json " + dir_ + "/r.json --trace " + dir_ +
+                              "/trace.json --save " + dir_ + "/npy",
+                          120);
+  }
+  static std::string dir_;
+  static CommandResult result_;
+};
+std::string BenchRun::dir_;
+CommandResult BenchRun::result_;
+
+TEST_F(BenchRun, PassesWithARowPerOpAndAlgo) {
+  ASSERT_EQ(result_.rc, 0) << result_.output;
+  for (const char* op : kOps) {
+    const auto rows = table_rows(result_.output, op);
+    ASSERT_EQ(rows.size(), 4u) << result_.output;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_EQ(rows[i].size(), 16u) << result_.output;
+      EXPECT_EQ(rows[i][1], kAlgos[i]);
+      EXPECT_EQ(rows[i][2], std::to_string(M));
+      EXPECT_EQ(rows[i][5], std::to_string(P));
+      EXPECT_EQ(rows[i][14], "0") << "#wrong of " << op << " " << kAlgos[i];
+    }
+  }
+  EXPECT_NE(result_.output.find("# Out of bounds values : 0 OK"), std::string::npos) << result_.output;
+}
+
+TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
+  ASSERT_EQ(result_.rc, 0) << result_.output;
+  const json j = json::parse(read_file(dir_ + "/r.json"));
+  EXPECT_EQ(j.at("backend"), "cpu");
+  EXPECT_EQ(j.at("world_size"), P);
+  EXPECT_TRUE(j.at("collmm_version").is_string());
+  const std::set<std::string> keys{"op", "algo", "m", "n", "k", "world_size", "dtype", "stages",
+                                   "time_us", "tflops", "t_gemm_us", "t_comm_us", "speedup_vs_sequential",
+                                   "overlap_efficiency", "wrong", "max_rel_err"};
+  ASSERT_EQ(j.at("results").size(), 8u);
+  std::set<std::string> cases;
+  for (const json& r : j.at("results")) {
+    std::set<std::string> got;
+    for (auto it = r.begin(); it != r.end(); ++it) got.insert(it.key());
+    EXPECT_EQ(got, keys);
+    cases.insert(r.at("op").get<std::string>() + " " + r.at("algo").get<std::string>());
+    EXPECT_EQ(r.at("m"), M);
+    EXPECT_EQ(r.at("world_size"), P);
+    EXPECT_EQ(r.at("dtype"), "f32");
+    EXPECT_EQ(r.at("wrong"), 0);
+    EXPECT_GT(r.at("time_us").get<double>(), 0);
+    EXPECT_GT(r.at("t_gemm_us").get<double>(), 0);
+    EXPECT_GT(r.at("t_comm_us").get<double>(), 0);
+    EXPECT_LT(r.at("max_rel_err").get<double>(), 1e-4);
+    if (r.at("algo") == "sequential") {
+      EXPECT_DOUBLE_EQ(r.at("speedup_vs_sequential").get<double>(), 1.0);
+    }
+    if (r.at("algo") == "ring") {
+      EXPECT_EQ(r.at("stages"), P);
+    }
+  }
+  EXPECT_EQ(cases.size(), 8u);
+}
+
+TEST_F(BenchRun, TraceHasEveryRankAndBothLanes) {
+  ASSERT_EQ(result_.rc, 0) << result_.output;
+  const json t = json::parse(read_file(dir_ + "/trace.json"));
+  std::map<int, std::set<std::string>> kinds_of_rank;  // rank -> {"comm", "gemm"} seen on their lanes
+  std::map<std::pair<int, int>, std::string> thread_names;
+  int ring_gemms = 0;
+  for (const json& e : t.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      thread_names[{e.at("pid").get<int>(), e.at("tid").get<int>()}] = e.at("args").at("name");
+    if (e.at("ph") != "X") continue;
+    EXPECT_GE(e.at("dur").get<double>(), 0);
+    const int tid = e.at("tid").get<int>();
+    kinds_of_rank[e.at("pid").get<int>()].insert(tid == 0 ? "comm" : "gemm");
+    EXPECT_EQ(e.at("cat"), tid == 0 ? "comm" : "gemm") << e.dump();
+    const std::string name = e.at("name");
+    if (name.rfind("ag_gemm ring step ", 0) == 0 && name.find(" chunk ") != std::string::npos &&
+        name.size() > 5 && name.compare(name.size() - 5, 5, " gemm") == 0)
+      ++ring_gemms;
+  }
+  ASSERT_EQ(kinds_of_rank.size(), static_cast<size_t>(P));
+  for (const auto& [rank, kinds] : kinds_of_rank) {
+    EXPECT_EQ(kinds, (std::set<std::string>{"comm", "gemm"})) << "rank " << rank;
+    EXPECT_EQ(thread_names[std::make_pair(rank, 0)], "comm");
+    EXPECT_EQ(thread_names[std::make_pair(rank, 1)], "gemm");
+  }
+  EXPECT_EQ(ring_gemms, P * P);  // every rank computes every chunk once
+}
+
+// The saved files: headers, sizes, and C recomputed in f64 from the saved A and B (and gathered A).
+TEST_F(BenchRun, SavedNpyFilesHoldInputsAndOutputs) {
+  ASSERT_EQ(result_.rc, 0) << result_.output;
+  for (const char* op : kOps)
+    for (const char* algo : kAlgos) {
+      std::vector<Npy> a, b, c, g;
+      for (int r = 0; r < P; ++r) {
+        const std::string prefix = dir_ + "/npy/" + op + "-" + algo + "-rank" + std::to_string(r) + "-";
+        a.push_back(read_npy(prefix + "A.npy"));
+        b.push_back(read_npy(prefix + "B.npy"));
+        c.push_back(read_npy(prefix + "C.npy"));
+        if (std::string(op) == "ag_gemm") g.push_back(read_npy(prefix + "gathered.npy"));
+        for (const Npy* n : {&a.back(), &b.back(), &c.back()}) {
+          EXPECT_EQ(n->descr, "<f4");
+          EXPECT_EQ(n->header_bytes % 64, 0u);
+          EXPECT_EQ(n->file_bytes, n->header_bytes + static_cast<size_t>(n->rows * n->cols) * 4) << prefix;
+        }
+      }
+      int64_t row0 = 0;  // first global row of C_r (gemm_rs)
+      for (int r = 0; r < P; ++r) {
+        const std::string where = std::string(op) + " " + algo + " rank " + std::to_string(r);
+        int64_t wrong = 0;
+        if (std::string(op) == "ag_gemm") {  // C_r [M, N_r] = gathered [M, K] @ B_r [K, N_r]
+          ASSERT_EQ(c[r].rows, M) << where;
+          ASSERT_EQ(g[r].rows, M) << where;
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < c[r].cols; ++j) {
+              double want = 0;
+              for (int64_t kk = 0; kk < K; ++kk) want += g[r].at(i, kk) * b[r].at(kk, j);
+              wrong += std::abs(c[r].at(i, j) - want) > 1e-4 * (std::abs(want) + 1);
+            }
+        } else {  // C_r [M_r, N] = rows block r of sum over q of A_q [M, K_q] @ B_q [K_q, N]
+          ASSERT_EQ(c[r].cols, N) << where;
+          for (int64_t i = 0; i < c[r].rows; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              double want = 0;
+              for (int q = 0; q < P; ++q)
+                for (int64_t kk = 0; kk < a[q].cols; ++kk) want += a[q].at(row0 + i, kk) * b[q].at(kk, j);
+              wrong += std::abs(c[r].at(i, j) - want) > 1e-4 * (std::abs(want) + 1);
+            }
+          row0 += c[r].rows;
+        }
+        EXPECT_EQ(wrong, 0) << where;
+      }
+      if (std::string(op) == "gemm_rs") {
+        EXPECT_EQ(row0, M);
+      }
+    }
+}
+
+// bf16 with B as [N_r, K] on 3 ranks: checked, and saved as float32 (bf16 has no NumPy type).
+TEST(BenchDtypes, Bf16TransposedBOnThreeRanks) {
+  const std::string dir = fresh_dir("bench_bf16");
+  const CommandResult r = run_command(mpirun(3) + " " + bench() +
+                                          " --op all --algo ring --dtype bf16 --b-layout nk --check -m 10 -n 7 -k 5"
+                                          " -w 1 -i 2 --save " + dir,
+                                      60);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(table_rows(r.output, "ag_gemm").at(0).at(14), "0");
+  EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at(14), "0");
+  const Npy b = read_npy(dir + "/ag_gemm-ring-rank0-B.npy");
+  EXPECT_EQ(b.descr, "<f4");
+  EXPECT_EQ(b.rows, 3);  // N_0 = 3 of N = 7: B_0 is [N_0, K] in the nk layout
+  EXPECT_EQ(b.cols, 5);
+}
+
+TEST(BenchDtypes, F64OnTwoRanks) {
+  const std::string dir = fresh_dir("bench_f64");
+  const CommandResult r = run_command(mpirun(2) + " " + bench() +
+                                          " --op gemm_rs --algo bidir --dtype f64 --check -m 5 -n 7 -k 3 -w 1 -i 2"
+                                          " --save " + dir,
+                                      60);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(table_rows(r.output, "gemm_rs").size(), 1u) << r.output;
+  const Npy c = read_npy(dir + "/gemm_rs-bidir-rank1-C.npy");
+  EXPECT_EQ(c.descr, "<f8");
+  EXPECT_EQ(c.rows, 2);
+  EXPECT_EQ(c.cols, 7);
+}
+
+}  // namespace

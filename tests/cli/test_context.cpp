@@ -1,0 +1,88 @@
+// test_context.cpp: the C++ API (collmm/collmm.hpp) under mpirun: ag_gemm and gemm_rs through a
+// Context on every rank, every algorithm, both B layouts, against the f64 reference of data.hpp;
+// shapes change between calls (the Context re-plans), and a shape one rank disagrees on is refused.
+#include <gtest/gtest.h>
+
+#include "collmm/collmm.hpp"
+#include "collmm/data.hpp"
+
+using namespace collmm;
+
+namespace {
+
+Context& context() {
+  static Context ctx([] {
+    BackendOptions o;
+    o.threads = 1;
+    o.timeout_s = 60;
+    return o;
+  }());
+  return ctx;
+}
+
+Comparison run_and_compare(Op op, int64_t m, int64_t n, int64_t k, Dtype dtype, const MatmulOptions& mo,
+                           Comparison* gathered_cmp = nullptr) {
+  Context& ctx = context();
+  const Problem p{op, m, n, k, ctx.world_size(), mo.b_layout};
+  const int r = ctx.rank();
+  const std::vector<unsigned char> a = encode(make_local_a(p, r, 7, dtype).v, dtype);
+  const std::vector<unsigned char> b = encode(make_local_b(p, r, 7, dtype).v, dtype);
+  const LocalShape s = local_shape(p, r);
+  const Dtype out = ctx.out_dtype(dtype);
+  std::vector<unsigned char> c(static_cast<size_t>(s.c_rows * s.c_cols) * dtype_size(out), 0xff);
+  std::vector<unsigned char> g(static_cast<size_t>(m * k) * dtype_size(dtype), 0xff);
+  if (op == Op::ag_gemm)
+    ctx.ag_gemm(m, n, k, dtype, a.data(), b.data(), c.data(), g.data(), mo);
+  else
+    ctx.gemm_rs(m, n, k, dtype, a.data(), b.data(), c.data(), mo);
+  if (gathered_cmp)
+    *gathered_cmp = compare(decode(g.data(), static_cast<size_t>(m * k), dtype), make_global_a(p, 7, dtype), dtype,
+                            dtype, 1);
+  return compare(decode(c.data(), static_cast<size_t>(s.c_rows * s.c_cols), out), reference_c(p, r, 7, dtype),
+                 dtype, out, k);
+}
+
+TEST(Context, AgGemmEveryAlgorithmMatchesTheReference) {
+  for (Algo algo : all_algos())
+    for (BLayout layout : {BLayout::kn, BLayout::nk}) {
+      MatmulOptions mo;
+      mo.algo = algo;
+      mo.b_layout = layout;
+      Comparison gathered;
+      const Comparison c = run_and_compare(Op::ag_gemm, 13, 11, 9, Dtype::f32, mo, &gathered);
+      EXPECT_EQ(c.wrong, 0) << to_string(algo) << " " << to_string(layout);
+      EXPECT_EQ(gathered.wrong, 0) << to_string(algo) << " gathered A";
+    }
+}
+
+TEST(Context, GemmRsEveryAlgorithmMatchesTheReference) {
+  for (Algo algo : all_algos())
+    for (BLayout layout : {BLayout::kn, BLayout::nk}) {
+      MatmulOptions mo;
+      mo.algo = algo;
+      mo.b_layout = layout;
+      const Comparison c = run_and_compare(Op::gemm_rs, 14, 6, 10, Dtype::f64, mo);
+      EXPECT_EQ(c.wrong, 0) << to_string(algo) << " " << to_string(layout);
+    }
+}
+
+TEST(Context, RepeatedAndChangingShapes) {
+  MatmulOptions mo;
+  for (int64_t m : {8, 8, 17, 8})
+    EXPECT_EQ(run_and_compare(Op::ag_gemm, m, 5, 4, Dtype::f32, mo).wrong, 0) << "M=" << m;
+}
+
+TEST(Context, ShapesThatDisagreeAreRefusedOnEveryRank) {
+  Context& ctx = context();
+  const int64_t m = ctx.rank() == 0 ? 12 : 9;  // rank 0 differs (with one rank there is nothing to disagree on)
+  std::vector<float> a(64, 1.f), b(64, 1.f), c(256);
+  if (ctx.world_size() == 1) GTEST_SKIP() << "one rank";
+  try {
+    ctx.ag_gemm(m, 4, 4, Dtype::f32, a.data(), b.data(), c.data());
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks disagree on M: rank 0 has 12"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,175 @@
+// test_frontend_units.cpp: the pieces of collmm_frontend that need no MPI job: the .npy writer, the
+// agreement messages (over a fake HostComm standing in for several processes), Chrome trace events,
+// the median and the derived figures, and make_executor's errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "agreement.hpp"
+#include "bench_case.hpp"
+#include "chrome_trace.hpp"
+#include "collmm/data.hpp"
+#include "harness.hpp"
+#include "npy.hpp"
+
+using namespace collmm;
+
+namespace {
+
+// A job of several processes as seen by process `me`: allgather returns the others' canned strings.
+class FakeHost : public HostComm {
+ public:
+  FakeHost(int me, std::vector<std::string> others) : me_(me), others_(std::move(others)) {}
+  int proc() const override { return me_; }
+  int procs() const override { return static_cast<int>(others_.size()); }
+  void barrier() override {}
+  std::vector<std::string> allgather(const std::string& mine) override {
+    std::vector<std::string> all = others_;
+    all[static_cast<size_t>(me_)] = mine;
+    return all;
+  }
+  std::vector<double> allgather(const std::vector<double>& mine) override { return mine; }
+  [[noreturn]] void abort(int) override { throw std::logic_error("abort"); }
+
+ private:
+  int me_;
+  std::vector<std::string> others_;
+};
+
+std::string serialized(const BenchOptions& o) {
+  std::string s;
+  for (const auto& [k, v] : agreement_keys(o)) s += k + "=" + v + "\n";
+  return s;
+}
+
+TEST(Agreement, NamesEveryDifferingKeyAndRank) {
+  BenchOptions a, b, c;
+  a.m = 64;
+  b.m = 64;
+  c.m = 48;
+  c.dtype = Dtype::bf16;
+  FakeHost host(0, {"", serialized(b), serialized(c)});
+  try {
+    check_processes_agree(host, agreement_keys(a));
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "ranks disagree on M: rank 0 has 64, rank 2 has 48; dtype: rank 0 has f32, rank 2 has bf16");
+  }
+}
+
+TEST(Agreement, EqualOptionsPass) {
+  BenchOptions a;
+  FakeHost host(1, {serialized(a), "", serialized(a)});
+  EXPECT_NO_THROW(check_processes_agree(host, agreement_keys(a)));
+}
+
+TEST(Agreement, OutputPathsNeedNotAgreeButTracingMust) {
+  BenchOptions a, b;
+  a.json_path = "x.json";
+  b.save_dir = "elsewhere";
+  FakeHost same(0, {"", serialized(b)});
+  EXPECT_NO_THROW(check_processes_agree(same, agreement_keys(a)));
+  b.trace_path = "t.json";
+  FakeHost traced(0, {"", serialized(b)});
+  EXPECT_THROW(check_processes_agree(traced, agreement_keys(a)), UsageError);
+}
+
+TEST(Agreement, AnotherProcessErrorIsRaisedEverywhere) {
+  FakeHost host(0, {"", "", "M=2 is too small"});
+  try {
+    raise_if_any_process_failed(host, "");
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "rank 2: M=2 is too small");
+  }
+  FakeHost fine(0, {"", ""});
+  EXPECT_NO_THROW(raise_if_any_process_failed(fine, ""));
+}
+
+TEST(Npy, HeaderIsVersion1PaddedTo64) {
+  const std::string h = npy_header("<f4", 3, 5);
+  EXPECT_EQ(h.size() % 64, 0u);
+  EXPECT_EQ(h.compare(0, 6, "\x93NUMPY"), 0);
+  EXPECT_EQ(h[6], 1);
+  EXPECT_EQ(h[7], 0);
+  EXPECT_EQ(static_cast<size_t>(static_cast<unsigned char>(h[8])) + 10, h.size());
+  EXPECT_NE(h.find("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 5), }"), std::string::npos);
+  EXPECT_EQ(h.back(), '\n');
+}
+
+TEST(Npy, Bf16IsSavedAsFloat32Values) {
+  const std::vector<double> v{0.5, -1.25, 3.0078125, 100.5, -0.1, 7};
+  std::vector<double> rounded;
+  for (double x : v) rounded.push_back(round_to(Dtype::bf16, x));
+  const std::string path = std::string(COLLMM_TEST_OUT) + "/units_bf16.npy";
+  write_npy(path, Dtype::bf16, 2, 3, encode(v, Dtype::bf16));
+  const collmm_cli_test::Npy n = collmm_cli_test::read_npy(path);
+  EXPECT_EQ(n.descr, "<f4");
+  EXPECT_EQ(n.rows, 2);
+  EXPECT_EQ(n.cols, 3);
+  EXPECT_EQ(n.v, rounded);
+}
+
+TEST(Npy, WrongByteCountThrows) {
+  EXPECT_THROW(write_npy(std::string(COLLMM_TEST_OUT) + "/units_bad.npy", Dtype::f32, 2, 2, std::vector<unsigned char>(12)),
+               std::runtime_error);
+}
+
+TEST(ChromeTrace, EventsAreNamedAndCasesLaidEndToEnd) {
+  Timeline ring;
+  ring.op = Op::ag_gemm;
+  ring.algo = Algo::ring;
+  ring.events = {{0, 1, StepKind::gemm, 2, 3, 10, 30}, {1, 0, StepKind::sendrecv, 0, 1, 0, 100}};
+  Timeline seq;
+  seq.op = Op::gemm_rs;
+  seq.algo = Algo::sequential;
+  seq.events = {{0, 0, StepKind::reduce_scatter, 0, -1, 5, 15}};
+  const nlohmann::json t = chrome_trace({ring, seq});
+  std::vector<nlohmann::json> x, names;
+  for (const auto& e : t.at("traceEvents")) (e.at("ph") == "X" ? x : names).push_back(e);
+  ASSERT_EQ(x.size(), 3u);
+  EXPECT_EQ(x[0].at("name"), "ag_gemm ring step 2 chunk 3 gemm");
+  EXPECT_EQ(x[0].at("pid"), 0);
+  EXPECT_EQ(x[0].at("tid"), 1);
+  EXPECT_DOUBLE_EQ(x[0].at("ts").get<double>(), 10);
+  EXPECT_DOUBLE_EQ(x[0].at("dur").get<double>(), 20);
+  EXPECT_EQ(x[1].at("name"), "ag_gemm ring step 0 chunk 1 sendrecv");
+  EXPECT_EQ(x[1].at("cat"), "comm");
+  EXPECT_EQ(x[2].at("name"), "gemm_rs sequential step 0 reduce_scatter");
+  EXPECT_DOUBLE_EQ(x[2].at("ts").get<double>(), 100 * 1.1 + 5);  // after the first case
+  int thread_names = 0;
+  for (const auto& e : names) thread_names += e.at("name") == "thread_name";
+  EXPECT_EQ(thread_names, 3);  // rank 0: comm, gemm; rank 1: comm
+}
+
+TEST(Figures, MedianAndDerived) {
+  EXPECT_DOUBLE_EQ(median({5, 1, 3}), 3);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  CaseResult seq, ring;
+  seq.time_us = ring.time_us = 0;
+  seq.problem = ring.problem = Problem{Op::ag_gemm, 100, 200, 300, 4, BLayout::kn};
+  seq.time_us = 150;
+  seq.t_gemm_us = 100;
+  seq.t_comm_us = 50;
+  ring.time_us = 110;
+  derive_figures(ring, seq);
+  EXPECT_DOUBLE_EQ(ring.speedup, 150.0 / 110.0);
+  EXPECT_DOUBLE_EQ(ring.efficiency, (150.0 - 110.0) / 50.0);
+  EXPECT_DOUBLE_EQ(ring.tflops, 2.0 * 100 * 200 * 300 / 4 / 110e-6 / 1e12);
+  EXPECT_DOUBLE_EQ(ring.t_gemm_us, 100);
+  seq.t_comm_us = 0;  // nothing to hide: E is undefined
+  derive_figures(ring, seq);
+  EXPECT_TRUE(std::isnan(ring.efficiency));
+}
+
+TEST(MakeExecutor, UnknownBackendIsAUsageError) {
+  BackendOptions o;
+  o.backend = "tpu";
+  EXPECT_THROW(make_executor(o, 0, nullptr), UsageError);
+  if (!have_cuda_backend()) {
+    o.backend = "cuda";
+    EXPECT_THROW(make_executor(o, 0, nullptr), UsageError);
+  }
+}
+
+}  // namespace

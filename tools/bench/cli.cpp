@@ -1,0 +1,97 @@
+// cli.cpp: the options of collmm-bench, their help texts, and the names -> enums step.
+#include "cli.hpp"
+
+namespace collmm {
+namespace {
+
+// Names as typed; turned into enums after parsing, so that the messages come from types.cpp.
+struct Names {
+  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn";
+};
+
+CLI::Validator at_least(long lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        try {
+          size_t used = 0;
+          if (std::stol(s, &used) >= lo && used == s.size()) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be an integer >= " + std::to_string(lo) + " (got " + s + ")";
+      },
+      "INT>=" + std::to_string(lo));
+}
+
+void add_options(CLI::App& app, BenchOptions& o, Names& names) {
+  const auto size = CLI::AsSizeValue(false);  // 8K = 8192, 1M = 1048576
+  app.add_option("--backend", o.backend.backend, "cpu | cuda")->capture_default_str();
+  app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
+  app.add_option("--algo", names.algo, "sequential | pipelined | ring | bidir | all")->capture_default_str();
+  app.add_option("-m", o.m, "M, global rows of A and C (suffixes K, M: 8K = 8192)")->transform(size)->type_name("SIZE")->capture_default_str();
+  app.add_option("-n", o.n, "N, global columns of B and C")->transform(size)->type_name("SIZE")->capture_default_str();
+  app.add_option("-k", o.k, "K, the inner size")->transform(size)->type_name("SIZE")->capture_default_str();
+  app.add_option("--dtype", names.dtype, "f32 | f64 | bf16 | f16 | tf32 | fp8 (what the backend has)")->capture_default_str();
+  app.add_option("-w,--warmup", o.warmup, "untimed iterations before the timed ones")->check(at_least(0))->capture_default_str();
+  app.add_option("-i,--iters", o.iters, "timed iterations (the median is reported)")->check(at_least(1))->capture_default_str();
+  app.add_flag("--check", o.check, "compare every output with an f64 reference (outputs poisoned with NaN first)");
+  app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  app.add_option("--json", o.json_path, "write the results as JSON to FILE")->type_name("FILE");
+  app.add_option("--trace", o.trace_path, "write a Chrome trace (chrome://tracing, Perfetto) of one iteration of every case, all ranks")->type_name("FILE");
+  app.add_option("--save", o.save_dir,
+                 "write each rank's A, B, C (and ag_gemm's gathered A) as .npy files "
+                 "DIR/<op>-<algo>-rank<r>-A.npy ...; bf16 and fp8 are decoded and saved as float32")
+      ->type_name("DIR");
+  app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: P)")->check(at_least(1));
+  app.add_option("--post", names.post, "within a step, post the comm or the GEMM first: comm-first | gemm-first")->capture_default_str();
+  app.add_option("--b-layout", names.b_layout, "kn: B_r is [K, N_r]; nk: [N_r, K] as torch.nn.Linear weights")->capture_default_str();
+  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMMs rotate over this many lanes")->check(at_least(1))->capture_default_str();
+  app.add_option("--threads", o.backend.threads, "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")->check(at_least(0))->capture_default_str();
+  app.add_option("--timeout", o.backend.timeout_s, "seconds one iteration may take before the job is aborted (a rank died or hangs)")->check(at_least(1))->capture_default_str();
+
+  const std::string cuda = "CUDA";
+  app.add_option("--transport", o.backend.transport, "cuda: nccl | local (ranks emulated in one process)")->group(cuda)->capture_default_str();
+  app.add_option("-g,--gpus", o.backend.gpus, "cuda: GPUs driven by this process, one thread each (0: one per MPI rank)")->group(cuda)->check(at_least(0));
+  app.add_option("--world", o.backend.world, "cuda --transport local: how many ranks to emulate")->group(cuda)->check(at_least(0));
+  app.add_option("--gemm-sms", o.backend.gemm_sms, "cuda: SM count target for GEMMs (0: all)")->group(cuda)->check(at_least(0));
+  app.add_option("--sm-margin", o.backend.sm_margin, "cuda: leave this many SMs to comm kernels")->group(cuda)->check(at_least(0));
+  app.add_option("--nccl-min-ctas", o.backend.nccl_min_ctas, "cuda: NCCL minimum CTAs (0: NCCL's default)")->group(cuda)->check(at_least(0));
+  app.add_option("--nccl-max-ctas", o.backend.nccl_max_ctas, "cuda: NCCL maximum CTAs (0: NCCL's default)")->group(cuda)->check(at_least(0));
+  app.add_flag("--graph", o.backend.graph, "cuda: capture one iteration in a CUDA graph and replay it")->group(cuda);
+
+  // For tests of the job's teardown: rank R kills itself (SIGKILL) or stops (SIGSTOP) before its
+  // first timed run.
+  app.add_option("--debug-die-rank", o.debug_die_rank)->group("");
+  app.add_option("--debug-hang-rank", o.debug_hang_rank)->group("");
+}
+
+}  // namespace
+
+BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
+  BenchOptions o;
+  Names names;
+  add_options(app, o, names);
+  app.parse(argc, argv);
+  try {
+    o.ops = names.op == "all" ? all_ops() : std::vector<Op>{parse_op(names.op)};
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--op: ") + e.what() + " or all");
+  }
+  try {
+    o.algos = names.algo == "all" ? all_algos() : std::vector<Algo>{parse_algo(names.algo)};
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--algo: ") + e.what() + " or all");
+  }
+  auto named = [](const char* option, auto parse, const std::string& name) {
+    try {
+      return parse(name);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string(option) + ": " + e.what());
+    }
+  };
+  o.dtype = named("--dtype", parse_dtype, names.dtype);
+  o.plan.post = named("--post", parse_post, names.post);
+  o.b_layout = named("--b-layout", parse_b_layout, names.b_layout);
+  return o;
+}
+
+}  // namespace collmm

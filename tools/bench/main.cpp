@@ -1,0 +1,68 @@
+// main.cpp: collmm-bench. Parses the command line, starts the backend, checks the options on every
+// process, runs the cases; turns errors into messages and exit codes:
+//   0 all ran (and, with --check, every output was right)   1 a wrong output or a runtime failure
+//   2 a usage error: bad option, ranks that disagree, a size the algorithm cannot split.
+// A failure on one process after the options were checked ends the whole job (HostComm::abort),
+// so no rank waits forever on a partner that is gone.
+#include <iostream>
+#include <string>
+
+#include "bench.hpp"
+#include "cli.hpp"
+#include "report.hpp"
+
+namespace {
+
+// One write per message, so that lines of several ranks do not interleave.
+void say(const std::string& message) { std::cerr << ("collmm-bench: " + message + "\n") << std::flush; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace collmm;
+  CLI::App app{
+      "collmm-bench: AllGather+GEMM (ag_gemm) and GEMM+ReduceScatter (gemm_rs) with overlapped "
+      "communication, timed and checked.\nRun under mpirun: mpirun -np P collmm-bench --op all --algo all --check",
+      "collmm-bench"};
+  BenchOptions options;
+  try {
+    options = parse_bench_cli(argc, argv, app);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    say(std::string(e.what()) + "\nRun with --help for more information.");
+    return 2;
+  } catch (const UsageError& e) {
+    say(e.what());
+    return 2;
+  }
+
+  std::unique_ptr<Executor> executor;
+  try {
+    executor = make_executor(options.backend, argc, argv);
+  } catch (const UsageError& e) {
+    say(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    say("cannot start the " + options.backend.backend + " backend: " + e.what());
+    return 1;
+  }
+
+  const int proc = executor->host().proc();
+  try {
+    Bench bench(*executor, options);
+    try {
+      bench.validate();
+    } catch (const UsageError& e) {
+      // Thrown alike on every process: each says it, and none leaves before all have said it
+      // (mpirun ends the job as soon as one process exits non-zero).
+      say(e.what());
+      executor->host().barrier();
+      return 2;
+    }
+    const std::vector<CaseResult> results = bench.run(std::cout);
+    return options.check && total_wrong(results) > 0 ? 1 : 0;
+  } catch (const std::exception& e) {
+    say("rank " + std::to_string(proc) + ": " + e.what());
+    executor->host().abort(1);
+  }
+}
