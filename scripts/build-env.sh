@@ -1,0 +1,21 @@
+# build-env.sh: sourced by demo.sh and test.sh: the build directory, nvcc on PATH when the CUDA
+# toolkit is in /usr/local/cuda (so that CMake finds it and builds the CUDA backend), and the
+# configure + build step.
+BUILD_DIR=${BUILD_DIR:-build}
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
+configure_and_build() {  # configure_and_build [targets...]
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$BUILD_DIR" -j"$(nproc)" "${targets[@]}"
+}
+
+# mpirun as root needs --allow-run-as-root (CI and containers run as root).
+mpirun_cmd() {
+  local cmd=(mpirun --oversubscribe --bind-to none)
+  [ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
+  echo "${cmd[@]}"
+}
