@@ -60,9 +60,14 @@ Dtype gemm_out_dtype(Dtype in) {
 GemmEngine::GemmEngine(int device, size_t workspace_bytes) : device_(device), workspace_bytes_(workspace_bytes) {
   COLLMM_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   COLLMM_CUBLAS(cublasLtCreate(&handle_));
-  const float ones[2] = {1.0f, 1.0f};
-  COLLMM_CUDA(cudaMalloc(&unit_scales_, sizeof ones));
-  COLLMM_CUDA(cudaMemcpy(unit_scales_, ones, sizeof ones, cudaMemcpyHostToDevice));
+}
+
+void GemmEngine::set_fp8_scales(float scale_a, float scale_b) {
+  for (auto& [key, e] : cache_)
+    if (key.dtype == static_cast<int>(Dtype::fp8_e4m3)) throw UsageError("set_fp8_scales after the first fp8 GEMM");
+  if (!scales_) COLLMM_CUDA(cudaMalloc(&scales_, 128 * sizeof(float)));
+  COLLMM_CUDA(cudaMemcpy(scales_, &scale_a, sizeof(float), cudaMemcpyHostToDevice));
+  COLLMM_CUDA(cudaMemcpy(scales_ + 64, &scale_b, sizeof(float), cudaMemcpyHostToDevice));
 }
 
 GemmEngine::~GemmEngine() {
@@ -72,7 +77,7 @@ GemmEngine::~GemmEngine() {
     cublasLtMatrixLayoutDestroy(e.c);
     cublasLtMatmulDescDestroy(e.op);
   }
-  cudaFree(unit_scales_);
+  if (scales_) cudaFree(scales_);
   cublasLtDestroy(handle_);
 }
 
@@ -101,9 +106,9 @@ GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, voi
   COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   if (sm_target > 0)
     COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof sm_target));
-  if (g.dtype == Dtype::fp8_e4m3) {
-    const float* sa = unit_scales_;  // scale of cuBLASLt's A = our B
-    const float* sb = unit_scales_ + 1;
+  if (g.dtype == Dtype::fp8_e4m3 && scales_) {
+    const float* sa = scales_ + 64;  // cuBLASLt's A is our B
+    const float* sb = scales_;
     COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
     COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
   }

@@ -62,6 +62,10 @@ class GemmEngine {
   // SMs the GEMM kernels should plan for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); 0: all.
   void set_sm_target(int sms) { sm_target_ = sms; }
   void set_algo_choice(AlgoChoice c) { choice_ = c; }
+  // fp8 per-tensor scales of A and B (D = scale_a * scale_b * A @ B). Without a call no scale
+  // pointers are set (cuBLASLt's default scale 1). Must come before the first fp8 GEMM. cuBLASLt
+  // 13.1 on the H200 refused (NOT_SUPPORTED) scale pointers 4 bytes apart: they lie 256 bytes apart.
+  void set_fp8_scales(float scale_a, float scale_b);
   bool supports(Dtype) const;
 
   // Enqueues one GEMM on `stream`. Throws UsageError for unsupported dtype/layout pairs.
@@ -85,7 +89,7 @@ class GemmEngine {
   size_t workspace_bytes_ = 0;
   AlgoChoice choice_ = AlgoChoice::heuristic;
   cublasLtHandle_t handle_ = nullptr;
-  float* unit_scales_ = nullptr;  // device {1, 1}: fp8 per-tensor scales of A and B
+  float* scales_ = nullptr;  // device: our A's scale at [0], our B's at [64] (256 bytes apart); null: none
   std::map<GemmKey, Entry> cache_;
 };
 

@@ -14,16 +14,18 @@ int main() {
   float* scales;
   cudaMalloc(&a, m * k), cudaMalloc(&b, n * k), cudaMalloc(&c, m * n * 2), cudaMalloc(&d, m * n * 2);
   cudaMalloc(&ws, 32 << 20);
-  cudaMalloc(&scales, 16);
+  cudaMalloc(&scales, 512);
   cudaMemset(a, 0x38, m * k), cudaMemset(b, 0x38, n * k), cudaMemset(c, 0, m * n * 2);  // 0x38 = 1.0 in e4m3
   const float ones[4] = {1, 1, 1, 1};
   cudaMemcpy(scales, ones, 16, cudaMemcpyHostToDevice);
+  cudaMemcpy(scales + 64, ones, 4, cudaMemcpyHostToDevice);
   cublasLtHandle_t h;
   cublasLtCreate(&h);
-  struct Setup { const char* name; int c_mode; bool scales; bool fast; };  // c_mode 0: C == D, 1: separate, 2: nullptr
+  struct Setup { const char* name; int c_mode; int scales; bool fast; };  // scales: 0 none, 1 4 bytes apart, 2 256 apart  // c_mode 0: C == D, 1: separate, 2: nullptr
   for (Setup s : {Setup{"in place, scales", 0, true, false}, Setup{"C separate, scales", 1, true, false},
                   Setup{"C nullptr, scales", 2, true, false}, Setup{"in place, no scales", 0, false, false},
-                  Setup{"in place, scales, fast accum", 0, true, true}, Setup{"C separate, no scales", 1, false, false}}) {
+                  Setup{"in place, scales, fast accum", 0, true, true}, Setup{"C separate, no scales", 1, false, false},
+                  Setup{"in place, scales 256 B apart", 0, 2, false}}) {
     cublasLtMatmulDesc_t op;
     cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -31,7 +33,7 @@ int main() {
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     if (s.scales) {
       const float* sa = scales;
-      const float* sb = scales + 1;
+      const float* sb = s.scales == 2 ? scales + 64 : scales + 1;
       cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
       cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
     }

@@ -37,6 +37,7 @@ struct Case {
   int sm_target;
   AlgoChoice choice;
   int64_t m = 29, row0 = 7;
+  bool fp8_scales = false;  // scales 2 (A) and 0.5 (B): the product is unchanged only if both apply
 };
 
 // C is [rows_c, n]; the GEMM covers rows [row0, row0 + m) of C and of A (A is [rows_c, k]).
@@ -49,6 +50,7 @@ void check_or_throw(const Case& c) {
   GemmEngine eng(0, size_t(8) << 20);
   eng.set_sm_target(c.sm_target);
   eng.set_algo_choice(c.choice);
+  if (c.fp8_scales) eng.set_fp8_scales(2.0f, 0.5f);
   void* ws = nullptr;
   COLLMM_CUDA(cudaMalloc(&ws, eng.workspace_bytes()));
   GemmArgs g;
@@ -114,6 +116,12 @@ TEST(CudaGemm, Fp8RowCountsAndOffsets) {
   COLLMM_NEED_GPUS(1);
   for (int64_t m : {16, 29, 32})
     for (int64_t row0 : {0, 7, 8, 16}) check({Dtype::fp8_e4m3, BLayout::nk, false, 0, AlgoChoice::heuristic, m, row0});
+}
+
+TEST(CudaGemm, Fp8PerTensorScales) {
+  COLLMM_NEED_GPUS(1);
+  check({Dtype::fp8_e4m3, BLayout::nk, false, 0, AlgoChoice::heuristic, 29, 7, true});
+  check({Dtype::fp8_e4m3, BLayout::nk, true, 0, AlgoChoice::heuristic, 32, 0, true});
 }
 
 TEST(CudaGemm, SmTargetAndTimedChoice) {
