@@ -62,6 +62,17 @@ TEST(BenchErrors, DtypeTheBackendLacksIsAUsageError) {
   EXPECT_NE(r.output.find("backend has no fp8 GEMM"), std::string::npos) << r.output;
 }
 
+// A failure on one rank only, after the options were checked (here: --save into a path that cannot
+// be a directory, on rank 1): that rank says so and the whole job ends.
+TEST(BenchErrors, AnErrorOnOneRankEndsTheJob) {
+  const std::string args = " --op ag_gemm --algo ring -m 16" + kSmall + " --timeout 20";
+  const CommandResult r = run_command(
+      mpirun(1) + " " + bench() + args + " : -np 1 " + bench() + args + " --save /dev/null/collmm", 90);
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_NE(r.rc, 124) << "the job had to be stopped from outside:\n" << r.output;
+  EXPECT_NE(r.output.find("rank 1: --save: cannot create directory /dev/null/collmm"), std::string::npos) << r.output;
+}
+
 TEST(BenchErrors, AKilledRankEndsTheJob) {
   const CommandResult r =
       run_command(mpirun(4) + " " + bench() + " -m 64 -n 64 -k 64 --timeout 20 --debug-die-rank 1", 90);
