@@ -140,7 +140,8 @@ void derive_figures(CaseResult& r, const CaseResult& seq) {
   r.tflops = r.time_us > 0 ? 2.0 * p.m * p.n * p.k / p.world / (r.time_us * 1e-6) / 1e12 : nan;
   r.speedup = r.time_us > 0 ? seq.time_us / r.time_us : nan;
   const double hidden_max = std::min(seq.t_gemm_us, seq.t_comm_us);
-  r.efficiency = hidden_max > 0 ? (seq.time_us - r.time_us) / hidden_max : nan;
+  // One rank has no communication to hide (its "comm" is a local copy): E is undefined there.
+  r.efficiency = hidden_max > 0 && p.world > 1 ? (seq.time_us - r.time_us) / hidden_max : nan;
 }
 
 Reference make_reference(const Problem& p, const std::vector<int>& local_ranks, uint64_t seed, Dtype dtype) {

@@ -3,7 +3,9 @@
 // the median and the derived figures, and make_executor's errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "agreement.hpp"
 #include "bench_case.hpp"
@@ -160,6 +162,51 @@ TEST(Figures, MedianAndDerived) {
   seq.t_comm_us = 0;  // nothing to hide: E is undefined
   derive_figures(ring, seq);
   EXPECT_TRUE(std::isnan(ring.efficiency));
+  seq.t_comm_us = 50;
+  ring.problem.world = seq.problem.world = 1;  // one rank: no communication at all
+  derive_figures(ring, seq);
+  EXPECT_TRUE(std::isnan(ring.efficiency));
+  EXPECT_DOUBLE_EQ(ring.speedup, 150.0 / 110.0);
+}
+
+// An executor of one rank whose run() does nothing: the outputs keep whatever poison() left.
+class IdleExecutor : public Executor {
+ public:
+  std::string backend() const override { return "idle"; }
+  int world_size() const override { return 1; }
+  std::vector<int> local_ranks() const override { return {0}; }
+  HostComm& host() override { return *host_; }
+  bool supports(Dtype d) const override { return d == Dtype::f32; }
+  Dtype out_dtype(Dtype in) const override { return in; }
+  void prepare(const std::vector<Plan>& plans, Dtype) override {
+    buffers_.clear();
+    for (const BufferSpec& b : plans.at(0).buffers) buffers_.emplace_back(static_cast<size_t>(b.rows * b.cols), 0.f);
+  }
+  void write(int, int buffer, const void* bytes, size_t n) override { std::memcpy(buffers_.at(buffer).data(), bytes, n); }
+  void read(int, int buffer, void* bytes, size_t n) override { std::memcpy(bytes, buffers_.at(buffer).data(), n); }
+  void poison() override {
+    for (size_t b = kBufC; b < buffers_.size(); ++b) std::fill(buffers_[b].begin(), buffers_[b].end(), NAN);
+  }
+  std::vector<RankRun> run(StepFilter, bool) override { return {RankRun{0, 1.0, {}}}; }
+
+ private:
+  std::unique_ptr<HostComm> host_ = make_single_process_comm();
+  std::vector<std::vector<float>> buffers_;
+};
+
+TEST(RunCase, OutputsNeverWrittenCountAsWrong) {
+  IdleExecutor ex;
+  BenchOptions o;
+  o.m = 6, o.n = 5, o.k = 4;
+  o.warmup = 0, o.iters = 1;
+  const Problem p = problem_of(o, Op::ag_gemm, 1);
+  const Reference ref = make_reference(p, {0}, o.seed, o.dtype);
+  CaseWork work;
+  work.check = &ref;
+  const CaseResult r = run_case(ex, o, Op::ag_gemm, Algo::ring, work);
+  EXPECT_TRUE(r.checked);
+  EXPECT_EQ(r.wrong, 6 * 5 + 6 * 4);  // all of C and all of the gathered A
+  EXPECT_DOUBLE_EQ(r.time_us, 1.0);
 }
 
 TEST(MakeExecutor, UnknownBackendIsAUsageError) {
