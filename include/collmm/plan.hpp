@@ -101,7 +101,10 @@ Plan gemm_rs_pipelined(const Problem&, const PlanOptions&, int rank);
 Plan gemm_rs_ring(const Problem&, const PlanOptions&, int rank);
 Plan gemm_rs_bidir(const Problem&, const PlanOptions&, int rank);
 
-// Shared by the builders: a plan with A, B, C (and nothing else) for this rank.
+// Shared by the builders: a plan with A, B, C (and nothing else) for this rank; a local step
+// (gemm, copy or add: out = a @ B, out = a, out += a) with its labels and waits; a mod b in [0, b).
 Plan empty_plan(const Problem&, const PlanOptions&, int rank);
+Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {});
+inline int ring_mod(int a, int b) { return ((a % b) + b) % b; }
 
 }  // namespace collmm

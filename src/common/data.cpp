@@ -28,13 +28,6 @@ double input_value(uint64_t seed, int tensor, int64_t i, int64_t j, Dtype dtype)
   return round_to(dtype, (h & 1) ? -mag : mag);
 }
 
-HostMatrix make_global_a(const Problem& p, uint64_t seed, Dtype dtype) {
-  HostMatrix a{p.m, p.k, std::vector<double>(static_cast<size_t>(p.m * p.k))};
-  for (int64_t i = 0; i < p.m; ++i)
-    for (int64_t j = 0; j < p.k; ++j) a.at(i, j) = input_value(seed, 0, i, j, dtype);
-  return a;
-}
-
 HostMatrix make_local_a(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
   const LocalShape s = local_shape(p, rank);
   // ag_gemm: rows block r of A; gemm_rs: columns block r of A.
@@ -44,6 +37,13 @@ HostMatrix make_local_a(const Problem& p, int rank, uint64_t seed, Dtype dtype) 
   for (int64_t i = 0; i < s.a_rows; ++i)
     for (int64_t j = 0; j < s.a_cols; ++j) a.at(i, j) = input_value(seed, 0, row0 + i, col0 + j, dtype);
   return a;
+}
+
+HostMatrix make_global_a(const Problem& p, uint64_t seed, Dtype dtype) {
+  Problem whole = p;  // one rank of an ag_gemm holds all of A
+  whole.op = Op::ag_gemm;
+  whole.world = 1;
+  return make_local_a(whole, 0, seed, dtype);
 }
 
 HostMatrix make_local_b(const Problem& p, int rank, uint64_t seed, Dtype dtype) {

@@ -19,8 +19,6 @@
 namespace collmm {
 namespace {
 
-int mod(int a, int P) { return ((a % P) + P) % P; }
-
 // Rows block q of buffer `buf` (the whole of chunk q).
 Slice chunk_rows(const Problem& p, int buf, int q) {
   return {buf, block_offset(p.m, p.world, q), block_size(p.m, p.world, q)};
@@ -40,26 +38,13 @@ Slice source_rows(const Problem& p, int gathered, int rank, int q) {
 }
 
 Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {}) {
-  Step s;
-  s.kind = StepKind::gemm;
-  s.lane = lane;
-  s.out = out;
-  s.a = a;
-  s.index = index;
-  s.chunk = chunk;
-  s.waits = std::move(waits);
-  return s;
+  return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
 }
 
 // Own chunk into the gathered A, so the gathered output is complete (off the critical path).
 void copy_own_chunk(Plan& plan, int gathered) {
-  Step s;
-  s.kind = StepKind::copy;
-  s.lane = 0;
-  s.out = chunk_rows(plan.problem, gathered, plan.rank);
-  s.a = {kBufA, 0, s.out.rows};
-  s.chunk = plan.rank;
-  plan.push(s);
+  const Slice own = chunk_rows(plan.problem, gathered, plan.rank);
+  plan.push(local_step(StepKind::copy, 0, own, {kBufA, 0, own.rows}, -1, plan.rank));
 }
 
 }  // namespace
@@ -123,11 +108,11 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
   const int g = plan.add_buffer(Role::gathered, p.m, p.k);
-  const int send_to = mod(r + 1, P), recv_from = mod(r - 1, P);
+  const int send_to = ring_mod(r + 1, P), recv_from = ring_mod(r - 1, P);
 
   int prev_comm = -1;  // the step that received the chunk used now
   for (int j = 0; j < P; ++j) {
-    const int cur = mod(r - j, P);
+    const int cur = ring_mod(r - j, P);
     const Slice src = source_rows(p, g, r, cur);
     Step comm;
     comm.kind = StepKind::sendrecv;
@@ -135,7 +120,7 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     comm.index = j;
     comm.chunk = cur;
     comm.sends.push_back({send_to, src});
-    comm.recvs.push_back({recv_from, chunk_rows(p, g, mod(r - j - 1, P))});
+    comm.recvs.push_back({recv_from, chunk_rows(p, g, ring_mod(r - j - 1, P))});
     Step mm = gemm(plan.gemm_lane(j), chunk_rows(p, kBufC, cur), src, j, cur);
     if (prev_comm >= 0) mm.waits.push_back(prev_comm);
 
@@ -156,7 +141,7 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
   const int g = plan.add_buffer(Role::gathered, p.m, p.k);
-  const int next = mod(r + 1, P), prev = mod(r - 1, P);
+  const int next = ring_mod(r + 1, P), prev = ring_mod(r - 1, P);
 
   auto src_half = [&](int q, int h) {
     Slice s = half_rows(p, g, q, h);
@@ -166,7 +151,7 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
 
   int prev_comm = -1;
   for (int j = 0; j < P; ++j) {
-    const int cur0 = mod(r - j, P), cur1 = mod(r + j, P);
+    const int cur0 = ring_mod(r - j, P), cur1 = ring_mod(r + j, P);
     Step comm;
     comm.kind = StepKind::sendrecv;
     comm.lane = 0;
@@ -176,9 +161,9 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     auto add_send = [&](int peer, Slice s) { if (s.rows > 0) comm.sends.push_back({peer, s}); };
     auto add_recv = [&](int peer, Slice s) { if (s.rows > 0) comm.recvs.push_back({peer, s}); };
     add_send(next, src_half(cur0, 0));
-    add_recv(prev, half_rows(p, g, mod(r - j - 1, P), 0));
+    add_recv(prev, half_rows(p, g, ring_mod(r - j - 1, P), 0));
     add_send(prev, src_half(cur1, 1));
-    add_recv(next, half_rows(p, g, mod(r + j + 1, P), 1));
+    add_recv(next, half_rows(p, g, ring_mod(r + j + 1, P), 1));
 
     std::vector<Step> mms;
     std::vector<int> waits;

@@ -21,33 +21,16 @@
 namespace collmm {
 namespace {
 
-int mod(int a, int P) { return ((a % P) + P) % P; }
-
 int64_t rows_of(const Problem& p, int q) { return block_size(p.m, p.world, q); }
 int64_t off_of(const Problem& p, int q) { return block_offset(p.m, p.world, q); }
 
 Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
-  Step s;
-  s.kind = StepKind::gemm;
-  s.lane = lane;
-  s.out = out;
-  s.a = a;
-  s.index = index;
-  s.chunk = chunk;
-  s.waits = std::move(waits);
-  return s;
+  return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
 }
 
+// Adds run on the comm lane, right before the send of the sum they make.
 Step add(Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
-  Step s;
-  s.kind = StepKind::add;
-  s.lane = 0;
-  s.out = out;
-  s.a = a;
-  s.index = index;
-  s.chunk = chunk;
-  s.waits = std::move(waits);
-  return s;
+  return local_step(StepKind::add, 0, out, a, index, chunk, std::move(waits));
 }
 
 // One direction of the accumulate-and-forward ring over a sub-range of every block (the whole
@@ -168,7 +151,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     ring.g = {g_buf, d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
     dirs.push_back(ring);
   }
-  auto block_at = [&](const RsRing& d, int j) { return mod(r - d.dir * (j + 1), P); };
+  auto block_at = [&](const RsRing& d, int j) { return ring_mod(r - d.dir * (j + 1), P); };
 
   // The GEMMs of step j: each direction's partial (into G, or the send buffer at step 0); at the
   // last step one GEMM of this rank's whole block straight into C.
@@ -214,8 +197,8 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
       const int64_t rows = part(b, d.half).second;
       const int64_t next_rows = part(block_at(d, j + 1), d.half).second;
       if (comm.chunk < 0) comm.chunk = b;
-      if (rows > 0) comm.sends.push_back({mod(r + d.dir, P), {d.recv_buf[d.cur], 0, rows}});
-      if (next_rows > 0) comm.recvs.push_back({mod(r - d.dir, P), {d.recv_buf[1 - d.cur], 0, next_rows}});
+      if (rows > 0) comm.sends.push_back({ring_mod(r + d.dir, P), {d.recv_buf[d.cur], 0, rows}});
+      if (next_rows > 0) comm.recvs.push_back({ring_mod(r - d.dir, P), {d.recv_buf[1 - d.cur], 0, next_rows}});
       d.cur = 1 - d.cur;
     }
     if (j == 0) comm.waits = gemm_ids;

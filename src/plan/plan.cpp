@@ -55,6 +55,18 @@ Plan empty_plan(const Problem& p, const PlanOptions& o, int rank) {
   return plan;
 }
 
+Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
+  Step s;
+  s.kind = kind;
+  s.lane = lane;
+  s.out = out;
+  s.a = a;
+  s.index = index;
+  s.chunk = chunk;
+  s.waits = std::move(waits);
+  return s;
+}
+
 Plan make_plan(const Problem& p, const PlanOptions& o, int rank) {
   validate(p, o);
   if (rank < 0 || rank >= p.world)
