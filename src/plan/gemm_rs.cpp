@@ -12,8 +12,9 @@
 //            comm: send R -> r+1, receive the sum for block (r - j - 2) from r-1  (if j < P-1)
 //   After P steps b = r and R + G is this rank's block: the last GEMM writes into C and the last
 //   add adds the received sum into C. Each rank sends (P-1) blocks, as a reduce-scatter does.
-//   Memory: two receive buffers R (rotating) and G, which is C itself when C is as tall as the
-//   largest block (always, when P divides M).
+//   Memory: two receive buffers R (rotating); G is C itself. Where C is shorter than the largest
+//   block (P does not divide M), the rows of G that C cannot hold are computed straight onto the
+//   received sum (GEMM with accumulate), so the extra memory is two chunk buffers in every case.
 #include <algorithm>
 
 #include "collmm/plan.hpp"
@@ -136,10 +137,13 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   };
   const int ndir = bidir ? 2 : 1;
   const int64_t dir_rows = bidir ? (most + 1) / 2 : most;
-  // G: partials of both directions side by side (bidir: a first half, then a second half, which
-  // together fit in `most` rows); C itself when it is as tall as the largest block.
-  const bool g_in_c = rows_of(p, r) >= most;
-  const int g_buf = g_in_c ? kBufC : plan.add_buffer(Role::work, most, p.n);
+  // G, where the middle steps' partials go: C itself (bidir: the first half's partial, then the
+  // second's, together at most `most` rows). A rank whose C is shorter than the largest block
+  // cannot hold those rows in C: they are computed straight onto the received sum instead (a GEMM
+  // with accumulate, once the sum has arrived), so no third buffer is needed.
+  const int64_t c_rows = rows_of(p, r);
+  auto in_c = [&](const Slice& g, int64_t rows) { return std::min(rows, std::max<int64_t>(0, c_rows - g.row)); };
+  int last_comm = -1;
 
   std::vector<RsRing> dirs;
   for (int d = 0; d < ndir; ++d) {
@@ -148,7 +152,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     ring.half = bidir ? d : -1;
     ring.recv_buf[0] = plan.add_buffer(Role::work, dir_rows, p.n);
     ring.recv_buf[1] = plan.add_buffer(Role::work, dir_rows, p.n);
-    ring.g = {g_buf, d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
+    ring.g = {kBufC, d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
     dirs.push_back(ring);
   }
   auto block_at = [&](const RsRing& d, int j) { return ring_mod(r - d.dir * (j + 1), P); };
@@ -166,9 +170,10 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     for (auto& d : dirs) {
       const int b = block_at(d, j);
       const auto [off, rows] = part(b, d.half);
-      if (rows == 0 || last) continue;
-      const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, rows};
-      ids.push_back(plan.push(gemm(plan.gemm_lane(j), out, {kBufA, off_of(p, b) + off, rows}, j, b, prev_adds)));
+      const int64_t here = j == 0 ? rows : in_c(d.g, rows);  // the rest: see post_adds
+      if (here == 0 || last) continue;
+      const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, here};
+      ids.push_back(plan.push(gemm(plan.gemm_lane(j), out, {kBufA, off_of(p, b) + off, here}, j, b, prev_adds)));
     }
     return ids;
   };
@@ -182,8 +187,20 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
         d.cur = 1;  // the step-0 GEMM wrote its partial into recv_buf[1]: that is what goes out
       } else if (rows > 0) {
         const Slice sum{d.recv_buf[d.cur], 0, rows};
-        const Slice partial = last ? Slice{kBufC, off, rows} : Slice{d.g.buf, d.g.row, rows};
-        d.last_add = plan.push(last ? add(partial, sum, j, b, gemm_ids) : add(sum, partial, j, b, gemm_ids));
+        if (last) {
+          d.last_add = plan.push(add({kBufC, off, rows}, sum, j, b, gemm_ids));
+          continue;
+        }
+        std::vector<int> waits = gemm_ids;
+        const int64_t here = in_c(d.g, rows);
+        if (here < rows) {  // rows of the partial that C cannot hold: sum += A rows @ B
+          Step tail = gemm(plan.gemm_lane(j), {sum.buf, here, rows - here}, {kBufA, off_of(p, b) + off + here, rows - here},
+                           j, b, {last_comm});
+          tail.accumulate = true;
+          waits.push_back(plan.push(tail));
+        }
+        if (here > 0) d.last_add = plan.push(add({sum.buf, 0, here}, {d.g.buf, d.g.row, here}, j, b, waits));
+        else d.last_add = waits.back();  // the accumulating GEMM did the whole add
       }
     }
   };
@@ -202,7 +219,9 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
       d.cur = 1 - d.cur;
     }
     if (j == 0) comm.waits = gemm_ids;
-    plan.push(comm);
+    for (auto& d : dirs)  // a sum finished by an accumulating GEMM (no add on this lane)
+      if (j > 0 && d.last_add >= 0 && plan.steps[d.last_add].lane != 0) comm.waits.push_back(d.last_add);
+    last_comm = plan.push(comm);
   };
 
   // comm-first: the comm of step j is listed before the GEMMs of step j+1, which it overlaps.
