@@ -35,7 +35,7 @@ struct CalibrationSpec {
   std::string name = "calibrated";
   Dtype dtype = Dtype::bf16;
   std::vector<GemmShape> gemm_shapes;  // at least one
-  std::vector<double> comm_bytes;      // at least two different sizes
+  std::vector<double> comm_bytes;      // at least two different sizes, or none (one rank: links kept from base)
   Profile base;                        // the inputs not measured here
 };
 
@@ -44,7 +44,7 @@ std::vector<GemmShape> calibration_shapes(int64_t largest);
 // 64 KiB, 1 MiB, 16 MiB, ... up to `largest` bytes.
 std::vector<double> calibration_sizes(double largest);
 
-// Throws UsageError for a spec without shapes or sizes, std::runtime_error when a timer returns a
+// Throws UsageError for a spec without shapes or with a single size, std::runtime_error when a timer returns a
 // non-positive time or the times do not grow with the size.
 Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&);
 Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const std::string& path);

@@ -1,5 +1,7 @@
 // bench.cpp: collmm-bench's run loop: per op, the sequential case first (it gives T_sequential,
-// t_gemm and t_comm), then every asked-for algorithm on the same inputs; the table, JSON and trace.
+// t_gemm and t_comm), then every asked-for algorithm (and the --algo auto pick) on the same
+// inputs, each with its predicted time when a --profile is given; the table, JSON, trace, SVG
+// timelines and tuning-cache records.
 #include "bench.hpp"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "agreement.hpp"
 #include "chrome_trace.hpp"
+#include "collmm/svg.hpp"
 #include "report.hpp"
 
 namespace collmm {
@@ -17,6 +20,30 @@ void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
   if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// FILE.svg for a single case; FILE-<op>-<label>.svg (':' of "auto:ring" as '-') when there are several.
+std::string svg_path(const std::string& base, const CaseResult& r, bool several) {
+  if (!several) return base;
+  const size_t dot = base.rfind('.');
+  const bool has_ext = dot != std::string::npos && base.find('/', dot) == std::string::npos;
+  std::string label = r.label;
+  for (char& c : label)
+    if (c == ':') c = '-';
+  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(r.op) + "-" + label + (has_ext ? base.substr(dot) : ".svg");
+}
+
+void write_timelines(const std::string& base, const std::vector<CaseResult>& results, const std::string& backend,
+                     std::ostream& out) {
+  for (const CaseResult& r : results) {
+    SvgOptions svg;
+    svg.subtitle = "measured, " + backend + ", M=" + std::to_string(r.problem.m) + " N=" + std::to_string(r.problem.n) +
+                   " K=" + std::to_string(r.problem.k) + " " + to_string(r.dtype) + ", " + r.label +
+                   ", the median timed iteration";
+    const std::string path = svg_path(base, r, results.size() > 1);
+    write_svg(r.timeline, path, svg);
+    out << "# timeline: " << path << "\n";
+  }
 }
 
 }  // namespace
@@ -32,11 +59,12 @@ void Bench::validate() {
     if (o_.warmup < 0) throw UsageError("--warmup must be >= 0 (got " + std::to_string(o_.warmup) + ")");
     if (!ex_.supports(o_.dtype))
       throw UsageError("the " + ex_.backend() + " backend has no " + to_string(o_.dtype) + " GEMM in this build");
+    if (!o_.profile.empty()) profile_ = load_profile(o_.profile);
+    predict_ = !o_.profile.empty();
     for (Op op : o_.ops) {
       const Problem p = problem_of(o_, op, ex_.world_size());
       for (Algo algo : algos_to_run(o_)) {
-        PlanOptions po = o_.plan;
-        po.algo = algo;
+        const PlanOptions po = plan_options_of(o_, algo);
         try {
           for (int r : ex_.local_ranks()) make_plan(p, po, r);
         } catch (const UsageError& e) {
@@ -48,42 +76,62 @@ void Bench::validate() {
     error = e.what();
   }
   raise_if_any_process_failed(host, error);
+  if (!o_.algo_auto) return;
+  picks_.clear();
+  for (Op op : o_.ops) picks_.push_back(choose_on_process0(host, problem_of(o_, op, ex_.world_size()), o_, error));
+  raise_if_any_process_failed(host, error);
 }
 
 std::vector<CaseResult> Bench::run(std::ostream& out) {
   HostComm& host = ex_.host();
   const bool printer = host.proc() == 0;
-  const RunInfo info{ex_.backend(), ex_.world_size(), host.procs(), ex_.timing_note()};
+  const RunInfo info{ex_.backend(), ex_.world_size(), host.procs(), ex_.timing_note(), predict_};
   if (printer) print_table_header(out, o_, info);
 
   const std::vector<Algo> algos = algos_to_run(o_);
   const bool sequential_listed = std::find(algos.begin(), algos.end(), Algo::sequential) != algos.end();
   std::vector<CaseResult> results;
-  std::vector<Timeline> timelines;
-  for (Op op : o_.ops) {
+  for (size_t op_i = 0; op_i < o_.ops.size(); ++op_i) {
+    const Op op = o_.ops[op_i];
     Reference ref;
     if (o_.check) ref = make_reference(problem_of(o_, op, ex_.world_size()), ex_.local_ranks(), o_.seed, o_.dtype);
     CaseWork work;
     work.check = o_.check ? &ref : nullptr;
-    work.trace = !o_.trace_path.empty();
     work.save_dir = o_.save_dir;
 
     // The sequential case is the baseline of every other; when not asked for, it is only timed.
     CaseWork base = sequential_listed ? work : CaseWork{};
     base.alone = true;
-    CaseResult sequential = run_case(ex_, o_, op, Algo::sequential, base);
-    for (Algo algo : algos) {
-      CaseResult r = algo == Algo::sequential ? sequential : run_case(ex_, o_, op, algo, work);
+    CaseResult sequential = run_case(ex_, o_, op, plan_options_of(o_, Algo::sequential), base);
+    auto finish = [&](CaseResult r) {
       derive_figures(r, sequential);
-      if (printer) print_table_row(out, r);
-      if (work.trace) timelines.push_back(std::move(r.timeline));
+      if (predict_) r.predicted_us = predicted_time_us(r.problem, r.plan, r.dtype, profile_);
+      if (printer) print_table_row(out, r, predict_);
       results.push_back(std::move(r));
+    };
+    for (Algo algo : algos)
+      finish(algo == Algo::sequential ? sequential : run_case(ex_, o_, op, plan_options_of(o_, algo), work));
+    if (o_.algo_auto) {
+      const AutoPick& pick = picks_.at(op_i);
+      if (printer) out << "# " << to_string(op) << " --algo auto\n" << pick.printed << std::flush;
+      CaseResult r = run_case(ex_, o_, op, pick.options, work, "auto:" + to_string(pick.options.algo));
+      r.chosen_by = pick.source;
+      finish(std::move(r));
     }
   }
   if (printer) {
     print_table_summary(out, results);
     if (!o_.json_path.empty()) write_text(o_.json_path, results_json(info, results).dump(2) + "\n");
-    if (!o_.trace_path.empty()) write_text(o_.trace_path, chrome_trace(timelines).dump() + "\n");
+    if (!o_.trace_path.empty()) {
+      std::vector<Timeline> timelines;
+      for (const CaseResult& r : results) timelines.push_back(r.timeline);
+      write_text(o_.trace_path, chrome_trace(timelines).dump() + "\n");
+    }
+    if (!o_.timeline_path.empty()) write_timelines(o_.timeline_path, results, info.backend, out);
+    if (!o_.tune_cache_path.empty()) {
+      record_measurements(o_.tune_cache_path, results);
+      out << "# tuning cache: " << results.size() << " measured rows recorded in " << o_.tune_cache_path << "\n";
+    }
   }
   return results;
 }

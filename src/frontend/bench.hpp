@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench_case.hpp"
+#include "bench_model.hpp"
 #include "bench_options.hpp"
 
 namespace collmm {
@@ -16,17 +17,22 @@ class Bench {
   Bench(Executor& executor, BenchOptions options);
 
   // Collective, before any data moves: the options agree on every process (or UsageError "ranks
-  // disagree on ..."), and every case can run (sizes split, dtype supported, iterations >= 1). Every
-  // process throws the same UsageError, so each can print it and exit without hanging the others.
+  // disagree on ..."), and every case can run (sizes split, dtype supported, iterations >= 1, the
+  // profile loads). Every process throws the same UsageError, so each can print it and exit
+  // without hanging the others. With --algo auto, this is where each op's pick is made.
   void validate();
 
-  // Collective: runs every case. Process 0 prints the table to `out` (a row as each case ends) and
-  // writes the --json and --trace files; every process writes its own ranks' --save files.
+  // Collective: runs every case. Process 0 prints the table to `out` (a row as each case ends; the
+  // --algo auto choice before its row) and writes the --json, --trace and --timeline files and the
+  // --tune-cache records; every process writes its own ranks' --save files.
   std::vector<CaseResult> run(std::ostream& out);
 
  private:
   Executor& ex_;
   BenchOptions o_;
+  std::vector<AutoPick> picks_;  // --algo auto: one per op of o_.ops
+  bool predict_ = false;         // --profile given
+  Profile profile_;
 };
 
 }  // namespace collmm

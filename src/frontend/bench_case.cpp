@@ -1,9 +1,12 @@
 // bench_case.cpp: one (op, algo) case of collmm-bench: plans -> prepare -> inputs -> warm-up ->
-// timed iterations -> (standalone GEMM and comm) -> the last iteration, poisoned and checked,
-// traced, saved.
+// timed iterations (step times kept; the median one becomes the case's timeline and overlap) ->
+// (standalone GEMM and comm) -> one more iteration, poisoned and checked -> saved.
+// Every timed iteration asks for step times: both backends record them in every run anyway
+// (steady clock / CUDA events), asking only reads them back after the run.
 #include "bench_case.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <limits>
@@ -48,18 +51,37 @@ void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, 
   }
 }
 
-// warmup + iters iterations; the median over the timed ones of the slowest rank of the job.
-double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
-  for (int w = 0; w < warmup; ++w) ex.run(filter, false);
+// The slowest rank of each timed iteration, over the whole job (collective).
+std::vector<double> slowest_per_iteration(HostComm& host, const std::vector<double>& slowest_here) {
+  const std::vector<double> all = host.allgather(slowest_here);  // iters values per process
+  std::vector<double> slowest(slowest_here.size(), 0.0);
+  for (size_t j = 0; j < all.size(); ++j) slowest[j % slowest.size()] = std::max(slowest[j % slowest.size()], all[j]);
+  return slowest;
+}
+
+// The index of the iteration whose time is nearest the median (the first such).
+size_t median_index(const std::vector<double>& v) {
+  const double m = median(v);
+  size_t best = 0;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (std::abs(v[i] - m) < std::abs(v[best] - m)) best = i;
+  return best;
+}
+
+// Timed iterations of the whole plan with step times: the median time and this process's runs of
+// the median iteration.
+double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>& median_runs) {
+  for (int w = 0; w < warmup; ++w) ex.run(StepFilter::all, false);
+  std::vector<std::vector<RankRun>> runs;
   std::vector<double> slowest_here;
   for (int it = 0; it < iters; ++it) {
+    runs.push_back(ex.run(StepFilter::all, true));
     double slowest = 0;
-    for (const RankRun& run : ex.run(filter, false)) slowest = std::max(slowest, run.total_us);
+    for (const RankRun& run : runs.back()) slowest = std::max(slowest, run.total_us);
     slowest_here.push_back(slowest);
   }
-  const std::vector<double> all = ex.host().allgather(slowest_here);  // iters values per process
-  std::vector<double> slowest(static_cast<size_t>(iters), 0.0);
-  for (size_t j = 0; j < all.size(); ++j) slowest[j % slowest.size()] = std::max(slowest[j % slowest.size()], all[j]);
+  const std::vector<double> slowest = slowest_per_iteration(ex.host(), slowest_here);
+  median_runs = std::move(runs[median_index(slowest)]);
   return median(slowest);
 }
 
@@ -125,6 +147,17 @@ int stages_of(const Plan& plan) {
 
 }  // namespace
 
+double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
+  for (int w = 0; w < warmup; ++w) ex.run(filter, false);
+  std::vector<double> slowest_here;
+  for (int it = 0; it < iters; ++it) {
+    double slowest = 0;
+    for (const RankRun& run : ex.run(filter, false)) slowest = std::max(slowest, run.total_us);
+    slowest_here.push_back(slowest);
+  }
+  return median(slowest_per_iteration(ex.host(), slowest_here));
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -151,14 +184,15 @@ Reference make_reference(const Problem& p, const std::vector<int>& local_ranks, 
   return ref;
 }
 
-CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, Algo algo, const CaseWork& work) {
+CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOptions& plan_options,
+                    const CaseWork& work, const std::string& label) {
   CaseResult result;
   result.op = op;
-  result.algo = algo;
+  result.algo = plan_options.algo;
+  result.plan = plan_options;
+  result.label = label.empty() ? to_string(plan_options.algo) : label;
   result.problem = problem_of(o, op, ex.world_size());
   result.dtype = o.dtype;
-  PlanOptions plan_options = o.plan;
-  plan_options.algo = algo;
 
   std::vector<Plan> plans;
   for (int r : ex.local_ranks()) plans.push_back(make_plan(result.problem, plan_options, r));
@@ -171,17 +205,20 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, Algo algo, const
     if (r == o.debug_hang_rank) std::raise(SIGSTOP);
   }
 
-  result.time_us = time_iterations(ex, StepFilter::all, o.warmup, o.iters);
+  std::vector<RankRun> median_runs;
+  result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs);
+  result.timeline = gather_timeline(ex.host(), make_timeline(plans, median_runs));
+  result.overlap = measure_overlap(result.timeline);
   if (work.alone) {
     result.t_gemm_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
     result.t_comm_us = time_iterations(ex, StepFilter::comm_only, o.warmup, o.iters);
   }
 
-  // The last iteration: on poisoned outputs when checking, with step times for the trace.
+  // One more whole iteration for the check (on poisoned outputs) and the saved files: the
+  // standalone runs above leave C half done. Run on every process alike (--save is per process).
   if (work.check) ex.poison();
-  const std::vector<RankRun> runs = ex.run(StepFilter::all, work.trace);
+  ex.run(StepFilter::all, false);
   if (work.check) check_outputs(ex, plans, *work.check, o.dtype, result);
-  if (work.trace) result.timeline = gather_timeline(ex.host(), make_timeline(plans, runs));
   if (!work.save_dir.empty()) save_buffers(ex, plans, o.dtype, work.save_dir);
   return result;
 }

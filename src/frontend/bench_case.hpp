@@ -1,14 +1,17 @@
 // bench_case.hpp: one (op, algo) case of collmm-bench on every local rank: plans, buffers, inputs,
 // timed iterations (median over iterations of the slowest rank), the standalone GEMM and comm
-// times, the checked and traced iteration, and the saved .npy files.
+// times, the timeline and measured overlap of the median iteration, the checked iteration, and the
+// saved .npy files.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "bench_options.hpp"
 #include "collmm/data.hpp"
+#include "collmm/overlap.hpp"
 #include "collmm/timeline.hpp"
 
 namespace collmm {
@@ -17,6 +20,9 @@ namespace collmm {
 struct CaseResult {
   Op op = Op::ag_gemm;
   Algo algo = Algo::ring;
+  PlanOptions plan;          // the case's plan options (algo, stages as asked, post, gemm lanes)
+  std::string label;         // the table's algo cell: "ring", or "auto:ring" for the --algo auto pick
+  std::string chosen_by;     // --algo auto: "model" or "measured" (the tuning cache); "" otherwise
   Problem problem;
   Dtype dtype = Dtype::f32;
   int stages = 1;            // steps (stages) the schedule splits the work into
@@ -30,7 +36,11 @@ struct CaseResult {
   bool checked = false;
   int64_t wrong = 0;         // summed over ranks (C, and ag_gemm's gathered A)
   double max_rel_err = 0;    // max over ranks
-  Timeline timeline;         // the last iteration, every rank (only when a trace was asked for)
+  // The timed iteration whose slowest rank is the median (the one time_us reports; for an even
+  // count the one nearest it), every rank's step times, gathered on every process.
+  Timeline timeline;
+  Overlap overlap;           // measure_overlap(timeline): hidden comm / comm per rank
+  double predicted_us = std::numeric_limits<double>::quiet_NaN();  // --profile: the simulated time
 };
 
 // The expected outputs of one op on this process's ranks, computed once and shared by its cases.
@@ -44,12 +54,17 @@ Reference make_reference(const Problem&, const std::vector<int>& local_ranks, ui
 struct CaseWork {
   bool alone = false;            // also time the GEMMs alone and the comm alone (sequential case)
   const Reference* check = nullptr;  // poison, run once and compare against this
-  bool trace = false;            // gather the last iteration's timeline of every rank
   std::string save_dir;          // write each local rank's A, B, C (and gathered) as .npy
 };
 
-// Collective over the job: every process runs it with the same arguments.
-CaseResult run_case(Executor&, const BenchOptions&, Op, Algo, const CaseWork&);
+// Collective over the job: every process runs it with the same arguments. `label` names the row
+// (default: the algorithm).
+CaseResult run_case(Executor&, const BenchOptions&, Op, const PlanOptions&, const CaseWork&,
+                    const std::string& label = "");
+
+// warmup + iters iterations with this filter; the median over the timed ones of the slowest rank
+// of the job (collective). Used by the cases and by --calibrate.
+double time_iterations(Executor&, StepFilter, int warmup, int iters);
 
 // Fills t_gemm_us, t_comm_us (from the sequential case), tflops, speedup and efficiency.
 void derive_figures(CaseResult& result, const CaseResult& sequential);

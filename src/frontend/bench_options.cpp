@@ -20,7 +20,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
   return {
       {"backend", b.backend},
       {"op", join(o.ops, op_name)},
-      {"algo", join(algos_to_run(o), algo_name)},
+      {"algo", join(algos_to_run(o), algo_name) + (o.algo_auto ? "auto" : "")},
       {"M", std::to_string(o.m)},
       {"N", std::to_string(o.n)},
       {"K", std::to_string(o.k)},
@@ -34,6 +34,8 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"check", o.check ? "yes" : "no"},
       {"seed", std::to_string(o.seed)},
       {"trace", o.trace_path.empty() ? "no" : "yes"},
+      {"profile", o.profile},
+      {"calibrate", o.calibrate_path.empty() ? "no" : "yes"},
       {"timeout", std::to_string(b.timeout_s)},
       {"transport", b.transport},
       {"gpus", std::to_string(b.gpus)},
@@ -57,6 +59,16 @@ Problem problem_of(const BenchOptions& o, Op op, int world) {
   return p;
 }
 
-std::vector<Algo> algos_to_run(const BenchOptions& o) { return o.algos.empty() ? all_algos() : o.algos; }
+std::vector<Algo> algos_to_run(const BenchOptions& o) {
+  if (o.algo_auto) return o.algos;
+  return o.algos.empty() ? all_algos() : o.algos;
+}
+
+PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
+  PlanOptions p = o.plan;
+  p.algo = algo;
+  if (algo != Algo::pipelined) p.stages = 0;
+  return p;
+}
 
 }  // namespace collmm

@@ -14,6 +14,7 @@ namespace collmm {
 struct BenchOptions {
   std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};   // --op NAME|all
   std::vector<Algo> algos;                         // --algo NAME|all (empty: all_algos())
+  bool algo_auto = false;                          // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
   int64_t m = 1024, n = 1024, k = 1024;            // global sizes
   BLayout b_layout = BLayout::kn;
   Dtype dtype = Dtype::f32;
@@ -24,6 +25,10 @@ struct BenchOptions {
   std::string json_path;   // --json FILE (process 0 writes)
   std::string trace_path;  // --trace FILE (process 0 writes all ranks' events)
   std::string save_dir;    // --save DIR (every process writes its ranks' .npy files)
+  std::string timeline_path;    // --timeline FILE.svg (process 0 writes; FILE-<op>-<algo>.svg per case when several)
+  std::string profile;          // --profile NAME|FILE: predicted time beside the measured one ("" : none)
+  std::string tune_cache_path;  // --tune-cache FILE: read by --algo auto, every measured row recorded into it
+  std::string calibrate_path;   // --calibrate FILE: measure the cost model's inputs, write the profile, exit
   BackendOptions backend;
   // Hidden, for tests of the job's teardown: this rank kills itself (SIGKILL) or stops (SIGSTOP:
   // a hang the others' --timeout must end) before its first timed run.
@@ -38,7 +43,11 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
 // The Problem of one op on `world` ranks.
 Problem problem_of(const BenchOptions&, Op op, int world);
 
-// The algorithms to run, in table order. (--algo auto, issue 4, will choose here.)
+// The algorithms to run, in table order (none for --algo auto alone: its pick is chosen in
+// Bench::validate, bench_model.hpp).
 std::vector<Algo> algos_to_run(const BenchOptions&);
+
+// The plan options of one listed algorithm: --stages applies to pipelined only (0 elsewhere).
+PlanOptions plan_options_of(const BenchOptions&, Algo);
 
 }  // namespace collmm

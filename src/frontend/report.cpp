@@ -40,10 +40,17 @@ struct Column {
   std::function<std::string(const CaseResult&)> cell;
 };
 
-const std::vector<Column>& columns() {
-  static const std::vector<Column> cols{
+// Whether any rank communicated (a one-rank job's copy counts): the overlap is undefined otherwise.
+bool has_comm(const CaseResult& r) {
+  for (const RankOverlap& o : r.overlap.ranks)
+    if (o.comm_us > 0) return true;
+  return false;
+}
+
+std::vector<Column> columns(bool predicted) {
+  std::vector<Column> cols{
       {"op", 8, [](const CaseResult& r) { return to_string(r.op); }},
-      {"algo", 11, [](const CaseResult& r) { return to_string(r.algo); }},
+      {"algo", 16, [](const CaseResult& r) { return r.label.empty() ? to_string(r.algo) : r.label; }},
       {"M", 7, [](const CaseResult& r) { return std::to_string(r.problem.m); }},
       {"N", 7, [](const CaseResult& r) { return std::to_string(r.problem.n); }},
       {"K", 7, [](const CaseResult& r) { return std::to_string(r.problem.k); }},
@@ -55,10 +62,15 @@ const std::vector<Column>& columns() {
       {"t_gemm_us", 11, [](const CaseResult& r) { return fixed(r.t_gemm_us, 1); }},
       {"t_comm_us", 11, [](const CaseResult& r) { return fixed(r.t_comm_us, 1); }},
       {"speedup", 8, [](const CaseResult& r) { return fixed(r.speedup, 2); }},
-      {"E", 6, [](const CaseResult& r) { return signed_fixed(r.efficiency, 2); }},
+      {"E", 7, [](const CaseResult& r) { return signed_fixed(r.efficiency, 2); }},
+      {"hidden%", 8, [](const CaseResult& r) { return has_comm(r) ? fixed(100 * r.overlap.mean_fraction, 1) : "N/A"; }},
       {"#wrong", 7, [](const CaseResult& r) { return r.checked ? std::to_string(r.wrong) : "N/A"; }},
       {"max_rel_err", 12, [](const CaseResult& r) { return r.checked ? sci(r.max_rel_err) : "N/A"; }},
   };
+  if (predicted) {
+    cols.push_back({"pred_us", 11, [](const CaseResult& r) { return fixed(r.predicted_us, 1); }});
+    cols.push_back({"pred/meas", 10, [](const CaseResult& r) { return fixed(r.predicted_us / r.time_us, 2); }});
+  }
   return cols;
 }
 
@@ -76,14 +88,18 @@ void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo&
   out << "# time_us: median over iterations of the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us:\n"
          "# the sequential plan's GEMMs alone and its comm alone. speedup: T_sequential / time.\n"
          "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm), 1 = all of it hidden.\n"
-         "#\n#";
-  for (const Column& c : columns()) out << std::setw(c.width) << c.name;
+         "# hidden%: comm time covered by a GEMM on the same rank / comm time, mean over ranks, read off\n"
+         "# the step times of the median timed iteration.\n";
+  if (info.predicted)
+    out << "# pred_us: the same plans through the cost model, profile " << o.profile << " (collmm/sim.hpp).\n";
+  out << "#\n#";
+  for (const Column& c : columns(info.predicted)) out << std::setw(c.width) << c.name;
   out << "\n" << std::flush;
 }
 
-void print_table_row(std::ostream& out, const CaseResult& r) {
+void print_table_row(std::ostream& out, const CaseResult& r, bool predicted) {
   out << " ";
-  for (const Column& c : columns()) out << std::setw(c.width) << c.cell(r);
+  for (const Column& c : columns(predicted)) out << std::setw(c.width) << c.cell(r);
   out << "\n" << std::flush;
 }
 
@@ -112,6 +128,10 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
 nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& results) {
   nlohmann::json rows = nlohmann::json::array();
   for (const CaseResult& r : results) {
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (const RankOverlap& o : r.overlap.ranks)
+      per_rank.push_back(o.comm_us > 0 ? nlohmann::json(o.fraction) : nlohmann::json());
+    const bool comm = has_comm(r);
     rows.push_back({{"op", to_string(r.op)},
                     {"algo", to_string(r.algo)},
                     {"m", r.problem.m},
@@ -127,7 +147,14 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
                     {"speedup_vs_sequential", number_or_null(r.speedup)},
                     {"overlap_efficiency", number_or_null(r.efficiency)},
                     {"wrong", r.checked ? nlohmann::json(r.wrong) : nlohmann::json()},
-                    {"max_rel_err", r.checked ? number_or_null(r.max_rel_err) : nlohmann::json()}});
+                    {"max_rel_err", r.checked ? number_or_null(r.max_rel_err) : nlohmann::json()},
+                    {"label", r.label.empty() ? to_string(r.algo) : r.label},
+                    {"gemm_lanes", r.plan.gemm_lanes},
+                    {"overlap_hidden_fraction", comm ? number_or_null(r.overlap.mean_fraction) : nlohmann::json()},
+                    {"overlap_hidden_fraction_min", comm ? number_or_null(r.overlap.min_fraction) : nlohmann::json()},
+                    {"overlap_hidden_fraction_per_rank", per_rank}});
+    if (info.predicted) rows.back()["predicted_us"] = number_or_null(r.predicted_us);
+    if (!r.chosen_by.empty()) rows.back()["chosen_by"] = r.chosen_by;
   }
   return {{"collmm_version", COLLMM_VERSION},
           {"backend", info.backend},

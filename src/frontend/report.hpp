@@ -1,6 +1,7 @@
 // report.hpp: collmm-bench's outputs from the results: the table in the manner of nccl-tests (one
 // row per case, '#' header and summary lines) and the --json document. Both are built from one
-// column list each, so a new figure (e.g. measured overlap, issue 4) is one more entry.
+// column list each, so a new figure is one more entry: hidden% (measured overlap) always, pred_us
+// and pred/meas with --profile.
 #pragma once
 
 #include <ostream>
@@ -18,15 +19,18 @@ struct RunInfo {
   int world = 1;
   int procs = 1;
   std::string timing_note;  // the executor's, printed when not empty
+  bool predicted = false;   // --profile given: the pred_us and pred/meas columns, "predicted_us"
 };
 
 void print_table_header(std::ostream&, const BenchOptions&, const RunInfo&);
-void print_table_row(std::ostream&, const CaseResult&);
+void print_table_row(std::ostream&, const CaseResult&, bool predicted = false);
 // '# Out of bounds values : N FAILED|OK' and the average speedup of the overlapped algorithms.
 void print_table_summary(std::ostream&, const std::vector<CaseResult>&);
 
 // {"collmm_version", "backend", "world_size", "results": [{"op", "algo", "m", ...}]}; undefined
-// figures (NaN, or #wrong without --check) are null.
+// figures (NaN, or #wrong without --check) are null. Beside issue 2's keys each row has "label",
+// "gemm_lanes", "overlap_hidden_fraction" (mean over ranks with comm), "_min", "_per_rank", and
+// with --profile "predicted_us"; an --algo auto row has "chosen_by" ("model" or "measured").
 nlohmann::json results_json(const RunInfo&, const std::vector<CaseResult>&);
 
 // Total #wrong over checked cases.

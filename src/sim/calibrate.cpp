@@ -22,7 +22,7 @@ std::vector<double> calibration_sizes(double largest) {
 
 Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm) {
   if (spec.gemm_shapes.empty()) throw UsageError("calibration needs at least one GEMM shape");
-  if (spec.comm_bytes.size() < 2) throw UsageError("calibration needs at least two message sizes");
+  if (spec.comm_bytes.size() == 1) throw UsageError("calibration needs at least two message sizes (or none)");
   Profile p = spec.base;
   p.name = spec.name;
   p.gemm.model = GemmModel::table;
@@ -42,6 +42,13 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
   peaks.erase(std::remove_if(peaks.begin(), peaks.end(), [&](auto& e) { return e.first == spec.dtype; }), peaks.end());
   peaks.push_back({spec.dtype, best});
 
+  p.notes = "Calibrated: GEMM rate table (" + to_string(spec.dtype) + ", " + std::to_string(spec.gemm_shapes.size()) +
+            " shapes) measured; ";
+  if (spec.comm_bytes.empty()) {  // one rank: no link to time
+    p.notes += "links and the rest from '" + spec.base.name + "'.";
+    return p;
+  }
+
   // Least squares t = a + b * bytes.
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   const double n = double(spec.comm_bytes.size());
@@ -60,9 +67,8 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
     p.links.inter_gbps = p.links.intra_gbps;
     p.links.inter_latency_us = p.links.intra_latency_us;
   }
-  p.notes = "Calibrated: GEMM rate table (" + to_string(spec.dtype) + ", " + std::to_string(spec.gemm_shapes.size()) +
-            " shapes) and link fit (" + std::to_string(spec.comm_bytes.size()) + " sizes) measured; the rest from '" +
-            spec.base.name + "'.";
+  p.notes += "link fit (" + std::to_string(spec.comm_bytes.size()) + " sizes) measured; the rest from '" +
+             spec.base.name + "'.";
   return p;
 }
 

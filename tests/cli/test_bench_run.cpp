@@ -58,11 +58,11 @@ TEST_F(BenchRun, PassesWithARowPerOpAndAlgo) {
     const auto rows = table_rows(result_.output, op);
     ASSERT_EQ(rows.size(), 4u) << result_.output;
     for (size_t i = 0; i < rows.size(); ++i) {
-      ASSERT_EQ(rows[i].size(), 16u) << result_.output;
+      ASSERT_EQ(rows[i].size(), 17u) << result_.output;
       EXPECT_EQ(rows[i][1], kAlgos[i]);
       EXPECT_EQ(rows[i][2], std::to_string(M));
       EXPECT_EQ(rows[i][5], std::to_string(P));
-      EXPECT_EQ(rows[i][14], "0") << "#wrong of " << op << " " << kAlgos[i];
+      EXPECT_EQ(rows[i][15], "0") << "#wrong of " << op << " " << kAlgos[i];
     }
   }
   EXPECT_NE(result_.output.find("# Out of bounds values : 0 OK"), std::string::npos) << result_.output;
@@ -76,7 +76,10 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
   EXPECT_TRUE(j.at("collmm_version").is_string());
   const std::set<std::string> keys{"op", "algo", "m", "n", "k", "world_size", "dtype", "stages",
                                    "time_us", "tflops", "t_gemm_us", "t_comm_us", "speedup_vs_sequential",
-                                   "overlap_efficiency", "wrong", "max_rel_err"};
+                                   "overlap_efficiency", "wrong", "max_rel_err",
+                                   // issue 4 (no --profile here, so no "predicted_us")
+                                   "label", "gemm_lanes", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
+                                   "overlap_hidden_fraction_per_rank"};
   ASSERT_EQ(j.at("results").size(), 8u);
   std::set<std::string> cases;
   for (const json& r : j.at("results")) {
@@ -188,8 +191,8 @@ TEST(BenchDtypes, Bf16TransposedBOnThreeRanks) {
                                           " -w 1 -i 2 --save " + dir,
                                       60);
   ASSERT_EQ(r.rc, 0) << r.output;
-  EXPECT_EQ(table_rows(r.output, "ag_gemm").at(0).at(14), "0");
-  EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at(14), "0");
+  EXPECT_EQ(table_rows(r.output, "ag_gemm").at(0).at(15), "0");
+  EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at(15), "0");
   const Npy b = read_npy(dir + "/ag_gemm-ring-rank0-B.npy");
   EXPECT_EQ(b.descr, "<f4");
   EXPECT_EQ(b.rows, 3);  // N_0 = 3 of N = 7: B_0 is [N_0, K] in the nk layout

@@ -203,7 +203,7 @@ TEST(RunCase, OutputsNeverWrittenCountAsWrong) {
   const Reference ref = make_reference(p, {0}, o.seed, o.dtype);
   CaseWork work;
   work.check = &ref;
-  const CaseResult r = run_case(ex, o, Op::ag_gemm, Algo::ring, work);
+  const CaseResult r = run_case(ex, o, Op::ag_gemm, plan_options_of(o, Algo::ring), work);
   EXPECT_TRUE(r.checked);
   EXPECT_EQ(r.wrong, 6 * 5 + 6 * 4);  // all of C and all of the gathered A
   EXPECT_DOUBLE_EQ(r.time_us, 1.0);

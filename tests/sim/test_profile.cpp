@@ -82,6 +82,10 @@ TEST(Calibrate, RecoversRatesLatencyAndBandwidth) {
 
   spec.comm_bytes = {1e6};
   EXPECT_THROW(calibrate(spec, gemm, comm), UsageError);
+  spec.comm_bytes = {};  // one rank: the GEMM table is measured, the links are the base's
+  const Profile one = calibrate(spec, gemm, [](double) -> double { throw std::logic_error("comm timed"); });
+  EXPECT_DOUBLE_EQ(one.links.intra_gbps, spec.base.links.intra_gbps);
+  EXPECT_NEAR(gemm_time_us(one, 2048, 4096, 4096, Dtype::bf16), gemm(2048, 4096, 4096), 1e-9);
   spec.comm_bytes = {1e6, 2e6};
   EXPECT_THROW(calibrate(spec, gemm, [](double) { return 5.0; }), std::runtime_error);
 }

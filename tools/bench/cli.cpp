@@ -26,7 +26,11 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const auto size = CLI::AsSizeValue(false);  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", o.backend.backend, "cpu | cuda")->capture_default_str();
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
-  app.add_option("--algo", names.algo, "sequential | pipelined | ring | bidir | all")->capture_default_str();
+  app.add_option("--algo", names.algo,
+                 "sequential | pipelined | ring | bidir | all | auto (the cost model's pick of algorithm, stages and "
+                 "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives "
+                 "and run as the row auto:<algo>)")
+      ->capture_default_str();
   app.add_option("-m", o.m, "M, global rows of A and C (suffixes K, M: 8K = 8192)")->transform(size)->type_name("SIZE")->capture_default_str();
   app.add_option("-n", o.n, "N, global columns of B and C")->transform(size)->type_name("SIZE")->capture_default_str();
   app.add_option("-k", o.k, "K, the inner size")->transform(size)->type_name("SIZE")->capture_default_str();
@@ -37,6 +41,23 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
   app.add_option("--json", o.json_path, "write the results as JSON to FILE")->type_name("FILE");
   app.add_option("--trace", o.trace_path, "write a Chrome trace (chrome://tracing, Perfetto) of one iteration of every case, all ranks")->type_name("FILE");
+  app.add_option("--timeline", o.timeline_path,
+                 "write an SVG picture of one timed iteration (the median one), all ranks; with several cases one "
+                 "file per case, FILE-<op>-<algo>.svg (auto:ring -> auto-ring)")
+      ->type_name("FILE.svg");
+  app.add_option("--profile", o.profile,
+                 "cost-model profile (h200-nvlink | h200-ib | cpu-2core | a JSON file, e.g. from --calibrate): adds "
+                 "the predicted time of the same plans (pred_us, pred/meas) and is what --algo auto chooses with "
+                 "(default for auto: cpu-2core on cpu, h200-nvlink on cuda)")
+      ->type_name("NAME|FILE");
+  app.add_option("--tune-cache", o.tune_cache_path,
+                 "measured tuning cache: --algo auto picks the fastest measured configuration of this shape when "
+                 "it has one; every measured row (posted comm-first) is recorded into it after the run")
+      ->type_name("FILE");
+  app.add_option("--calibrate", o.calibrate_path,
+                 "measure the cost model's inputs on this backend (GEMM rate per shape, link bandwidth and latency, "
+                 "cpu: contention) at this M, N, K and P, write them as a profile JSON to FILE, and exit")
+      ->type_name("FILE");
   app.add_option("--save", o.save_dir,
                  "write each rank's A, B, C (and ag_gemm's gathered A) as .npy files "
                  "DIR/<op>-<algo>-rank<r>-A.npy ...; bf16 and fp8 are decoded and saved as float32")
@@ -77,9 +98,10 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
     throw UsageError(std::string("--op: ") + e.what() + " or all");
   }
   try {
-    o.algos = names.algo == "all" ? all_algos() : std::vector<Algo>{parse_algo(names.algo)};
+    o.algo_auto = names.algo == "auto";
+    o.algos = names.algo == "all" ? all_algos() : o.algo_auto ? std::vector<Algo>{} : std::vector<Algo>{parse_algo(names.algo)};
   } catch (const UsageError& e) {
-    throw UsageError(std::string("--algo: ") + e.what() + " or all");
+    throw UsageError(std::string("--algo: ") + e.what() + ", all or auto");
   }
   auto named = [](const char* option, auto parse, const std::string& name) {
     try {

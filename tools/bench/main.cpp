@@ -2,12 +2,14 @@
 // process, runs the cases; turns errors into messages and exit codes:
 //   0 all ran (and, with --check, every output was right)   1 a wrong output or a runtime failure
 //   2 a usage error: bad option, ranks that disagree, a size the algorithm cannot split.
+// --calibrate FILE measures the cost model's inputs instead of running the cases.
 // A failure on one process after the options were checked ends the whole job (HostComm::abort),
 // so no rank waits forever on a partner that is gone.
 #include <iostream>
 #include <string>
 
 #include "bench.hpp"
+#include "bench_calibrate.hpp"
 #include "cli.hpp"
 #include "report.hpp"
 
@@ -58,6 +60,10 @@ int main(int argc, char** argv) {
       say(e.what());
       executor->host().barrier();
       return 2;
+    }
+    if (!options.calibrate_path.empty()) {
+      run_calibration(*executor, options, std::cout);
+      return 0;
     }
     const std::vector<CaseResult> results = bench.run(std::cout);
     return options.check && total_wrong(results) > 0 ? 1 : 0;

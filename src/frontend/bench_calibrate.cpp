@@ -1,0 +1,153 @@
+// bench_calibrate.cpp: collmm-bench --calibrate: GEMM and link timers built from plans, the CPU
+// contention fit, and the profile file (bench_calibrate.hpp).
+#include "bench_calibrate.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "bench_case.hpp"
+#include "bench_model.hpp"
+#include "collmm/calibrate.hpp"
+#include "collmm/sim.hpp"
+
+namespace collmm {
+namespace {
+
+// Times one plan per rank of the job (built for every local rank) with a filter; one whole
+// iteration first so that every buffer holds data.
+double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const PlanOptions& po, StepFilter filter) {
+  std::vector<Plan> plans;
+  for (int r : ex.local_ranks()) plans.push_back(make_plan(p, po, r));
+  ex.prepare(plans, o.dtype);
+  ex.run(StepFilter::all, false);
+  return time_iterations(ex, filter, o.warmup, o.iters);
+}
+
+Problem ag_gemm_problem(int64_t m, int64_t n, int64_t k, int world, BLayout layout) {
+  Problem p;
+  p.op = Op::ag_gemm;
+  p.m = m, p.n = n, p.k = k;
+  p.world = world;
+  p.b_layout = layout;
+  return p;
+}
+
+// Every GEMM shape the asked cases (and --algo auto's candidates) run, over all ranks.
+std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
+  std::set<GemmShape> shapes;
+  std::vector<PlanOptions> cases;
+  for (Algo a : algos_to_run(o)) cases.push_back(plan_options_of(o, a));
+  for (Algo a : all_algos())
+    for (int lanes : {1, 2}) {
+      PlanOptions po = plan_options_of(o, a);
+      po.gemm_lanes = lanes;
+      cases.push_back(po);
+      if (a == Algo::pipelined)
+        for (int s : {2, 4, 8}) po.stages = s, cases.push_back(po);
+    }
+  for (Op op : o.ops) {
+    const Problem p = problem_of(o, op, world);
+    for (const PlanOptions& po : cases)
+      for (int r = 0; r < world; ++r) {
+        Plan plan;
+        try {
+          plan = make_plan(p, po, r);
+        } catch (const UsageError&) {
+          continue;  // a candidate this shape does not allow
+        }
+        const LocalShape ls = local_shape(p, r);
+        for (const Step& s : plan.steps)
+          if (s.kind == StepKind::gemm && s.a.rows > 0) shapes.insert({s.a.rows, ls.gemm_n, ls.gemm_k});
+      }
+  }
+  return shapes;
+}
+
+// The single contention factor s (GEMM and comm each s times slower while the other runs on the
+// rank) at which the simulated ag_gemm ring takes `measured_us`; 1 when it is already as slow.
+double fit_contention(Profile& prof, const Problem& p, const BenchOptions& o, double measured_us) {
+  PlanOptions ring = plan_options_of(o, Algo::ring);
+  auto predicted = [&](double s) {
+    prof.contention = {true, s, s, false};
+    return predicted_time_us(p, ring, o.dtype, prof);
+  };
+  double lo = 1, hi = 4;
+  if (predicted(lo) >= measured_us) return lo;
+  if (predicted(hi) <= measured_us) return hi;
+  for (int i = 0; i < 30; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (predicted(mid) < measured_us ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+std::string line(const char* format, double a, double b, double c = 0, double d = 0, double e = 0) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, format, a, b, c, d, e);
+  return buf;
+}
+
+}  // namespace
+
+Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) {
+  const bool printer = ex.host().proc() == 0;
+  const int world = ex.world_size();
+  const size_t elem = dtype_size(o.dtype);
+  CalibrationSpec spec;
+  spec.base = profile_for(o);
+  spec.name = "calibrated-" + ex.backend() + "-P" + std::to_string(world);
+  spec.dtype = o.dtype;
+  std::set<GemmShape> shapes = bench_gemm_shapes(o, world);
+  for (const GemmShape& s : calibration_shapes(std::max({o.m, o.n, o.k}))) shapes.insert(s);
+  spec.gemm_shapes.assign(shapes.begin(), shapes.end());
+
+  // The largest chunk a ring step of the bench moves: ag_gemm's A rows block, gemm_rs's C rows block.
+  const double chunk = double(block_size(o.m, world, 0)) * double(std::max(o.k, o.n)) * double(elem);
+  const double cols = 256;  // the comm plan's K: a 256-element row
+  if (world > 1) spec.comm_bytes = calibration_sizes(std::max(16.0 * 1024 * 1024, chunk));
+  if (printer) {
+    out << "# collmm-bench --calibrate: backend " << ex.backend() << ", " << world << " ranks, " << to_string(o.dtype)
+        << ", base profile '" << spec.base.name << "', " << spec.gemm_shapes.size() << " GEMM shapes, "
+        << spec.comm_bytes.size() << " message sizes, median of " << o.iters << " runs each\n";
+    if (world == 1) out << "# one rank: no link to time; the link figures are the base profile's\n";
+  }
+
+  auto gemm_timer = [&](int64_t m, int64_t n, int64_t k) {
+    const double us = time_plan(ex, o, ag_gemm_problem(m, n * world, k, world, o.b_layout),
+                                plan_options_of(o, Algo::sequential), StepFilter::gemm_only);
+    if (printer) out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s\n", double(m), double(n), double(k), us,
+                             2.0 * m * n * k / (us * 1e6));
+    return us;
+  };
+  auto comm_timer = [&](double bytes) {
+    const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * double(elem))));
+    const double us = time_plan(ex, o, ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn),
+                                plan_options_of(o, Algo::ring), StepFilter::comm_only) /
+                      (world - 1);
+    if (printer) out << line("#   sendrecv step %12.0f bytes  %12.1f us  %8.2f GB/s\n", bytes, us, bytes / (us * 1e3));
+    return us;
+  };
+  Profile prof = calibrate(spec, gemm_timer, comm_timer);
+  if (world > 1)
+    if (printer) out << line("# link fit: %.2f GB/s, latency %.1f us\n", prof.links.intra_gbps, prof.links.intra_latency_us);
+
+  if (ex.backend() == "cpu" && world > 1) {
+    const Problem p = problem_of(o, Op::ag_gemm, world);
+    const double ring_us = time_plan(ex, o, p, plan_options_of(o, Algo::ring), StepFilter::all);
+    const double s = fit_contention(prof, p, o, ring_us);
+    prof.contention = {true, s, s, false};
+    prof.notes += " CPU contention fitted: GEMM and comm " + line("%.3f", s, 0) +
+                  "x slower while the other runs on the rank (ag_gemm ring M=" + std::to_string(p.m) +
+                  " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) + " measured " + line("%.1f", ring_us, 0) +
+                  " us).";
+    if (printer) out << line("# contention fit: ag_gemm ring measured %.1f us -> GEMM and comm %.3fx slower while the other runs\n", ring_us, s);
+  }
+  if (printer) {
+    save_profile(prof, o.calibrate_path);
+    out << "# profile written: " << o.calibrate_path << " (use it with --profile " << o.calibrate_path << ")\n";
+  }
+  return prof;
+}
+
+}  // namespace collmm

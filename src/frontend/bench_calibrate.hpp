@@ -1,0 +1,28 @@
+// bench_calibrate.hpp: `collmm-bench --calibrate FILE`: the cost model's inputs measured on the
+// current backend (any: the timers are plans run through the Executor) and written as a profile.
+#pragma once
+
+#include <ostream>
+
+#include "bench_options.hpp"
+#include "collmm/cost_model.hpp"
+
+namespace collmm {
+
+// Collective. Starts from --profile (or the backend's default profile) and measures:
+//  - GEMM: per shape (m, n, k), the sequential ag_gemm plan with M = m, N = n * P, K = k (its one
+//    GEMM is m x n x k on every rank) run with StepFilter::gemm_only after one whole iteration has
+//    filled the gathered A; the median of --iters runs (after --warmup) of the slowest rank. The
+//    shapes: calibration_shapes(max(M, N, K)) and every GEMM shape the plans of the asked ops and
+//    algorithms (and --algo auto's candidates) run at the bench's M, N, K and P.
+//  - link (P > 1): per message size, the ag_gemm ring plan with StepFilter::comm_only whose chunk
+//    is that many bytes, time / (P - 1) per sendrecv step; sizes 64 KiB x 16^i up to 16 MiB (or
+//    the bench's largest chunk). P = 1 has no link: the base profile's figures are kept (said so).
+//  - cpu only, P > 1: the contention of the comm thread with the BLAS threads on shared cores. The
+//    model's contention input (GEMMs and comm each `s` times slower while the other runs on the
+//    rank) is fitted so that the simulated ag_gemm ring at the bench's shape matches the measured
+//    one (bisection on s in [1, 4]); cuda keeps the base profile's SM contention.
+// Process 0 writes FILE and prints what was measured to `out`.
+Profile run_calibration(Executor&, const BenchOptions&, std::ostream& out);
+
+}  // namespace collmm

@@ -1,0 +1,69 @@
+// bench_model.cpp: profile choice, predicted times, the shared --algo auto pick and the tuning
+// cache records of collmm-bench (bench_model.hpp).
+#include "bench_model.hpp"
+
+#include <filesystem>
+#include <sstream>
+
+#include "collmm/sim.hpp"
+
+namespace collmm {
+
+std::string default_profile_name(const std::string& backend) {
+  return backend == "cuda" ? "h200-nvlink" : "cpu-2core";
+}
+
+Profile profile_for(const BenchOptions& o) {
+  return load_profile(o.profile.empty() ? default_profile_name(o.backend.backend) : o.profile);
+}
+
+double predicted_time_us(const Problem& problem, const PlanOptions& options, Dtype dtype, const Profile& profile) {
+  return simulate(problem, options, dtype, profile, StepFilter::all, false).time_us;
+}
+
+AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, std::string& error) {
+  std::string mine;  // "algo stages lanes source\nprinted"
+  if (host.proc() == 0 && error.empty()) {
+    try {
+      TuningCache cache;
+      const bool have_cache = !o.tune_cache_path.empty() && std::filesystem::exists(o.tune_cache_path);
+      if (have_cache) cache = load_tuning_cache(o.tune_cache_path);
+      const Choice c = choose(problem, o.dtype, profile_for(o), have_cache ? &cache : nullptr);
+      mine = to_string(c.algo) + " " + std::to_string(c.stages) + " " + std::to_string(c.gemm_lanes) + " " +
+             c.source + "\n" + print(c);
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+  }
+  const std::string shared = host.allgather(mine).at(0);
+  AutoPick pick;
+  if (shared.empty()) return pick;  // process 0 failed: raise_if_any_process_failed reports it
+  std::istringstream in(shared);
+  std::string algo;
+  in >> algo >> pick.options.stages >> pick.options.gemm_lanes >> pick.source;
+  pick.options.algo = parse_algo(algo);
+  pick.options.post = o.plan.post;
+  pick.printed = shared.substr(shared.find('\n') + 1);
+  return pick;
+}
+
+void record_measurements(const std::string& path, const std::vector<CaseResult>& results) {
+  TuningCache cache;
+  if (std::filesystem::exists(path)) cache = load_tuning_cache(path);
+  for (const CaseResult& r : results) {
+    if (r.plan.post != Post::comm_first || !(r.time_us > 0)) continue;
+    TuningEntry e;
+    e.op = r.op;
+    e.m = r.problem.m, e.n = r.problem.n, e.k = r.problem.k;
+    e.world = r.problem.world;
+    e.dtype = r.dtype;
+    e.algo = r.algo;
+    e.stages = r.algo == Algo::pipelined ? r.plan.stages : 0;
+    e.gemm_lanes = r.algo == Algo::sequential ? 1 : r.plan.gemm_lanes;
+    e.time_us = r.time_us;
+    cache.record(e);
+  }
+  save_tuning_cache(cache, path);
+}
+
+}  // namespace collmm

@@ -1,0 +1,43 @@
+// bench_model.hpp: where collmm-bench meets the cost model (collmm_sim): the profile a run uses,
+// the predicted time of a case (the same plans through simulate()), the --algo auto pick shared
+// by every process, and the tuning cache that records what was measured.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench_case.hpp"
+#include "collmm/cost_model.hpp"
+#include "collmm/tuning.hpp"
+
+namespace collmm {
+
+// The built-in profile a backend's --algo auto and --calibrate start from when --profile is not
+// given: cpu -> "cpu-2core", cuda -> "h200-nvlink".
+std::string default_profile_name(const std::string& backend);
+// --profile when given, else the backend's default. Throws UsageError for an unknown name or a bad file.
+Profile profile_for(const BenchOptions&);
+
+// The slowest rank's simulated time of every rank's plan for (problem, options), the plans the
+// backend runs (make_plan), in the bench's dtype.
+double predicted_time_us(const Problem&, const PlanOptions&, Dtype, const Profile&);
+
+// The --algo auto pick of one op.
+struct AutoPick {
+  PlanOptions options;   // algo, stages, gemm lanes of the pick; post from the command line
+  std::string source;    // "model" or "measured"
+  std::string printed;   // print(Choice): the pick and its predicted alternatives
+};
+
+// Process 0 chooses (choose() with the profile and, when the file exists, the tuning cache) and
+// every process gets its pick (collective), so all ranks run the same plan even when only process
+// 0 sees the cache file. Throws UsageError on process 0's errors only: call it where
+// raise_if_any_process_failed follows (Bench::validate).
+AutoPick choose_on_process0(HostComm&, const Problem&, const BenchOptions&, std::string& error);
+
+// Adds every measured row (op, M, N, K, P, dtype, algo, stages, gemm lanes, time_us) to the cache
+// file, creating it when absent. Rows posted gemm-first are left out: --algo auto's candidates
+// are all comm-first, and the cache has no posting order.
+void record_measurements(const std::string& path, const std::vector<CaseResult>&);
+
+}  // namespace collmm

@@ -1,0 +1,154 @@
+// test_bench_model.cpp: collmm-bench's issue-4 options under mpirun: --timeline (a well-formed SVG
+// with one box per executed step of the timed iteration), the measured overlap in the JSON,
+// --profile (predicted_us), --algo auto (a printed choice and its auto:<algo> row), --tune-cache
+// (records, then a "measured" pick) and --calibrate (a profile load_profile reads).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "../sim/xml_check.hpp"
+#include "collmm/cost_model.hpp"
+#include "collmm/plan.hpp"
+#include "harness.hpp"
+
+using namespace collmm_cli_test;
+using nlohmann::json;
+
+namespace {
+
+const std::string kShape = " -m 48 -n 40 -k 36 -w 1 -i 3 --threads 1 --backend cpu";
+
+CommandResult bench_run(int np, const std::string& args) {
+  return run_command(mpirun(np) + " " + bench() + kShape + " " + args, 60);
+}
+
+// Steps of every rank's plan (all of them run with StepFilter::all).
+size_t plan_steps(collmm::Op op, collmm::Algo algo, int world) {
+  collmm::Problem p;
+  p.op = op, p.m = 48, p.n = 40, p.k = 36, p.world = world;
+  collmm::PlanOptions o;
+  o.algo = algo;
+  size_t steps = 0;
+  for (int r = 0; r < world; ++r) steps += collmm::make_plan(p, o, r).steps.size();
+  return steps;
+}
+
+TEST(BenchTimeline, OneWellFormedSvgWithABoxPerStep) {
+  const std::string dir = fresh_dir("bench_timeline");
+  const CommandResult one = bench_run(3, "--op gemm_rs --algo ring --timeline " + dir + "/t.svg");
+  ASSERT_EQ(one.rc, 0) << one.output;
+  const std::string svg = read_file(dir + "/t.svg");
+  EXPECT_EQ(collmm::xml_problem(svg), "");
+  EXPECT_EQ(count_of(svg, "class=\"step\""), plan_steps(collmm::Op::gemm_rs, collmm::Algo::ring, 3));
+
+  // Several cases: one file per case, named FILE-<op>-<algo>.svg.
+  const CommandResult all = bench_run(2, "--op all --algo all --timeline " + dir + "/many.svg");
+  ASSERT_EQ(all.rc, 0) << all.output;
+  for (collmm::Op op : collmm::all_ops())
+    for (collmm::Algo algo : collmm::all_algos()) {
+      const std::string path = dir + "/many-" + collmm::to_string(op) + "-" + collmm::to_string(algo) + ".svg";
+      ASSERT_TRUE(std::filesystem::exists(path)) << path << "\n" << all.output;
+      const std::string s = read_file(path);
+      EXPECT_EQ(collmm::xml_problem(s), "") << path;
+      EXPECT_EQ(count_of(s, "class=\"step\""), plan_steps(op, algo, 2)) << path;
+    }
+}
+
+TEST(BenchOverlap, JsonFractionsInZeroOneAndPredictionWithProfile) {
+  const std::string dir = fresh_dir("bench_overlap");
+  const CommandResult r = bench_run(4, "--op all --algo all --profile cpu-2core --json " + dir + "/r.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("pred/meas"), std::string::npos) << r.output;
+  const json j = json::parse(read_file(dir + "/r.json"));
+  ASSERT_EQ(j.at("results").size(), 8u);
+  for (const json& row : j.at("results")) {
+    const double mean = row.at("overlap_hidden_fraction").get<double>();
+    const double min = row.at("overlap_hidden_fraction_min").get<double>();
+    EXPECT_GE(min, 0);
+    EXPECT_LE(min, mean + 1e-12);
+    EXPECT_LE(mean, 1);
+    ASSERT_EQ(row.at("overlap_hidden_fraction_per_rank").size(), 4u);
+    for (const json& f : row.at("overlap_hidden_fraction_per_rank")) {
+      EXPECT_GE(f.get<double>(), min - 1e-12);
+      EXPECT_LE(f.get<double>(), 1);
+    }
+    EXPECT_GT(row.at("predicted_us").get<double>(), 0);
+  }
+
+  // Without --profile: no prediction, no pred columns.
+  const CommandResult plain = bench_run(2, "--op ag_gemm --algo ring --json " + dir + "/plain.json");
+  ASSERT_EQ(plain.rc, 0) << plain.output;
+  EXPECT_EQ(plain.output.find("pred_us"), std::string::npos) << plain.output;
+  EXPECT_FALSE(json::parse(read_file(dir + "/plain.json")).at("results").at(0).contains("predicted_us"));
+}
+
+TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
+  const std::string dir = fresh_dir("bench_auto");
+  const std::string cache = dir + "/tune.json";
+  const CommandResult model = bench_run(2, "--op ag_gemm --algo auto --check --tune-cache " + cache + " --json " +
+                                               dir + "/model.json");
+  ASSERT_EQ(model.rc, 0) << model.output;
+  EXPECT_NE(model.output.find("# auto: "), std::string::npos) << model.output;
+  EXPECT_NE(model.output.find("(from the model;"), std::string::npos) << model.output;
+  EXPECT_NE(model.output.find("alternatives (predicted, fastest first)"), std::string::npos) << model.output;
+  const json m = json::parse(read_file(dir + "/model.json")).at("results");
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].at("label").get<std::string>().rfind("auto:", 0), 0u) << m[0];
+  EXPECT_EQ(m[0].at("label"), "auto:" + m[0].at("algo").get<std::string>());
+  EXPECT_EQ(m[0].at("chosen_by"), "model");
+  EXPECT_EQ(m[0].at("wrong"), 0);
+  EXPECT_NE(model.output.find(" auto:" + m[0].at("algo").get<std::string>() + " "), std::string::npos) << model.output;
+
+  // Measure every algorithm into the cache (the auto row above is in it already).
+  const CommandResult all = bench_run(2, "--op ag_gemm --algo all --tune-cache " + cache);
+  ASSERT_EQ(all.rc, 0) << all.output;
+  const json entries = json::parse(read_file(cache)).at("entries");
+  std::set<std::string> algos;
+  for (const json& e : entries) {
+    EXPECT_EQ(e.at("op"), "ag_gemm");
+    EXPECT_EQ(e.at("m"), 48);
+    EXPECT_EQ(e.at("world_size"), 2);
+    EXPECT_GT(e.at("time_us").get<double>(), 0);
+    algos.insert(e.at("algo").get<std::string>());
+  }
+  EXPECT_EQ(algos, (std::set<std::string>{"sequential", "pipelined", "ring", "bidir"}));
+
+  // A second auto run picks the fastest measured configuration.
+  const CommandResult measured =
+      bench_run(2, "--op ag_gemm --algo auto --tune-cache " + cache + " --json " + dir + "/measured.json");
+  ASSERT_EQ(measured.rc, 0) << measured.output;
+  EXPECT_NE(measured.output.find("(from the measured;"), std::string::npos) << measured.output;
+  const json r = json::parse(read_file(dir + "/measured.json")).at("results").at(0);
+  EXPECT_EQ(r.at("chosen_by"), "measured");
+  double best = -1;
+  std::string best_algo;
+  for (const json& e : entries)
+    if (best < 0 || e.at("time_us").get<double>() < best) best = e.at("time_us"), best_algo = e.at("algo");
+  EXPECT_EQ(r.at("algo"), best_algo);
+}
+
+TEST(BenchCalibrate, WritesALoadableProfile) {
+  const std::string dir = fresh_dir("bench_calibrate");
+  const CommandResult two = bench_run(2, "--op all --calibrate " + dir + "/cal.json");
+  ASSERT_EQ(two.rc, 0) << two.output;
+  const collmm::Profile p = collmm::load_profile(dir + "/cal.json");
+  EXPECT_EQ(p.gemm.model, collmm::GemmModel::table);
+  EXPECT_GE(p.gemm.table.size(), 6u);
+  for (const collmm::GemmPoint& g : p.gemm.table) EXPECT_GT(g.tflops, 0);
+  EXPECT_GT(p.links.intra_gbps, 0);
+  EXPECT_GE(p.contention.gemm_slowdown, 1);
+  // The profile drives a prediction.
+  const CommandResult use = bench_run(2, "--op ag_gemm --algo ring --profile " + dir + "/cal.json");
+  ASSERT_EQ(use.rc, 0) << use.output;
+  EXPECT_NE(use.output.find("pred/meas"), std::string::npos) << use.output;
+
+  // One rank: no link to time, said so; still a loadable profile.
+  const CommandResult one = bench_run(1, "--op ag_gemm --calibrate " + dir + "/one.json");
+  ASSERT_EQ(one.rc, 0) << one.output;
+  EXPECT_NE(one.output.find("no link to time"), std::string::npos) << one.output;
+  EXPECT_GE(collmm::load_profile(dir + "/one.json").gemm.table.size(), 6u);
+}
+
+}  // namespace
