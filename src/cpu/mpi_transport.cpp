@@ -31,19 +31,17 @@ MPI_Datatype element_type(Dtype d) {
   throw std::runtime_error("cpu backend: no MPI reduction for " + to_string(d) + " elements");
 }
 
-// Waits for every request without holding a core: MPI_Testall in a loop, spinning for the first
-// 50 us (small messages), then sleeping 20 us between tests. A busy MPI_Waitall would keep one of
-// the cores the BLAS threads were given, and a GEMM split statically over its threads runs at the
-// pace of its slowest thread: measured on 4 ranks x 4 cores, chunk GEMMs ran 2x slower beside a
-// spinning comm thread. The transfer itself (a shared-memory copy) still takes its CPU time.
-void wait_gently(std::vector<MPI_Request>& requests) {
-  using clock = std::chrono::steady_clock;
-  const auto spin_until = clock::now() + std::chrono::microseconds(50);
+// Waits for every request, yielding the core between tests. A plain MPI_Waitall spins and keeps
+// one of the cores the BLAS threads were given; a GEMM split statically over its threads runs at
+// the pace of its slowest thread (measured on 4 ranks x 4 cores: chunk GEMMs up to 2x slower beside
+// a spinning comm thread). Sleeping between tests was worse: the shared-memory transport moves a
+// large message only while it is polled, and the transfers slowed 2x (docs/perf.md).
+void wait_yielding(std::vector<MPI_Request>& requests) {
   for (;;) {
     int done = 0;
     COLLMM_MPI(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
     if (done) return;
-    if (clock::now() > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    std::this_thread::yield();
   }
 }
 
@@ -84,7 +82,7 @@ void MpiTransport::sendrecv(const std::vector<Message>& sends, const std::vector
   for (const Message& m : sends)
     COLLMM_MPI(MPI_Isend(m.data, COLLMM_MPI_INT(m.rows), row_type(m.row_bytes), m.peer, kTag, comm_,
                          &requests[i++]));
-  wait_gently(requests);
+  wait_yielding(requests);
 }
 
 void MpiTransport::allgather(const void* mine, int64_t mine_rows, unsigned char* base, size_t row_bytes,
@@ -103,10 +101,8 @@ void MpiTransport::allgather(const void* mine, int64_t mine_rows, unsigned char*
   const MPI_Datatype row = row_type(row_bytes);
   const unsigned char* own = base + static_cast<size_t>(parts[static_cast<size_t>(rank_)].row) * row_bytes;
   const void* send = mine == own ? MPI_IN_PLACE : mine;
-  std::vector<MPI_Request> request(1);
-  COLLMM_MPI(MPI_Iallgatherv(send, counts[static_cast<size_t>(rank_)], row, base, counts.data(), displs.data(),
-                             row, comm_, request.data()));
-  wait_gently(request);
+  COLLMM_MPI(MPI_Allgatherv(send, counts[static_cast<size_t>(rank_)], row, base, counts.data(), displs.data(),
+                            row, comm_));
 }
 
 void MpiTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts) {
@@ -115,9 +111,7 @@ void MpiTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, con
                              " parts for " + std::to_string(size_) + " ranks");
   std::vector<int> recvcounts;
   for (int64_t c : counts) recvcounts.push_back(COLLMM_MPI_INT(c));
-  std::vector<MPI_Request> request(1);
-  COLLMM_MPI(MPI_Ireduce_scatter(send, recv, recvcounts.data(), element_type(dtype), MPI_SUM, comm_, request.data()));
-  wait_gently(request);
+  COLLMM_MPI(MPI_Reduce_scatter(send, recv, recvcounts.data(), element_type(dtype), MPI_SUM, comm_));
 }
 
 bool MpiTransport::barrier_until(std::chrono::steady_clock::time_point deadline) {
