@@ -33,15 +33,11 @@ int affinity_cores() {
 }
 
 // BLAS threads per rank: the option, or this node's cores split over its ranks (never more than
-// the cores this process may run on), less one core for the comm lane when the rank has two or
-// more: MPI's shared-memory transfers are CPU copies, and a GEMM split statically over threads
-// runs at the pace of its slowest thread. Measured on 16 cores, 4 ranks (docs/perf.md): with
-// 4 BLAS threads per 4 cores ag_gemm ring ran 1.48-1.81x max(t_gemm, t_comm), with 3 it ran 1.08x.
+// the cores this process may run on).
 int default_blas_threads(int requested) {
   if (requested > 0) return requested;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int mine = std::min(std::max(1, cores / std::max(1, mpi_node_size())), affinity_cores());
-  return mine >= 2 ? mine - 1 : 1;
+  return std::min(std::max(1, cores / std::max(1, mpi_node_size())), affinity_cores());
 }
 
 // "name=value" of everything every rank must agree on, in a fixed order.
