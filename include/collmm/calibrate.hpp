@@ -13,7 +13,13 @@
 //         the fastest point (used by shapes of other dtypes only if the table lacks them).
 //   link: least squares of t = latency + bytes / bw over the message sizes (intra-node figures;
 //         inter-node too when base.links.ranks_per_node is 0, i.e. one domain).
-//   Everything else (memory bandwidth, contention, inter-node links) is kept from spec.base.
+//   collectives (when a CollectiveTimer and collective_bytes are given, world > 1): per kind
+//         (allgather, reduce_scatter) least squares of t / (world-1) = latency + part bytes / bw,
+//         the library's collective as it is (Profile::allgather / reduce_scatter).
+//   memory (when an AddTimer and add_bytes are given): memory_gbps = the least-squares slope
+//         through 0 of t against the 3 * bytes an add moves (reads two, writes one), as the
+//         model's add_time_us counts them.
+//   Everything else (contention, inter-node links) is kept from spec.base.
 #pragma once
 
 #include <array>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "collmm/cost_model.hpp"
+#include "collmm/plan.hpp"
 
 namespace collmm {
 
@@ -30,6 +37,11 @@ using GemmShape = std::array<int64_t, 3>;  // m, n, k
 using GemmTimer = std::function<double(int64_t m, int64_t n, int64_t k)>;
 // Microseconds for one sendrecv step that sends `bytes` to a neighbour and receives as many.
 using CommTimer = std::function<double(double bytes)>;
+// Microseconds for one library collective of `kind` (StepKind::allgather or reduce_scatter) over
+// the spec's world ranks, whose largest part is `max_part_bytes`.
+using CollectiveTimer = std::function<double(StepKind kind, double max_part_bytes)>;
+// Microseconds for one add step (out += a) whose output is `bytes`.
+using AddTimer = std::function<double(double bytes)>;
 
 struct CalibrationSpec {
   std::string name = "calibrated";
@@ -37,6 +49,9 @@ struct CalibrationSpec {
   std::vector<GemmShape> gemm_shapes;  // at least one
   std::vector<double> comm_bytes;      // at least two different sizes, or none (one rank: links kept from base)
   Profile base;                        // the inputs not measured here
+  int world = 1;                       // ranks of the collectives the CollectiveTimer times
+  std::vector<double> collective_bytes;  // part sizes: two or more, or none (collectives not measured)
+  std::vector<double> add_bytes;       // add output sizes: one or more, or none (memory_gbps from base)
 };
 
 // m in {L/8, L/2, L}, (n, k) in {(L, L), (L/2, L)}: six shapes around the largest dimension L.
@@ -46,7 +61,10 @@ std::vector<double> calibration_sizes(double largest);
 
 // Throws UsageError for a spec without shapes or with a single size, std::runtime_error when a timer returns a
 // non-positive time or the times do not grow with the size.
-Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&);
-Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const std::string& path);
+// The collective and add timers are only called for the sizes of the spec's collective_bytes and add_bytes.
+Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
+                  const AddTimer& = {});
+Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const std::string& path,
+                          const CollectiveTimer& = {}, const AddTimer& = {});
 
 }  // namespace collmm

@@ -19,6 +19,9 @@
 //   allgather / reduce-scatter of parts p_q:  ring algorithm, (P-1) steps of
 //                     latency + max_q bytes(p_q) / bw_ring   (+ the reduction's memory time for
 //                     reduce-scatter, when that is longer), bw_ring = the slowest link of the ring.
+//                     When the profile has the library's own figures for that collective kind
+//                     (Profile::allgather / reduce_scatter, gbps > 0, measured by calibrate), the
+//                     (P-1) steps take latency + max_q bytes(p_q) / gbps of those instead.
 //   GEMMs running at once on one rank (several GEMM lanes) share its rate equally.
 //   SM contention (when the transport uses SMs): while a comm kernel (sendrecv, collective, add,
 //                     copy) is moving data on a rank, its GEMMs run gemm_slowdown times slower;
@@ -70,6 +73,14 @@ struct Contention {
   bool launch_order = false;        // a GEMM that holds the SMs delays a comm kernel launched after it
 };
 
+// A library collective measured as it is (MPI_Allgather, MPI_Reduce_scatter, NCCL's): t =
+// (P-1) * (latency_us + largest part's bytes / gbps). gbps 0: not measured, the ring model over
+// the links is used.
+struct CollectiveCost {
+  double gbps = 0;
+  double latency_us = 0;
+};
+
 struct Profile {
   std::string name;
   std::string notes;                // where the numbers come from
@@ -77,6 +88,8 @@ struct Profile {
   double memory_gbps = 0;           // effective bytes moved per second by copies and adds
   LinkCost links;
   Contention contention;
+  CollectiveCost allgather;         // JSON "collectives": {"allgather": {...}, "reduce_scatter": {...}}
+  CollectiveCost reduce_scatter;
 };
 
 // Built-in profiles ("h200-nvlink", "h200-ib", "cpu-2core") or a JSON file; throws UsageError

@@ -24,6 +24,41 @@ double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const Pl
   return time_iterations(ex, filter, o.warmup, o.iters);
 }
 
+// The add steps' durations of the gemm_rs ring's comm alone (timestamps on), median over --iters
+// runs and the local ranks' add steps, the largest over the processes; `bytes_out` gets the adds' size.
+double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& bytes_out) {
+  std::vector<Plan> plans;
+  for (int r : ex.local_ranks()) plans.push_back(make_plan(p, plan_options_of(o, Algo::ring), r));
+  ex.prepare(plans, o.dtype);
+  ex.run(StepFilter::all, false);
+  for (int w = 0; w < o.warmup; ++w) ex.run(StepFilter::comm_only, false);
+  std::vector<double> us;
+  bytes_out = 0;
+  for (int it = 0; it < std::max(1, o.iters); ++it) {
+    const std::vector<RankRun> runs = ex.run(StepFilter::comm_only, true);
+    for (size_t i = 0; i < runs.size(); ++i)
+      for (size_t s = 0; s < plans[i].steps.size(); ++s) {
+        const Step& st = plans[i].steps[s];
+        if (st.kind != StepKind::add || s >= runs[i].steps.size() || runs[i].steps[s].end_us < 0) continue;
+        us.push_back(runs[i].steps[s].end_us - runs[i].steps[s].start_us);
+        const BufferSpec& b = plans[i].buffers.at(st.out.buf);
+        bytes_out = std::max(bytes_out, double(st.out.rows) * double(b.cols) * double(dtype_size(ex.out_dtype(o.dtype))));
+      }
+  }
+  const std::vector<double> all = ex.host().allgather(std::vector<double>{median(us), bytes_out});
+  double slowest = 0;
+  for (size_t i = 0; i < all.size(); i += 2) slowest = std::max(slowest, all[i]), bytes_out = std::max(bytes_out, all[i + 1]);
+  return slowest;
+}
+
+Problem gemm_rs_problem(int64_t m, int64_t n, int64_t k, int world) {
+  Problem p;
+  p.op = Op::gemm_rs;
+  p.m = m, p.n = n, p.k = k;
+  p.world = world;
+  return p;
+}
+
 Problem ag_gemm_problem(int64_t m, int64_t n, int64_t k, int world, BLayout layout) {
   Problem p;
   p.op = Op::ag_gemm;
@@ -106,6 +141,9 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   const double chunk = double(block_size(o.m, world, 0)) * double(std::max(o.k, o.n)) * double(elem);
   const double cols = 256;  // the comm plan's K: a 256-element row
   if (world > 1) spec.comm_bytes = calibration_sizes(std::max(16.0 * 1024 * 1024, chunk));
+  spec.world = world;
+  spec.collective_bytes = spec.comm_bytes;  // part sizes of the library's allgather / reduce-scatter
+  spec.add_bytes = spec.comm_bytes;         // outputs of the gemm_rs ring's adds
   if (printer) {
     out << "# collmm-bench --calibrate: backend " << ex.backend() << ", " << world << " ranks, " << to_string(o.dtype)
         << ", base profile '" << spec.base.name << "', " << spec.gemm_shapes.size() << " GEMM shapes, "
@@ -128,9 +166,37 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     if (printer) out << line("#   sendrecv step %12.0f bytes  %12.1f us  %8.2f GB/s\n", bytes, us, bytes / (us * 1e3));
     return us;
   };
-  Profile prof = calibrate(spec, gemm_timer, comm_timer);
-  if (world > 1)
-    if (printer) out << line("# link fit: %.2f GB/s, latency %.1f us\n", prof.links.intra_gbps, prof.links.intra_latency_us);
+  // The sequential plans' comm alone: ag_gemm's one allgather of [rows, 256] parts, gemm_rs's one
+  // reduce-scatter of [rows, 256] parts (its K = P: one column of A per rank).
+  auto collective_timer = [&](StepKind kind, double bytes) {
+    const double out_elem = double(dtype_size(kind == StepKind::allgather ? o.dtype : ex.out_dtype(o.dtype)));
+    const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * out_elem)));
+    const Problem p = kind == StepKind::allgather
+                          ? ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn)
+                          : gemm_rs_problem(rows * world, int64_t(cols), world, world);
+    const double us = time_plan(ex, o, p, plan_options_of(o, Algo::sequential), StepFilter::comm_only);
+    if (printer) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "#   %-14s %12.0f bytes per part  %12.1f us  %8.2f GB/s per ring step\n",
+                    to_string(kind).c_str(), bytes, us, bytes * (world - 1) / (us * 1e3));
+      out << buf;
+    }
+    return us;
+  };
+  auto add_timer = [&](double bytes) {
+    const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * double(dtype_size(ex.out_dtype(o.dtype))))));
+    double moved = 0;
+    const double us = time_adds(ex, o, gemm_rs_problem(rows * world, int64_t(cols), world, world), moved);
+    if (printer) out << line("#   add step %12.0f bytes  %12.1f us  %8.2f GB/s (3 x bytes moved)\n", moved, us, 3 * moved / (us * 1e3));
+    return us;
+  };
+  Profile prof = calibrate(spec, gemm_timer, comm_timer, collective_timer, add_timer);
+  if (world > 1 && printer) {
+    out << line("# link fit: %.2f GB/s, latency %.1f us\n", prof.links.intra_gbps, prof.links.intra_latency_us);
+    out << line("# allgather fit: %.2f GB/s, latency %.1f us per ring step; reduce-scatter: %.2f GB/s, %.1f us\n",
+                prof.allgather.gbps, prof.allgather.latency_us, prof.reduce_scatter.gbps, prof.reduce_scatter.latency_us);
+    out << line("# memory (adds): %.2f GB/s\n", prof.memory_gbps, 0);
+  }
 
   if (ex.backend() == "cpu" && world > 1) {
     const Problem p = problem_of(o, Op::ag_gemm, world);

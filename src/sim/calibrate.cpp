@@ -20,7 +20,32 @@ std::vector<double> calibration_sizes(double largest) {
   return out;
 }
 
-Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm) {
+namespace {
+
+struct Line {
+  double latency_us = 0, gbps = 0;
+};
+
+// Least squares t = latency + bytes / bw over the sizes; the latency is clipped at 0.
+Line fit_line(const std::vector<double>& sizes, const std::function<double(double)>& timer, const char* what) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = double(sizes.size());
+  for (double bytes : sizes) {
+    const double us = timer(bytes);
+    if (!(us > 0)) throw std::runtime_error(std::string("calibration: ") + what + " timer gave a non-positive time");
+    sx += bytes, sy += us, sxx += bytes * bytes, sxy += bytes * us;
+  }
+  const double den = n * sxx - sx * sx;
+  if (!(den > 0)) throw UsageError(std::string("calibration needs at least two different ") + what + " sizes");
+  const double slope = (n * sxy - sx * sy) / den, intercept = (sy - slope * sx) / n;
+  if (!(slope > 0)) throw std::runtime_error(std::string("calibration: ") + what + " times do not grow with the size");
+  return {std::max(0.0, intercept), 1.0 / slope / 1e3};  // bytes per us -> GB/s
+}
+
+}  // namespace
+
+Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
+                  const CollectiveTimer& coll, const AddTimer& add) {
   if (spec.gemm_shapes.empty()) throw UsageError("calibration needs at least one GEMM shape");
   if (spec.comm_bytes.size() == 1) throw UsageError("calibration needs at least two message sizes (or none)");
   Profile p = spec.base;
@@ -49,32 +74,45 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
     return p;
   }
 
-  // Least squares t = a + b * bytes.
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = double(spec.comm_bytes.size());
-  for (double bytes : spec.comm_bytes) {
-    const double us = comm(bytes);
-    if (!(us > 0)) throw std::runtime_error("calibration: comm timer gave a non-positive time");
-    sx += bytes, sy += us, sxx += bytes * bytes, sxy += bytes * us;
-  }
-  const double den = n * sxx - sx * sx;
-  if (!(den > 0)) throw UsageError("calibration needs at least two different message sizes");
-  const double slope = (n * sxy - sx * sy) / den, intercept = (sy - slope * sx) / n;
-  if (!(slope > 0)) throw std::runtime_error("calibration: comm times do not grow with the message size");
-  p.links.intra_gbps = 1.0 / slope / 1e3;  // bytes per us -> GB/s
-  p.links.intra_latency_us = std::max(0.0, intercept);
+  const Line link = fit_line(spec.comm_bytes, comm, "message");
+  p.links.intra_gbps = link.gbps;
+  p.links.intra_latency_us = link.latency_us;
   if (p.links.ranks_per_node == 0) {
     p.links.inter_gbps = p.links.intra_gbps;
     p.links.inter_latency_us = p.links.intra_latency_us;
   }
-  p.notes += "link fit (" + std::to_string(spec.comm_bytes.size()) + " sizes) measured; the rest from '" +
-             spec.base.name + "'.";
+  p.notes += "link fit (" + std::to_string(spec.comm_bytes.size()) + " sizes) measured; ";
+
+  if (coll && !spec.collective_bytes.empty() && spec.world > 1) {
+    if (spec.collective_bytes.size() < 2) throw UsageError("calibration needs at least two collective sizes (or none)");
+    for (auto [kind, cost] : {std::pair<StepKind, CollectiveCost*>{StepKind::allgather, &p.allgather},
+                              {StepKind::reduce_scatter, &p.reduce_scatter}}) {
+      const Line l = fit_line(spec.collective_bytes,
+                              [&](double bytes) { return coll(kind, bytes) / double(spec.world - 1); },
+                              "collective");
+      *cost = {l.gbps, l.latency_us};
+    }
+    p.notes += "allgather and reduce-scatter measured as the library runs them (" +
+               std::to_string(spec.collective_bytes.size()) + " sizes); ";
+  }
+  if (add && !spec.add_bytes.empty()) {
+    double sxx = 0, sxy = 0;  // t = x / bw through 0, x = 3 * bytes
+    for (double bytes : spec.add_bytes) {
+      const double us = add(bytes);
+      if (!(us > 0)) throw std::runtime_error("calibration: add timer gave a non-positive time");
+      if (!(bytes > 0)) throw UsageError("calibration: add sizes must be > 0 bytes");
+      sxx += 9 * bytes * bytes, sxy += 3 * bytes * us;
+    }
+    p.memory_gbps = sxx / sxy / 1e3;
+    p.notes += "memory bandwidth from timed adds (" + std::to_string(spec.add_bytes.size()) + " sizes); ";
+  }
+  p.notes += "the rest from '" + spec.base.name + "'.";
   return p;
 }
 
 Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
-                          const std::string& path) {
-  Profile p = calibrate(spec, gemm, comm);
+                          const std::string& path, const CollectiveTimer& coll, const AddTimer& add) {
+  Profile p = calibrate(spec, gemm, comm, coll, add);
   save_profile(p, path);
   return p;
 }

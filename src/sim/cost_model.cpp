@@ -97,6 +97,8 @@ double message_time_us(const Profile& prof, int a, int b, double bytes, int shar
 
 double collective_time_us(const Profile& prof, int world, double max_part_bytes, bool reduce) {
   if (world <= 1) return 0;
+  const CollectiveCost& own = reduce ? prof.reduce_scatter : prof.allgather;
+  if (own.gbps > 0) return (world - 1) * (own.latency_us + transfer_us(max_part_bytes, own.gbps));
   const bool multi_node = prof.links.ranks_per_node > 0 && world > prof.links.ranks_per_node;
   const double gbps = multi_node ? std::min(prof.links.intra_gbps, prof.links.inter_gbps)
                                  : prof.links.intra_gbps;

@@ -95,7 +95,10 @@ json to_json(const Profile& p) {
           {"contention", {{"transport_uses_sms", p.contention.transport_uses_sms},
                           {"gemm_slowdown", p.contention.gemm_slowdown},
                           {"comm_slowdown", p.contention.comm_slowdown},
-                          {"launch_order", p.contention.launch_order}}}};
+                          {"launch_order", p.contention.launch_order}}},
+          {"collectives", {{"allgather", {{"gbps", p.allgather.gbps}, {"latency_us", p.allgather.latency_us}}},
+                           {"reduce_scatter", {{"gbps", p.reduce_scatter.gbps},
+                                               {"latency_us", p.reduce_scatter.latency_us}}}}}};
 }
 
 Profile profile_from_json(const json& j) {
@@ -124,6 +127,15 @@ Profile profile_from_json(const json& j) {
     p.contention.gemm_slowdown = get<double>(c, "gemm_slowdown", 1);
     p.contention.comm_slowdown = get<double>(c, "comm_slowdown", 1);
     p.contention.launch_order = get<bool>(c, "launch_order", false);
+    const json colls = get<json>(j, "collectives", json::object());
+    for (auto [key, cost] : {std::pair<const char*, CollectiveCost*>{"allgather", &p.allgather},
+                             {"reduce_scatter", &p.reduce_scatter}}) {
+      const json e = get<json>(colls, key, json::object());
+      cost->gbps = get<double>(e, "gbps", 0);  // 0 (absent): the ring model over the links
+      cost->latency_us = get<double>(e, "latency_us", 0);
+      if (cost->gbps < 0 || cost->latency_us < 0)
+        throw UsageError("profile '" + p.name + "': collectives." + key + " figures must be >= 0");
+    }
     if (p.contention.gemm_slowdown < 1 || p.contention.comm_slowdown < 1)
       throw UsageError("profile '" + p.name + "': slowdown factors must be >= 1");
     return p;

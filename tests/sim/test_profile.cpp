@@ -38,6 +38,18 @@ TEST(CostModel, LinksAndCollectives) {
   EXPECT_DOUBLE_EQ(add_time_us(p, 4300e3), 3);
 }
 
+TEST(CostModel, MeasuredCollectiveReplacesTheRing) {
+  Profile p = builtin_profile("cpu-2core");  // links 4 GB/s, 2 us
+  const double ring = collective_time_us(p, 4, 4e6, false);
+  EXPECT_DOUBLE_EQ(ring, 3 * (2 + 1000));
+  p.reduce_scatter = {1, 50};  // 1 GB/s, 50 us per ring step
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, true), 3 * (50 + 4000));
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, false), ring);  // allgather not measured: the ring
+  p.allgather = {8, 0};
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, false), 3 * 500);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 4e6, true), 0);
+}
+
 TEST(Profile, JsonRoundTripAndFiles) {
   for (const std::string& name : builtin_profile_names()) {
     const Profile a = builtin_profile(name);
@@ -48,6 +60,23 @@ TEST(Profile, JsonRoundTripAndFiles) {
     EXPECT_EQ(to_json(a), to_json(b)) << name;
     EXPECT_EQ(b.name, name);
   }
+  // The measured collectives go through JSON too; a profile without them (older files) loads with
+  // none, i.e. the ring model.
+  Profile c = builtin_profile("cpu-2core");
+  c.allgather = {3.5, 12};
+  c.reduce_scatter = {0.75, 40};
+  const Profile c2 = profile_from_json(to_json(c));
+  EXPECT_DOUBLE_EQ(c2.allgather.gbps, 3.5);
+  EXPECT_DOUBLE_EQ(c2.allgather.latency_us, 12);
+  EXPECT_DOUBLE_EQ(c2.reduce_scatter.gbps, 0.75);
+  EXPECT_DOUBLE_EQ(c2.reduce_scatter.latency_us, 40);
+  nlohmann::json old = to_json(c);
+  old.erase("collectives");
+  const Profile o = profile_from_json(old);
+  EXPECT_EQ(o.allgather.gbps, 0);
+  EXPECT_EQ(o.reduce_scatter.gbps, 0);
+  EXPECT_DOUBLE_EQ(collective_time_us(o, 4, 4e6, true), collective_time_us(builtin_profile("cpu-2core"), 4, 4e6, true));
+  EXPECT_THROW(profile_from_json(nlohmann::json{{"collectives", {{"allgather", {{"gbps", -1}}}}}}), UsageError);
   EXPECT_THROW(load_profile("no-such-profile"), UsageError);
   EXPECT_THROW(profile_from_json(nlohmann::json{{"gemm", {{"model", "magic"}}}}), UsageError);
   EXPECT_THROW(profile_from_json(nlohmann::json{{"contention", {{"gemm_slowdown", 0.5}}}}), UsageError);
@@ -88,6 +117,47 @@ TEST(Calibrate, RecoversRatesLatencyAndBandwidth) {
   EXPECT_NEAR(gemm_time_us(one, 2048, 4096, 4096, Dtype::bf16), gemm(2048, 4096, 4096), 1e-9);
   spec.comm_bytes = {1e6, 2e6};
   EXPECT_THROW(calibrate(spec, gemm, [](double) { return 5.0; }), std::runtime_error);
+}
+
+TEST(Calibrate, RecoversCollectivesAndMemory) {
+  // A 4-rank job whose library allgather takes 20 us + part / 6 GB/s per ring step, whose
+  // reduce-scatter 70 us + part / 1.5 GB/s, and whose adds move 3 x bytes at 12 GB/s.
+  const int P = 4;
+  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
+  auto comm = [](double bytes) { return 3 + bytes / 5e3; };
+  auto coll = [&](StepKind kind, double part) {
+    return kind == StepKind::allgather ? (P - 1) * (20 + part / 6e3) : (P - 1) * (70 + part / 1.5e3);
+  };
+  auto add = [](double bytes) { return 3 * bytes / 12e3; };
+  CalibrationSpec spec;
+  spec.dtype = Dtype::f32;
+  spec.gemm_shapes = calibration_shapes(512);
+  spec.comm_bytes = calibration_sizes(16e6);
+  spec.base = builtin_profile("cpu-2core");
+  spec.world = P;
+  spec.collective_bytes = spec.comm_bytes;
+  spec.add_bytes = {1e6, 16e6};
+  const std::string path = testing::TempDir() + "collmm_calibrated_colls.json";
+  const Profile p = calibrate_to_file(spec, gemm, comm, path, coll, add);
+  const Profile back = load_profile(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(to_json(p), to_json(back));
+  EXPECT_NEAR(p.allgather.gbps, 6, 1e-9);
+  EXPECT_NEAR(p.allgather.latency_us, 20, 1e-6);
+  EXPECT_NEAR(p.reduce_scatter.gbps, 1.5, 1e-9);
+  EXPECT_NEAR(p.reduce_scatter.latency_us, 70, 1e-6);
+  EXPECT_NEAR(p.memory_gbps, 12, 1e-9);
+  EXPECT_NEAR(add_time_us(p, 8e6), add(8e6), 1e-6);
+  EXPECT_NEAR(collective_time_us(p, P, 8e6, true), coll(StepKind::reduce_scatter, 8e6), 1e-6);
+  EXPECT_NEAR(collective_time_us(p, P, 8e6, false), coll(StepKind::allgather, 8e6), 1e-6);
+  EXPECT_NEAR(p.links.intra_gbps, 5, 1e-9);  // the link fit is its own
+
+  // Without the timers (or sizes) nothing of that is measured: the base's figures stay.
+  const Profile plain = calibrate(spec, gemm, comm);
+  EXPECT_EQ(plain.reduce_scatter.gbps, 0);
+  EXPECT_DOUBLE_EQ(plain.memory_gbps, spec.base.memory_gbps);
+  spec.collective_bytes = {1e6};
+  EXPECT_THROW(calibrate(spec, gemm, comm, coll, add), UsageError);
 }
 
 }  // namespace

@@ -95,6 +95,30 @@ TEST(Simulate, GemmRsRingWithAdds) {
     }
 }
 
+// A measured library collective (Profile::reduce_scatter / allgather) sets the sequential plans'
+// comm: (P-1) steps of latency + largest part / its bandwidth, whatever the link and memory say.
+TEST(Simulate, SequentialFollowsTheMeasuredCollective) {
+  const int P = 4;
+  const int64_t mb = 256, n = 256, kr = 512;
+  const double g = test::gemm_us(mb, n, kr, kTflops), block_bytes = mb * n * 4.0;
+  Profile prof = analytic_profile(kTflops, block_bytes / (g * 1e3));  // link: one block in g
+  const double ring = sim_us(rs(P, mb, n, kr), algo(Algo::sequential), prof);
+  EXPECT_NEAR(ring, P * g + (P - 1) * g, 1e-6 * ring);
+  prof.reduce_scatter = {block_bytes / (3 * g * 1e3), 0.5 * g};  // a block in 3g, 0.5g latency per step
+  const double own = sim_us(rs(P, mb, n, kr), algo(Algo::sequential), prof);
+  EXPECT_NEAR(own, P * g + (P - 1) * 3.5 * g, 1e-6 * own);
+  // The ring plan has no collective: unchanged.
+  EXPECT_NEAR(sim_us(rs(P, mb, n, kr), algo(Algo::ring), prof), g + (P - 1) * g, 1e-6 * own);
+  // ag_gemm's allgather: its own figures, the reduce-scatter's do not apply.
+  const int64_t mc = 256, nr = 256, k = 512;
+  const double a_bytes = mc * k * 4.0, ga = test::gemm_us(mc, nr, k, kTflops);
+  const double before = sim_us(ag(P, mc, nr, k), algo(Algo::sequential), prof, StepFilter::comm_only);
+  EXPECT_NEAR(before, (P - 1) * a_bytes / (prof.links.intra_gbps * 1e3), 1e-6 * before);
+  prof.allgather = {a_bytes / (2 * ga * 1e3), 0};
+  const double after = sim_us(ag(P, mc, nr, k), algo(Algo::sequential), prof, StepFilter::comm_only);
+  EXPECT_NEAR(after, (P - 1) * 2 * ga, 1e-6 * after);
+}
+
 TEST(Simulate, OneRankIsOneGemm) {
   const Profile prof = analytic_profile(kTflops, 10);
   for (Op op : all_ops())
