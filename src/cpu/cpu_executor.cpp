@@ -13,6 +13,7 @@
 #include <sched.h>
 
 #include "buffers.hpp"
+#include "collmm/agreement.hpp"
 #include "collmm/executor.hpp"
 #include "collmm/mpi_host.hpp"
 #include "gemm_engine.hpp"
@@ -134,30 +135,8 @@ class CpuExecutor : public Executor {
   // Every rank's problem, options and dtype must be the same; any difference (or a local misfit)
   // is reported on every rank, naming the field and each rank's value, before any data moves.
   void check_ranks_agree(const Plan& plan, Dtype dtype, const std::string& misfit) {
-    auto mine = signature(plan, dtype);
-    std::string joined;
-    for (auto& [name, value] : mine) joined += value + '\n';
-    const std::vector<std::string> all = host_->allgather(joined + misfit);
-    std::ostringstream msg;
-    for (size_t q = 0; q < all.size(); ++q) {
-      const std::string err = all[q].substr(all[q].rfind('\n') + 1);
-      if (!err.empty()) msg << " [rank " << q << ": " << err << "]";
-    }
-    if (!msg.str().empty()) throw UsageError("cpu backend:" + msg.str());
-    for (size_t f = 0; f < mine.size(); ++f) {
-      std::vector<std::string> values;
-      for (const std::string& s : all) {
-        std::istringstream in(s);
-        std::string v;
-        for (size_t k = 0; k <= f; ++k) std::getline(in, v);
-        values.push_back(v);
-      }
-      if (std::all_of(values.begin(), values.end(), [&](const std::string& v) { return v == values[0]; })) continue;
-      msg << " " << mine[f].first << " (";
-      for (size_t q = 0; q < values.size(); ++q) msg << (q ? ", " : "") << "rank " << q << ": " << values[q];
-      msg << ")";
-    }
-    if (!msg.str().empty()) throw UsageError("the ranks disagree on" + msg.str());
+    raise_if_any_process_failed(*host_, misfit.empty() ? misfit : "cpu backend: " + misfit);
+    check_processes_agree(*host_, signature(plan, dtype));
   }
 
   void run_step(const Step& s) {

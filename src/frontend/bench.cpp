@@ -8,7 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "agreement.hpp"
+#include "collmm/agreement.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/svg.hpp"
 #include "report.hpp"

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "agreement.hpp"
+#include "collmm/agreement.hpp"
 #include "collmm/plan.hpp"
 
 namespace collmm {

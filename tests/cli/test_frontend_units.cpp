@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "agreement.hpp"
+#include "collmm/agreement.hpp"
 #include "bench_case.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/data.hpp"
