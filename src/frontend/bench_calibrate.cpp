@@ -142,8 +142,20 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   const double cols = 256;  // the comm plan's K: a 256-element row
   if (world > 1) spec.comm_bytes = calibration_sizes(std::max(16.0 * 1024 * 1024, chunk));
   spec.world = world;
-  spec.collective_bytes = spec.comm_bytes;  // part sizes of the library's allgather / reduce-scatter
-  spec.add_bytes = spec.comm_bytes;         // outputs of the gemm_rs ring's adds
+  // The library's allgather / reduce-scatter: 64 KiB x 16^i up to the bench's own parts (ag_gemm's
+  // A block, gemm_rs's C block), and those parts: one line (latency + bytes / bw) does not fit both
+  // in-cache and out-of-cache sizes (measured here: reduce-scatter 3.0 ms at 2 MiB, 50 ms at
+  // 16 MiB), so the fit stays in the bench's range. The adds: the gemm_rs ring's block of the
+  // bench only, for the same reason (an add ran at 50 GB/s at 2 MiB, 16 GB/s at 16 MiB).
+  const double ag_part = double(block_size(o.m, world, 0)) * double(o.k) * double(elem);
+  const double rs_part = double(block_size(o.m, world, 0)) * double(o.n) * double(dtype_size(ex.out_dtype(o.dtype)));
+  if (world > 1) {
+    std::set<double> sizes{ag_part, rs_part};
+    // At least 64 KiB and 1 MiB, so that noise cannot make a small shape's fit slope negative.
+    for (double b : calibration_sizes(std::max({1024.0 * 1024, ag_part, rs_part}))) sizes.insert(b);
+    spec.collective_bytes.assign(sizes.begin(), sizes.end());
+    spec.add_bytes = {rs_part};
+  }
   if (printer) {
     out << "# collmm-bench --calibrate: backend " << ex.backend() << ", " << world << " ranks, " << to_string(o.dtype)
         << ", base profile '" << spec.base.name << "', " << spec.gemm_shapes.size() << " GEMM shapes, "

@@ -18,6 +18,11 @@ namespace collmm {
 //  - link (P > 1): per message size, the ag_gemm ring plan with StepFilter::comm_only whose chunk
 //    is that many bytes, time / (P - 1) per sendrecv step; sizes 64 KiB x 16^i up to 16 MiB (or
 //    the bench's largest chunk). P = 1 has no link: the base profile's figures are kept (said so).
+//  - collectives (P > 1): the sequential plans' comm alone (StepFilter::comm_only): ag_gemm's
+//    allgather and gemm_rs's reduce-scatter, parts of 64 KiB x 16^i up to the bench's own blocks (1 MiB at least)
+//    and of those blocks; fitted per kind as the library runs them (Profile::allgather / reduce_scatter).
+//  - memory (P > 1): the add steps of the gemm_rs ring's comm alone (timestamps), at the bench's
+//    block size; memory_gbps = 3 x bytes / time.
 //  - cpu only, P > 1: the contention of the comm thread with the BLAS threads on shared cores. The
 //    model's contention input (GEMMs and comm each `s` times slower while the other runs on the
 //    rank) is fitted so that the simulated ag_gemm ring at the bench's shape matches the measured
