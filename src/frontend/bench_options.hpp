@@ -36,8 +36,9 @@ struct BenchOptions {
 };
 
 // The options that must be the same on every process, as (key, value) pairs in a fixed order.
-// Paths are left out (only process 0 writes the JSON and the trace; each process saves its own
-// ranks), but whether a trace is taken is in, since it adds a collective.
+// Paths are left out (only process 0 writes the JSON, the trace and the timelines; each process
+// saves its own ranks); whether a trace is taken is in, so that every process writes the same
+// header and no rank waits on a file the others never open.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptions&);
 
 // The Problem of one op on `world` ranks.
