@@ -27,6 +27,7 @@ struct MatmulOptions {
   Post post = Post::comm_first;
   BLayout b_layout = BLayout::kn;  // nk: B_r as torch.nn.Linear stores weights
   int gemm_lanes = 1;
+  int merge = 1;                  // ag_gemm ring: one GEMM per up to `merge` received chunks
 };
 
 class Context {

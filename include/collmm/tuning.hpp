@@ -8,13 +8,13 @@
 //
 // The candidates: sequential; pipelined with S in {2, 4, 8} (those the shape allows, and only
 // while S * P^2 <= 4M simulated steps); ring and bidir; each with 1 and 2 GEMM lanes (sequential:
-// 1), all posted comm-first. Every candidate is simulated (collmm/sim.hpp); the model's pick is
+// 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4). Every candidate is simulated (collmm/sim.hpp); the model's pick is
 // the fastest. When the cache holds measurements of this exact (op, M, N, K, P, dtype), the pick
 // is the fastest measured configuration instead (source "measured"), whatever the model says.
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
-//   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "gemm_lanes": 1,
-//   "time_us": 1234.5}, ...]}
+//   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "gemm_lanes": 1, "merge": 1,
+//   "time_us": 1234.5}, ...]}  ("merge" absent: 1)
 #pragma once
 
 #include <string>
@@ -33,6 +33,7 @@ struct TuningEntry {
   Algo algo = Algo::ring;
   int stages = 0;
   int gemm_lanes = 1;
+  int merge = 1;
   double time_us = 0;  // measured
 };
 
@@ -50,6 +51,7 @@ struct Alternative {
   Algo algo = Algo::ring;
   int stages = 0;
   int gemm_lanes = 1;
+  int merge = 1;
   double predicted_us = 0;
   double measured_us = -1;  // from the cache; -1 when not measured
 };
@@ -58,6 +60,7 @@ struct Choice {
   Algo algo = Algo::ring;
   int stages = 0;
   int gemm_lanes = 1;
+  int merge = 1;
   double predicted_us = 0;
   double measured_us = -1;
   std::string source;                     // "model" or "measured"

@@ -56,6 +56,8 @@ struct PlanOptions {
   int stages = 0;      // pipelined only; 0 means P
   Post post = Post::comm_first;
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
+  int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
+                       // steps (fewer, larger GEMMs; the comm is unchanged)
 };
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one

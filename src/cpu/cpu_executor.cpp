@@ -50,7 +50,7 @@ std::vector<std::pair<std::string, std::string>> signature(const Plan& plan, Dty
           {"K", std::to_string(p.k)},             {"B layout", to_string(p.b_layout)},
           {"dtype", to_string(dtype)},            {"algorithm", to_string(o.algo)},
           {"stages", std::to_string(o.stages)},   {"post", to_string(o.post)},
-          {"gemm lanes", std::to_string(o.gemm_lanes)}};
+          {"gemm lanes", std::to_string(o.gemm_lanes)}, {"merge", std::to_string(o.merge)}};
 }
 
 class CpuExecutor : public Executor {

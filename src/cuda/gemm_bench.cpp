@@ -1,7 +1,7 @@
 // gemm_bench.cpp: collmm-gemm-bench, the compute side of a ring (issue 3 §9): the P chunk GEMMs
 // of M/P rows of one rank (each written into its rows of C) against one whole GEMM of the same
-// total size, bf16, random data, on 1, 2 or 3 lanes (streams), with cuBLASLt's heuristic or the
-// timed algorithm choice. All variants of one shape are timed interleaved (one run of each in
+// total size, bf16, random data, on 1 or 2 lanes (streams), with cuBLASLt's heuristic or the
+// timed algorithm choice; and the fewer, larger GEMMs of an ag_gemm ring rank with --merge. All variants of one shape are timed interleaved (one run of each in
 // turn, CUDA events, median over the rounds after warm-up), so clock and power drift hits them
 // alike. (The engine against torch.matmul is gemm_vs_torch.py, through gemm_c_api.cpp.)
 // Usage: collmm-gemm-bench [--reps N] [--csv FILE]
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "collmm/plan.hpp"
 #include "gemm_engine.hpp"
 
 using namespace collmm;
@@ -61,8 +62,29 @@ struct Lanes {
   }
 };
 
-// P chunk GEMMs (P = 1: the whole GEMM) over the lanes; returns the median time in ms.
-double time_chunks(GemmEngine& eng, const Operands& op, int64_t m, int64_t n, int64_t k, int P, Lanes& lanes, int reps) {
+// Row blocks [row, row + rows) of the M rows, one GEMM each.
+using Blocks = std::vector<std::pair<int64_t, int64_t>>;
+
+Blocks even_blocks(int64_t m, int P) {
+  Blocks b;
+  for (int q = 0; q < P; ++q) b.push_back({m * q / P, m * (q + 1) / P - m * q / P});
+  return b;
+}
+
+// The GEMMs one rank of an ag_gemm ring runs, in its plan's order (with --merge G: fewer, larger).
+Blocks ring_blocks(int64_t m, int64_t n, int64_t k, int P, int merge, int rank) {
+  Problem p;
+  p.op = Op::ag_gemm, p.m = m, p.n = n, p.k = k, p.world = P;
+  PlanOptions o;
+  o.algo = Algo::ring, o.merge = merge;
+  Blocks b;
+  for (const Step& s : make_plan(p, o, rank).steps)
+    if (s.kind == StepKind::gemm) b.push_back({s.out.row, s.out.rows});
+  return b;
+}
+
+// The GEMMs of `blocks` (one block: the whole GEMM) over the lanes; returns the median time in ms.
+double time_chunks(GemmEngine& eng, const Operands& op, int64_t n, int64_t k, const Blocks& blocks, Lanes& lanes, int reps) {
   cudaEvent_t t0, t1;
   COLLMM_CUDA(cudaEventCreate(&t0));
   COLLMM_CUDA(cudaEventCreate(&t1));
@@ -70,8 +92,8 @@ double time_chunks(GemmEngine& eng, const Operands& op, int64_t m, int64_t n, in
   auto once = [&] {
     COLLMM_CUDA(cudaEventRecord(t0, lanes.streams[0]));
     for (int l = 1; l < L; ++l) COLLMM_CUDA(cudaStreamWaitEvent(lanes.streams[l], t0, 0));
-    for (int q = 0; q < P; ++q) {
-      const int64_t row = m * q / P, rows = m * (q + 1) / P - row;
+    for (size_t q = 0; q < blocks.size(); ++q) {
+      const auto [row, rows] = blocks[q];
       GemmArgs g;
       g.m = rows, g.n = n, g.k = k;
       g.a = static_cast<const char*>(op.a) + row * k * 2;
@@ -128,51 +150,62 @@ int main(int argc, char** argv) {
     std::printf("# collmm-gemm-bench on %s (%d SMs), bf16, interleaved rounds, median of %d after 5 warm-up rounds\n",
                 prop.name, prop.multiProcessorCount, reps);
     FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
-    if (csv) std::fprintf(csv, "family,M,N,K,P,lanes,choice,ms,tflops,x_whole\n");
+    if (csv) std::fprintf(csv, "family,M,N,K,P,rows,gemms,lanes,choice,ms,tflops,x_whole\n");
 
     const int64_t M = 8192, K = 8192, Nmax = 8192;
     Operands op;
     op.a = random_bf16(M * K, 1);
     op.b = random_bf16(K * Nmax, 2);
     COLLMM_CUDA(cudaMalloc(&op.c, M * Nmax * 2));
-    GemmEngine heur(0, kWorkspace), timed(0, kWorkspace), split2(0, kWorkspace), split3(0, kWorkspace);
+    GemmEngine heur(0, kWorkspace), timed(0, kWorkspace), split2(0, kWorkspace);
     timed.set_algo_choice(AlgoChoice::timed);
     split2.set_sm_target(prop.multiProcessorCount / 2);  // two lanes share the SMs
-    split3.set_sm_target(prop.multiProcessorCount / 3);
-    Lanes lane_sets[3] = {Lanes(1), Lanes(2), Lanes(3)};
+    Lanes lane_sets[2] = {Lanes(1), Lanes(2)};
 
     struct Variant {
-      int P, lanes;
+      std::string what;  // how the M rows are cut
+      Blocks blocks;
+      int lanes;
       GemmEngine* eng;
       std::vector<double> t;
     };
     // full: every chunk is [M/P, K] x [K, 8192] (device-notes' shapes); ag_gemm: one rank of an
-    // ag_gemm ring with global N = 8192, so its GEMMs have N/P columns.
+    // ag_gemm ring with global N = 8192, so its GEMMs have N/P columns; there also the GEMMs of
+    // ring ranks with --merge 2 and 4 (rank 0, and rank P/2 - 1 whose ring wraps mid-way).
     for (const char* family : {"full", "ag_gemm"})
       for (int P : {2, 4, 8}) {
-        const int64_t N = std::string(family) == "full" ? Nmax : Nmax / P;
+        const bool ring = std::string(family) == "ag_gemm";
+        const int64_t N = ring ? Nmax / P : Nmax;
         std::vector<Variant> vs;
-        for (GemmEngine* e : {&heur, &timed}) vs.push_back({1, 1, e, {}});
-        for (int lanes : {1, 2, 3})
-          for (GemmEngine* e : {&heur, &timed}) vs.push_back({P, lanes, e, {}});
-        vs.push_back({P, 2, &split2, {}});
-        vs.push_back({P, 3, &split3, {}});
+        for (GemmEngine* e : {&heur, &timed}) vs.push_back({"whole", even_blocks(M, 1), 1, e, {}});
+        for (GemmEngine* e : {&heur, &timed}) vs.push_back({"P chunks", even_blocks(M, P), 1, e, {}});
+        vs.push_back({"P chunks", even_blocks(M, P), 2, &heur, {}});
+        vs.push_back({"P chunks", even_blocks(M, P), 2, &split2, {}});
+        if (ring)
+          for (int merge : {2, 4})
+            for (int rank : {0, P / 2 - 1})
+              if (merge < P && (rank == 0 || P > 2))
+                for (GemmEngine* e : {&heur, &timed})
+                  vs.push_back({"merge" + std::to_string(merge) + " r" + std::to_string(rank),
+                                ring_blocks(M, N, K, P, merge, rank), 1, e, {}});
         for (int round = 0; round < reps + 5; ++round)
           for (auto& v : vs) {
-            const double ms = time_chunks(*v.eng, op, M, N, K, v.P, lane_sets[v.lanes - 1], 1);
+            const double ms = time_chunks(*v.eng, op, N, K, v.blocks, lane_sets[v.lanes - 1], 1);
             if (round >= 5) v.t.push_back(ms);
           }
         for (auto& v : vs) std::sort(v.t.begin(), v.t.end());
         const double whole = vs[0].t[vs[0].t.size() / 2];
-        std::printf("\n## %s: M=%ld N=%ld K=%ld, P=%d chunks of %ld rows vs one whole GEMM\n", family, M, N, K, P, M / P);
-        std::printf("%8s %6s %10s %10s %9s %12s\n", "GEMMs", "lanes", "choice", "ms", "TFLOP/s", "x whole(heur)");
+        std::printf("\n## %s: M=%ld N=%ld K=%ld, P=%d: GEMMs over row blocks vs one whole GEMM\n", family, M, N, K, P);
+        std::printf("%-12s %6s %6s %10s %10s %9s %12s\n", "rows", "GEMMs", "lanes", "choice", "ms", "TFLOP/s",
+                    "x whole(heur)");
         for (auto& v : vs) {
           const double ms = v.t[v.t.size() / 2];
-          const char* choice = v.eng == &heur ? "heuristic" : v.eng == &timed ? "timed" : v.eng == &split2 ? "sms/2" : "sms/3";
-          std::printf("%8d %6d %10s %10.4f %9.1f %12.3f\n", v.P, v.lanes, choice, ms, tflops(M, N, K, ms), ms / whole);
+          const char* choice = v.eng == &heur ? "heuristic" : v.eng == &timed ? "timed" : "sms/2";
+          std::printf("%-12s %6zu %6d %10s %10.4f %9.1f %12.3f\n", v.what.c_str(), v.blocks.size(), v.lanes, choice, ms,
+                      tflops(M, N, K, ms), ms / whole);
           if (csv)
-            std::fprintf(csv, "%s,%ld,%ld,%ld,%d,%d,%s,%.5f,%.1f,%.4f\n", family, M, N, K, v.P, v.lanes, choice, ms,
-                         tflops(M, N, K, ms), ms / whole);
+            std::fprintf(csv, "%s,%ld,%ld,%ld,%d,%s,%zu,%d,%s,%.5f,%.1f,%.4f\n", family, M, N, K, P, v.what.c_str(),
+                         v.blocks.size(), v.lanes, choice, ms, tflops(M, N, K, ms), ms / whole);
         }
       }
     if (csv) std::fclose(csv);

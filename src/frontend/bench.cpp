@@ -64,7 +64,7 @@ void Bench::validate() {
     for (Op op : o_.ops) {
       const Problem p = problem_of(o_, op, ex_.world_size());
       for (Algo algo : algos_to_run(o_)) {
-        const PlanOptions po = plan_options_of(o_, algo);
+        const PlanOptions po = plan_options_of(o_, op, algo);
         try {
           for (int r : ex_.local_ranks()) make_plan(p, po, r);
         } catch (const UsageError& e) {
@@ -110,11 +110,11 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
       results.push_back(std::move(r));
     };
     for (Algo algo : algos)
-      finish(algo == Algo::sequential ? sequential : run_case(ex_, o_, op, plan_options_of(o_, algo), work));
+      finish(algo == Algo::sequential ? sequential : run_case(ex_, o_, op, plan_options_of(o_, op, algo), work));
     if (o_.algo_auto) {
       const AutoPick& pick = picks_.at(op_i);
       if (printer) out << "# " << to_string(op) << " --algo auto\n" << pick.printed << std::flush;
-      CaseResult r = run_case(ex_, o_, op, pick.options, work, "auto:" + to_string(pick.options.algo));
+      CaseResult r = run_case(ex_, o_, op, pick.options, work, "auto:" + algo_label(pick.options));
       r.chosen_by = pick.source;
       finish(std::move(r));
     }

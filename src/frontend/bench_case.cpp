@@ -190,7 +190,7 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   result.op = op;
   result.algo = plan_options.algo;
   result.plan = plan_options;
-  result.label = label.empty() ? to_string(plan_options.algo) : label;
+  result.label = label.empty() ? algo_label(plan_options) : label;
   result.problem = problem_of(o, op, ex.world_size());
   result.dtype = o.dtype;
 

@@ -22,7 +22,7 @@ double predicted_time_us(const Problem& problem, const PlanOptions& options, Dty
 }
 
 AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, std::string& error) {
-  std::string mine;  // "algo stages lanes source\nprinted"
+  std::string mine;  // "algo stages lanes merge source\nprinted"
   if (host.proc() == 0 && error.empty()) {
     try {
       TuningCache cache;
@@ -30,6 +30,7 @@ AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchO
       if (have_cache) cache = load_tuning_cache(o.tune_cache_path);
       const Choice c = choose(problem, o.dtype, profile_for(o), have_cache ? &cache : nullptr);
       mine = to_string(c.algo) + " " + std::to_string(c.stages) + " " + std::to_string(c.gemm_lanes) + " " +
+             std::to_string(c.merge) + " " +
              c.source + "\n" + print(c);
     } catch (const UsageError& e) {
       error = e.what();
@@ -40,7 +41,7 @@ AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchO
   if (shared.empty()) return pick;  // process 0 failed: raise_if_any_process_failed reports it
   std::istringstream in(shared);
   std::string algo;
-  in >> algo >> pick.options.stages >> pick.options.gemm_lanes >> pick.source;
+  in >> algo >> pick.options.stages >> pick.options.gemm_lanes >> pick.options.merge >> pick.source;
   pick.options.algo = parse_algo(algo);
   pick.options.post = o.plan.post;
   pick.printed = shared.substr(shared.find('\n') + 1);
@@ -60,6 +61,7 @@ void record_measurements(const std::string& path, const std::vector<CaseResult>&
     e.algo = r.algo;
     e.stages = r.algo == Algo::pipelined ? r.plan.stages : 0;
     e.gemm_lanes = r.algo == Algo::sequential ? 1 : r.plan.gemm_lanes;
+    e.merge = r.plan.merge;
     e.time_us = r.time_us;
     cache.record(e);
   }

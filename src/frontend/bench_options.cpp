@@ -29,6 +29,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"stages", o.plan.stages > 0 ? std::to_string(o.plan.stages) : "default"},
       {"post", to_string(o.plan.post)},
       {"gemm-lanes", std::to_string(o.plan.gemm_lanes)},
+      {"merge", std::to_string(o.plan.merge)},
       {"warmup", std::to_string(o.warmup)},
       {"iters", std::to_string(o.iters)},
       {"check", o.check ? "yes" : "no"},
@@ -68,7 +69,18 @@ PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
   PlanOptions p = o.plan;
   p.algo = algo;
   if (algo != Algo::pipelined) p.stages = 0;
+  p.merge = 1;
   return p;
+}
+
+PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) {
+  PlanOptions p = plan_options_of(o, algo);
+  if (op == Op::ag_gemm && algo == Algo::ring) p.merge = o.plan.merge;
+  return p;
+}
+
+std::string algo_label(const PlanOptions& p) {
+  return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "");
 }
 
 }  // namespace collmm

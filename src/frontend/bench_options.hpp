@@ -49,6 +49,10 @@ Problem problem_of(const BenchOptions&, Op op, int world);
 std::vector<Algo> algos_to_run(const BenchOptions&);
 
 // The plan options of one listed algorithm: --stages applies to pipelined only (0 elsewhere).
-PlanOptions plan_options_of(const BenchOptions&, Algo);
+PlanOptions plan_options_of(const BenchOptions&, Algo);  // without --merge
+// The same for one op: --merge kept where it applies (ag_gemm ring).
+PlanOptions plan_options_of(const BenchOptions&, Op, Algo);
+// "ring", or "ring:merge2" when GEMMs are merged: the algo column's words for a case.
+std::string algo_label(const PlanOptions&);
 
 }  // namespace collmm

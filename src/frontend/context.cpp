@@ -22,7 +22,8 @@ bool same(const Problem& a, const Problem& b) {
 }
 
 bool same(const PlanOptions& a, const PlanOptions& b) {
-  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes;
+  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
+         a.merge == b.merge;
 }
 
 size_t bytes_of(const BufferSpec& b, Dtype t) { return static_cast<size_t>(b.rows * b.cols) * dtype_size(t); }
@@ -54,6 +55,7 @@ void Context::run(const Problem& problem, const MatmulOptions& mo, Dtype dtype, 
   po.stages = mo.stages;
   po.post = mo.post;
   po.gemm_lanes = mo.gemm_lanes;
+  po.merge = mo.merge;
   Prepared& pr = *prepared_;
   if (!pr.valid || !same(pr.plan.problem, problem) || !same(pr.plan.options, po) || pr.dtype != dtype) {
     pr.valid = false;
@@ -66,7 +68,8 @@ void Context::run(const Problem& problem, const MatmulOptions& mo, Dtype dtype, 
                                               {"algo", to_string(po.algo)},
                                               {"stages", std::to_string(po.stages)},
                                               {"post", to_string(po.post)},
-                                              {"gemm_lanes", std::to_string(po.gemm_lanes)}});
+                                              {"gemm_lanes", std::to_string(po.gemm_lanes)},
+                                              {"merge", std::to_string(po.merge)}});
     pr.plan = make_plan(problem, po, rank());
     pr.dtype = dtype;
     executor_->prepare({pr.plan}, dtype);

@@ -99,7 +99,11 @@ void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo&
 
 void print_table_row(std::ostream& out, const CaseResult& r, bool predicted) {
   out << " ";
-  for (const Column& c : columns(predicted)) out << std::setw(c.width) << c.cell(r);
+  for (const Column& c : columns(predicted)) {
+    const std::string cell = c.cell(r);
+    if (cell.size() >= static_cast<size_t>(c.width)) out << " ";  // a wide value never runs into its neighbour
+    out << std::setw(c.width) << cell;
+  }
   out << "\n" << std::flush;
 }
 
@@ -150,6 +154,7 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
                     {"max_rel_err", r.checked ? number_or_null(r.max_rel_err) : nlohmann::json()},
                     {"label", r.label.empty() ? to_string(r.algo) : r.label},
                     {"gemm_lanes", r.plan.gemm_lanes},
+                    {"merge", r.plan.merge},
                     {"overlap_hidden_fraction", comm ? number_or_null(r.overlap.mean_fraction) : nlohmann::json()},
                     {"overlap_hidden_fraction_min", comm ? number_or_null(r.overlap.min_fraction) : nlohmann::json()},
                     {"overlap_hidden_fraction_per_rank", per_rank}});

@@ -12,6 +12,9 @@
 //
 //   rank 0  | g0 | g3 | g2 | g1 |        g = GEMM of that chunk, s = its transfer
 //   comm    | s0 | s3 | s2 |
+//
+// --merge G: the GEMMs of chunks received at G consecutive steps become one GEMM over their
+// adjacent rows (posted at the step of the last of them); fewer, larger GEMMs, the same comm.
 #include <algorithm>
 
 #include "collmm/plan.hpp"
@@ -36,6 +39,17 @@ Slice source_rows(const Problem& p, int gathered, int rank, int q) {
   if (q == rank) return {kBufA, 0, block_size(p.m, p.world, rank)};
   return chunk_rows(p, gathered, q);
 }
+
+// Chunks received at consecutive ring steps: r-1, r-2, ...; each new one lies right above the
+// rows gathered so far, so together they are one block of rows.
+struct Merge {
+  Slice rows{-1, 0, 0};
+  int count = 0;
+  void add(Slice chunk) {
+    rows = count == 0 ? chunk : Slice{chunk.buf, chunk.row, rows.rows + chunk.rows};
+    ++count;
+  }
+};
 
 Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {}) {
   return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
@@ -111,6 +125,8 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
   const int send_to = ring_mod(r + 1, P), recv_from = ring_mod(r - 1, P);
 
   int prev_comm = -1;  // the step that received the chunk used now
+  Merge group;         // received chunks whose GEMM is not posted yet (merge > 1)
+  int gemms = 0;
   for (int j = 0; j < P; ++j) {
     const int cur = ring_mod(r - j, P);
     const Slice src = source_rows(p, g, r, cur);
@@ -121,13 +137,30 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     comm.chunk = cur;
     comm.sends.push_back({send_to, src});
     comm.recvs.push_back({recv_from, chunk_rows(p, g, ring_mod(r - j - 1, P))});
-    Step mm = gemm(plan.gemm_lane(j), chunk_rows(p, kBufC, cur), src, j, cur);
-    if (prev_comm >= 0) mm.waits.push_back(prev_comm);
+
+    // This step's GEMM: chunk cur alone, or (merge) the group that cur closes, or none yet.
+    std::vector<Step> mm;
+    if (j == 0 || o.merge == 1) {
+      mm.push_back(gemm(plan.gemm_lane(gemms), chunk_rows(p, kBufC, cur), src, j, cur));
+    } else {
+      group.add(chunk_rows(p, g, cur));
+      const bool last = j == P - 1 || cur == 0;  // chunk P-1 does not lie above chunk 0
+      if (group.count == o.merge || last) {
+        mm.push_back(gemm(plan.gemm_lane(gemms), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur));
+        group = Merge{};
+      }
+    }
+    for (auto& s : mm) {
+      if (prev_comm >= 0) s.waits.push_back(prev_comm);  // earlier chunks came before on lane 0
+      ++gemms;
+    }
 
     const bool has_comm = j < P - 1;
-    if (o.post == Post::gemm_first) plan.push(mm);
+    if (o.post == Post::gemm_first)
+      for (auto& s : mm) plan.push(s);
     const int c = has_comm ? plan.push(comm) : -1;
-    if (o.post == Post::comm_first) plan.push(mm);
+    if (o.post == Post::comm_first)
+      for (auto& s : mm) plan.push(s);
     prev_comm = c;
   }
   copy_own_chunk(plan, g);

@@ -131,6 +131,10 @@ void validate(const Problem& p, const PlanOptions& o) {
         << " ranks: gemm_rs gives every rank at least one column of A. ";
   if (o.stages < 0) msg << "stages must be >= 1 (got " << o.stages << "). ";
   if (o.gemm_lanes < 1) msg << "gemm lanes must be >= 1 (got " << o.gemm_lanes << "). ";
+  if (o.merge < 1) msg << "merge must be >= 1 (got " << o.merge << "). ";
+  if (o.merge > 1 && !(p.op == Op::ag_gemm && o.algo == Algo::ring))
+    msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " "
+        << to_string(o.algo) << "). ";
   if (o.algo == Algo::pipelined && o.stages > 0 && p.m >= P && o.stages > p.m / P)
     msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most "

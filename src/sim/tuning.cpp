@@ -14,8 +14,17 @@ namespace {
 
 using nlohmann::json;
 
-bool same_config(const Alternative& a, Algo algo, int stages, int lanes) {
-  return a.algo == algo && a.stages == stages && a.gemm_lanes == lanes;
+bool same_config(const Alternative& a, const TuningEntry& e) {
+  return a.algo == e.algo && a.stages == e.stages && a.gemm_lanes == e.gemm_lanes && a.merge == e.merge;
+}
+
+PlanOptions options_of(Algo algo, int stages, int lanes, int merge) {
+  PlanOptions o;
+  o.algo = algo;
+  o.stages = stages;
+  o.gemm_lanes = lanes;
+  o.merge = merge;
+  return o;
 }
 
 }  // namespace
@@ -31,7 +40,7 @@ std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
 void TuningCache::record(const TuningEntry& e) {
   for (TuningEntry& x : entries)
     if (x.op == e.op && x.m == e.m && x.n == e.n && x.k == e.k && x.world == e.world && x.dtype == e.dtype &&
-        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes) {
+        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes && x.merge == e.merge) {
       x.time_us = e.time_us;
       return;
     }
@@ -56,6 +65,7 @@ TuningCache load_tuning_cache(const std::string& path) {
       t.algo = parse_algo(e.at("algo").get<std::string>());
       t.stages = e.value("stages", 0);
       t.gemm_lanes = e.value("gemm_lanes", 1);
+      t.merge = e.value("merge", 1);
       t.time_us = e.at("time_us").get<double>();
       cache.entries.push_back(t);
     }
@@ -70,27 +80,18 @@ void save_tuning_cache(const TuningCache& cache, const std::string& path) {
   for (const TuningEntry& e : cache.entries)
     entries.push_back({{"op", to_string(e.op)}, {"m", e.m}, {"n", e.n}, {"k", e.k}, {"world_size", e.world},
                        {"dtype", to_string(e.dtype)}, {"algo", to_string(e.algo)}, {"stages", e.stages},
-                       {"gemm_lanes", e.gemm_lanes}, {"time_us", e.time_us}});
+                       {"gemm_lanes", e.gemm_lanes}, {"merge", e.merge}, {"time_us", e.time_us}});
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write tuning cache " + path);
   out << json{{"entries", entries}}.dump(2) << "\n";
 }
 
-PlanOptions Choice::options() const {
-  PlanOptions o;
-  o.algo = algo;
-  o.stages = stages;
-  o.gemm_lanes = gemm_lanes;
-  return o;
-}
+PlanOptions Choice::options() const { return options_of(algo, stages, gemm_lanes, merge); }
 
 Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {
   std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes) {
-    PlanOptions o;
-    o.algo = a;
-    o.stages = stages;
-    o.gemm_lanes = lanes;
+  auto add = [&](Algo a, int stages, int lanes, int merge = 1) {
+    const PlanOptions o = options_of(a, stages, lanes, merge);
     validate(p, o);  // throws for the problem itself; per-candidate limits are checked above
     candidates.push_back(o);
   };
@@ -101,22 +102,24 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
       for (int lanes : {1, 2}) add(Algo::pipelined, s, lanes);
   for (Algo a : {Algo::ring, Algo::bidir})
     for (int lanes : {1, 2}) add(a, 0, lanes);
+  if (p.op == Op::ag_gemm)
+    for (int merge : {2, 4})
+      if (p.world > merge) add(Algo::ring, 0, 1, merge);
 
   Choice c;
   auto simulate_us = [&](const PlanOptions& o) {
     return simulate(p, o, dtype, profile, StepFilter::all, false).time_us;
   };
   for (const PlanOptions& o : candidates)
-    c.alternatives.push_back({o.algo, o.stages, o.gemm_lanes, simulate_us(o), -1});
+    c.alternatives.push_back({o.algo, o.stages, o.gemm_lanes, o.merge, simulate_us(o), -1});
 
   const std::vector<TuningEntry> measured = cache ? cache->find(p, dtype) : std::vector<TuningEntry>{};
   for (const TuningEntry& e : measured) {
     auto it = std::find_if(c.alternatives.begin(), c.alternatives.end(),
-                           [&](const Alternative& a) { return same_config(a, e.algo, e.stages, e.gemm_lanes); });
+                           [&](const Alternative& a) { return same_config(a, e); });
     if (it == c.alternatives.end()) {  // a measured configuration the model did not list
-      PlanOptions o;
-      o.algo = e.algo, o.stages = e.stages, o.gemm_lanes = e.gemm_lanes;
-      c.alternatives.push_back({e.algo, e.stages, e.gemm_lanes, simulate_us(o), -1});
+      const PlanOptions o = options_of(e.algo, e.stages, e.gemm_lanes, e.merge);
+      c.alternatives.push_back({e.algo, e.stages, e.gemm_lanes, e.merge, simulate_us(o), -1});
       it = c.alternatives.end() - 1;
     }
     it->measured_us = it->measured_us < 0 ? e.time_us : std::min(it->measured_us, e.time_us);
@@ -134,6 +137,7 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   c.algo = pick->algo;
   c.stages = pick->stages;
   c.gemm_lanes = pick->gemm_lanes;
+  c.merge = pick->merge;
   c.predicted_us = pick->predicted_us;
   c.measured_us = pick->measured_us;
   return c;
@@ -142,8 +146,8 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
 std::string print(const Choice& c) {
   std::ostringstream s;
   char line[160];
-  std::snprintf(line, sizeof line, "# auto: %s stages=%d gemm_lanes=%d (from the %s; predicted %.1f us", to_string(c.algo).c_str(),
-                c.stages, c.gemm_lanes, c.source.c_str(), c.predicted_us);
+  std::snprintf(line, sizeof line, "# auto: %s stages=%d gemm_lanes=%d merge=%d (from the %s; predicted %.1f us",
+                to_string(c.algo).c_str(), c.stages, c.gemm_lanes, c.merge, c.source.c_str(), c.predicted_us);
   s << line;
   if (c.measured_us >= 0) {
     std::snprintf(line, sizeof line, ", measured %.1f us", c.measured_us);
@@ -151,8 +155,8 @@ std::string print(const Choice& c) {
   }
   s << ")\n#   alternatives (predicted, fastest first):\n";
   for (const Alternative& a : c.alternatives) {
-    std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d  predicted %10.1f us", to_string(a.algo).c_str(),
-                  a.stages, a.gemm_lanes, a.predicted_us);
+    std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d merge=%d  predicted %10.1f us",
+                  to_string(a.algo).c_str(), a.stages, a.gemm_lanes, a.merge, a.predicted_us);
     s << line;
     if (a.measured_us >= 0) {
       std::snprintf(line, sizeof line, "  measured %10.1f us", a.measured_us);

@@ -78,7 +78,7 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
                                    "time_us", "tflops", "t_gemm_us", "t_comm_us", "speedup_vs_sequential",
                                    "overlap_efficiency", "wrong", "max_rel_err",
                                    // issue 4 (no --profile here, so no "predicted_us")
-                                   "label", "gemm_lanes", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
+                                   "label", "gemm_lanes", "merge", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
                                    "overlap_hidden_fraction_per_rank"};
   ASSERT_EQ(j.at("results").size(), 8u);
   std::set<std::string> cases;

@@ -4,6 +4,8 @@
 // against the f64 reference and ag_gemm's gathered A against the global A.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <ostream>
 #include <tuple>
 
@@ -72,6 +74,24 @@ TEST_P(EveryCase, MatchesReferenceWithSeveralGemmLanes) {
       o.stages = algo == Algo::pipelined ? 3 : 0;
       expect_correct(p, o, Dtype::f32, 100 + lanes);
     }
+}
+
+// The ag_gemm ring with merged GEMMs (--merge 2, 3, P) on uneven shapes and both B layouts: the
+// merged GEMMs cover adjacent chunks of different sizes, some ranks' rings wrap mid-way.
+TEST(MergedRing, MatchesReference) {
+  const int P = world();
+  uint64_t seed = 300;
+  for (int merge : {2, 3, P})
+    for (BLayout lay : {BLayout::kn, BLayout::nk})
+      for (Post post : {Post::comm_first, Post::gemm_first}) {
+        const Problem p{Op::ag_gemm, 5 * P + P / 2 + 1, 2 * P + 1, 3 * P + 2, P, lay};
+        PlanOptions o;
+        o.algo = Algo::ring;
+        o.merge = std::max(1, merge);
+        o.post = post;
+        o.gemm_lanes = merge == 3 ? 2 : 1;
+        expect_correct(p, o, Dtype::f64, seed++);
+      }
 }
 
 // Running the same prepared plan again (inputs kept, outputs poisoned again) is still right: the

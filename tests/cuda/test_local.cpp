@@ -86,6 +86,31 @@ TEST(CudaLocal, LanesPostingAndBLayouts) {
           }
 }
 
+// The ag_gemm ring with merged GEMMs, P = 2..8, uneven M, both B layouts, bf16 and fp8.
+TEST(CudaLocal, MergedRing) {
+  COLLMM_NEED_GPUS(1);
+  for (int P = 2; P <= 8; ++P) {
+    auto ex = local_executor(P);
+    for (int merge : {2, 3, P})
+      for (Dtype d : {Dtype::bf16, Dtype::fp8_e4m3}) {
+        Problem p = problem_for(Op::ag_gemm, P, d);
+        p.m = 64 * P + 8 * (P - 1);
+        PlanOptions o;
+        o.algo = Algo::ring;
+        o.merge = merge;
+        test::CaseResult res;
+        try {
+          res = test::run_checked(*ex, p, o, d, 40 + P);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "merge " << merge << " " << to_string(d) << " P=" << P << ": " << e.what();
+          continue;
+        }
+        EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0)
+            << "merge " << merge << " " << to_string(d) << " P=" << P << ": " << res.detail;
+      }
+  }
+}
+
 TEST(CudaLocal, GraphCaptureAndReplay) {
   COLLMM_NEED_GPUS(1);
   for (int P : {1, 3, 4}) {

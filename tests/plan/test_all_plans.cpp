@@ -1,6 +1,7 @@
 // test_all_plans.cpp: the plan checker passes every schedule: both ops x every algorithm x both
 // posting orders x 1 or 2 GEMM lanes x both B layouts, for P = 1..16, on even, uneven, M = P, tiny
-// and non-square shapes, and for pipelined with the default, 1, 2 and the most stages.
+// and non-square shapes, for pipelined with the default, 1, 2 and the most stages, and for the
+// ag_gemm ring with merge 2, 3 and P (GEMMs over several received chunks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,12 @@ std::vector<Shape> shapes(int P) {
           {"m_eq_p", P, 2 * P + 1, P + 2},
           {"tiny", P, P, P},
           {"non_square", 2 * P + 1, 7 * P + 3, P + 3}};
+}
+
+// Merge counts worth trying: 1 everywhere; 2, 3 and P for the ag_gemm ring.
+std::vector<int> merge_counts(const Problem& p, Algo algo) {
+  if (p.op != Op::ag_gemm || algo != Algo::ring) return {1};
+  return {1, 2, 3, p.world};
 }
 
 // Stage counts worth trying for pipelined: the default (0), 1, 2 and the most M allows.
@@ -46,8 +53,9 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
           const Problem p{op, shape.m, shape.n, shape.k, P, layout};
           for (int stages : stage_counts(p, algo))
             for (Post post : {Post::comm_first, Post::gemm_first})
-              for (int lanes : {1, 2}) {
-                const PlanOptions o{algo, stages, post, lanes};
+              for (int lanes : {1, 2})
+                for (int merge : merge_counts(p, algo)) {
+                const PlanOptions o{algo, stages, post, lanes, merge};
                 const CheckReport report = check_problem(p, o);
                 ++checked;
                 if (report.ok()) continue;
@@ -55,6 +63,7 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
                   ADD_FAILURE() << to_string(op) << " " << to_string(algo) << " " << shape.name << " M=" << p.m
                                 << " N=" << p.n << " K=" << p.k << " P=" << P << " b=" << to_string(layout)
                                 << " stages=" << stages << " post=" << to_string(post) << " gemm_lanes=" << lanes
+                                << " merge=" << merge
                                 << "\n"
                                 << report.text(12);
               }

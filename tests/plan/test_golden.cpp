@@ -45,6 +45,36 @@ TEST(Golden, AgGemmRingRank1OfFourFollowsTheSeed) {
     }
 }
 
+// --merge G: the same transfers, and one GEMM per G received chunks of adjacent rows, never across
+// the wrap from chunk 0 to chunk P-1; each waits for the transfer that brought its last chunk.
+TEST(Golden, AgGemmRingMergesAdjacentChunks) {
+  const Problem p{Op::ag_gemm, 16, 8, 8, 4, BLayout::kn};
+  // Rank 3 receives 2, 1, 0 (adjacent): one GEMM over rows 0..11 after its own chunk.
+  const Plan r3 = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 3}, 3);
+  EXPECT_EQ(order_of(r3), "c3 g3 c2 c1 g0 ");
+  const Plan r3m2 = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 2}, 3);
+  EXPECT_EQ(order_of(r3m2), "c3 g3 c2 c1 g1 g0 ");
+  // Rank 1 receives 0, then 3 (not adjacent to 0), then 2: merge 3 still makes three GEMMs.
+  const Plan r1 = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 3}, 1);
+  EXPECT_EQ(order_of(r1), "c1 g1 c0 g0 c3 g2 ");
+  std::vector<Slice> outs;
+  for (const Step& s : r1.steps)
+    if (s.kind == StepKind::gemm) outs.push_back(s.out);
+  ASSERT_EQ(outs.size(), 3u);
+  EXPECT_EQ(outs[0].row, 4);   // own chunk 1
+  EXPECT_EQ(outs[1].row, 0);   // chunk 0
+  EXPECT_EQ(outs[1].rows, 4);
+  EXPECT_EQ(outs[2].row, 8);   // chunks 2 and 3 together
+  EXPECT_EQ(outs[2].rows, 8);
+  // The comm is the plain ring's.
+  const Plan plain = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
+  int comm_plain = 0, comm_merged = 0;
+  for (const Step& s : plain.steps) comm_plain += s.kind == StepKind::sendrecv;
+  for (const Step& s : r1.steps) comm_merged += s.kind == StepKind::sendrecv;
+  EXPECT_EQ(comm_plain, comm_merged);
+  EXPECT_TRUE(check_problem(p, {Algo::ring, 0, Post::comm_first, 1, 3}).ok());
+}
+
 // Rows of work buffers a plan allocates.
 int64_t work_rows(const Plan& plan) {
   int64_t rows = 0;
@@ -85,6 +115,10 @@ TEST(UsageErrors, ImpossibleOptionsAreRefused) {
   EXPECT_THROW(make_plan({Op::gemm_rs, 8, 8, 3, 4, BLayout::kn}, {}, 0), UsageError);  // K < P
   EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 0}, 0), UsageError);    // no GEMM lane
   EXPECT_THROW(make_plan(p, {}, 4), UsageError);                                       // no such rank
+  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 0}, 0), UsageError);  // merge 0
+  EXPECT_THROW(make_plan(p, {Algo::bidir, 0, Post::comm_first, 1, 2}, 0), UsageError);  // merge: ring only
+  EXPECT_THROW(make_plan({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, {Algo::ring, 0, Post::comm_first, 1, 2}, 0),
+               UsageError);
   try {
     make_plan({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, {Algo::pipelined, 9, Post::comm_first, 1}, 0);
     ADD_FAILURE() << "9 stages of 4 rows were accepted";

@@ -65,6 +65,12 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: P)")->check(at_least(1));
   app.add_option("--post", names.post, "within a step, post the comm or the GEMM first: comm-first | gemm-first")->capture_default_str();
   app.add_option("--b-layout", names.b_layout, "kn: B_r is [K, N_r]; nk: [N_r, K] as torch.nn.Linear weights")->capture_default_str();
+  app.add_option("--merge", o.plan.merge,
+                 "ag_gemm ring: one GEMM per up to G chunks received at consecutive steps (fewer, larger GEMMs; "
+                 "the other cases ignore it)")
+      ->check(at_least(1))
+      ->capture_default_str()
+      ->type_name("G");
   app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMMs rotate over this many lanes")->check(at_least(1))->capture_default_str();
   app.add_option("--threads", o.backend.threads, "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")->check(at_least(0))->capture_default_str();
   app.add_option("--timeout", o.backend.timeout_s, "seconds one iteration may take before the job is aborted (a rank died or hangs)")->check(at_least(1))->capture_default_str();

@@ -21,7 +21,7 @@ namespace {
 struct SimOptions {
   std::string op = "all", algo = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first";
   int64_t m = 8192, n = 8192, k = 8192;
-  int world = 8, stages = 0, gemm_lanes = 1, timeline_ranks = 8;
+  int world = 8, stages = 0, gemm_lanes = 1, merge = 1, timeline_ranks = 8;
   std::string timeline, trace, json, tuning_cache, save_profile;
 };
 
@@ -78,6 +78,7 @@ int run(const SimOptions& o) {
       PlanOptions x = base;
       x.algo = a;
       if (a != Algo::pipelined) x.stages = 0;
+      x.merge = op == Op::ag_gemm && a == Algo::ring ? o.merge : 1;
       cases.push_back(x);
     }
     for (const PlanOptions& x : cases) {
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
   app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")->capture_default_str();
   app.add_option("--stages", o.stages, "pipelined: stages (0: P)")->capture_default_str();
   app.add_option("--gemm-lanes", o.gemm_lanes, "GEMM lanes")->capture_default_str();
+  app.add_option("--merge", o.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
   app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();
