@@ -1,6 +1,6 @@
 // collmm/calibrate.hpp: building a cost-model Profile from measurements on the current machine.
-// A backend supplies two timers; calibration runs them over a set of GEMM shapes and message
-// sizes, fits the model's inputs and returns (or writes) the profile.
+// A backend supplies timers; calibration runs them over a set of GEMM shapes and message sizes,
+// fits the model's inputs and returns (or writes) the profile.
 //
 // Entry points for the front ends (`collmm-bench --calibrate` wires the real backend in):
 //   Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&);
@@ -19,6 +19,8 @@
 //   memory (when an AddTimer and add_bytes are given): memory_gbps = the least-squares slope
 //         through 0 of t against the 3 * bytes an add moves (reads two, writes one), as the
 //         model's add_time_us counts them.
+//   host (when an IssueTimer is given and returns > 0): Profile::host = {its figure,
+//         spec.shared_issuer}; 0 (a backend whose steps are not enqueued: cpu) keeps the base's.
 //   Everything else (contention, inter-node links) is kept from spec.base.
 #pragma once
 
@@ -42,6 +44,9 @@ using CommTimer = std::function<double(double bytes)>;
 using CollectiveTimer = std::function<double(StepKind kind, double max_part_bytes)>;
 // Microseconds for one add step (out += a) whose output is `bytes`.
 using AddTimer = std::function<double(double bytes)>;
+// Host microseconds per device operation enqueued (sim.hpp's issue_ops: the unit of
+// Profile::host.issue_us); 0 where the backend does not enqueue its steps.
+using IssueTimer = std::function<double()>;
 
 struct CalibrationSpec {
   std::string name = "calibrated";
@@ -52,6 +57,7 @@ struct CalibrationSpec {
   int world = 1;                       // ranks of the collectives the CollectiveTimer times
   std::vector<double> collective_bytes;  // part sizes: two or more, or none (collectives not measured)
   std::vector<double> add_bytes;       // add output sizes: one or more, or none (memory_gbps from base)
+  bool shared_issuer = false;          // one host thread issues every rank's steps (Profile::host.shared)
 };
 
 // m in {L/8, L/2, L}, (n, k) in {(L, L), (L/2, L)}: six shapes around the largest dimension L.
@@ -63,8 +69,8 @@ std::vector<double> calibration_sizes(double largest);
 // non-positive time or the times do not grow with the size.
 // The collective and add timers are only called for the sizes of the spec's collective_bytes and add_bytes.
 Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
-                  const AddTimer& = {});
+                  const AddTimer& = {}, const IssueTimer& = {});
 Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const std::string& path,
-                          const CollectiveTimer& = {}, const AddTimer& = {});
+                          const CollectiveTimer& = {}, const AddTimer& = {}, const IssueTimer& = {});
 
 }  // namespace collmm

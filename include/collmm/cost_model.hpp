@@ -1,6 +1,7 @@
 // collmm/cost_model.hpp: the machine as the simulator sees it. A Profile holds the model's inputs
-// (GEMM rate, memory and link bandwidths and latencies, SM contention) and is read from and
-// written to JSON; the functions below turn a step's shape into a time in microseconds.
+// (GEMM rate, memory and link bandwidths and latencies, SM contention, the host's issue cost) and
+// is read from and written to JSON; the functions below turn a step's shape into a time in
+// microseconds.
 //
 // Entry points for the front ends:
 //   Profile load_profile(const std::string& name_or_path);   // "h200-nvlink", "h200-ib",
@@ -28,6 +29,15 @@
 //                     while a GEMM runs, that rank's comm runs comm_slowdown times slower. With
 //                     launch_order, an SM comm kernel that becomes ready while a GEMM runs waits
 //                     for it (the GEMM holds every SM), and GEMMs ready after it queue behind it.
+//   host issue:       a step cannot start before the host has enqueued it. The host spends
+//                     issue_us per device operation (sim.hpp's issue_ops: a GEMM, copy or add is
+//                     one; a sendrecv one per receive, at least one; a collective P, the local
+//                     transport's per-part copies or adds), the step's event records and waits
+//                     folded in, and never waits for the device. One issuer per rank walks its plan
+//                     in list order; shared (one host thread for every emulated rank, cuda
+//                     --transport local) walks them in the local transport's order (round robin,
+//                     each rank up to its next comm step, a comm step once its group stands there).
+//                     issue_us 0 (the built-in profiles): no host term.
 #pragma once
 
 #include <cstdint>
@@ -81,6 +91,15 @@ struct CollectiveCost {
   double latency_us = 0;
 };
 
+// The host's cost of enqueueing work on the device (see "host issue" above). issue_us 0: none.
+// Real multi-GPU runs have one host thread per rank whose launches hide behind long kernels;
+// ranks emulated in one process (--transport local) share one thread, which at P = 8 can be
+// slower than the device.
+struct HostCost {
+  double issue_us = 0;  // host microseconds per device operation enqueued
+  bool shared = false;  // one host thread issues every rank's steps (else one per rank)
+};
+
 struct Profile {
   std::string name;
   std::string notes;                // where the numbers come from
@@ -90,6 +109,7 @@ struct Profile {
   Contention contention;
   CollectiveCost allgather;         // JSON "collectives": {"allgather": {...}, "reduce_scatter": {...}}
   CollectiveCost reduce_scatter;
+  HostCost host;                    // JSON "host": {"issue_us": ..., "shared": ...}; absent: none
 };
 
 // Built-in profiles ("h200-nvlink", "h200-ib", "cpu-2core") or a JSON file; throws UsageError

@@ -64,6 +64,13 @@ class Executor {
   virtual bool supports(Dtype) const = 0;
   virtual Dtype out_dtype(Dtype in) const = 0;   // element type of C and work buffers
   virtual std::string timing_note() const { return {}; }  // e.g. why timings are not overlap figures
+  // Whether one host thread issues the steps of every local rank (cuda --transport local) rather
+  // than one thread per rank (the cost model's Profile::host.shared).
+  virtual bool single_issuer() const { return false; }
+  // Host wall time (us) the last run() spent enqueueing its steps on the device (the longest of
+  // its issuing threads; with a CUDA graph, the graph's launch); 0 where steps are not enqueued
+  // (cpu: lane threads run them).
+  virtual double last_issue_us() const { return 0; }
 
   // Allocates the buffers of these plans (plans[i] belongs to local_ranks()[i]); replaces earlier ones.
   virtual void prepare(const std::vector<Plan>& plans, Dtype dtype) = 0;

@@ -15,6 +15,13 @@
 // every rank is one collective that starts when every rank has posted it and ends on all ranks
 // together. Among steps that become ready at the same instant, the earlier one in the list starts
 // first (that is what "posted first" means here). Skipped steps (StepFilter) take no time.
+// Host issue (Profile::host, issue_us > 0): a step also waits until the host has enqueued it. The
+// host spends issue_us x issue_ops(step) on each step that is not skipped, never waiting for the
+// device: per rank in list order (one issuer per rank), or, shared, one issuer for every rank in
+// the order of the cuda local transport (src/cuda/local_transport.cpp): rounds over the ranks in
+// order, each issuing its local steps up to its next comm step, then that comm step's group (a
+// sendrecv's partners, transitively; every rank for a collective) if all its members stand at it,
+// member by member in the transport's order. See sim_host.cpp.
 //
 // The simulation is event-driven: a heap of activity end times, with rates changed only where SM
 // contention says so. Plans of P ranks have O(P) steps each, O(P^2) in all; P = 1024 ring runs
@@ -28,6 +35,11 @@
 #include "collmm/timeline.hpp"
 
 namespace collmm {
+
+// The device operations an executor enqueues for one step, the unit of the host issue cost: a
+// gemm, copy or add is one; a sendrecv one per receive (a copy on the receiving rank), at least
+// one; an allgather or reduce-scatter `world` (the local transport's P copies, or copy and P-1 adds).
+int issue_ops(StepKind kind, int receives, int world);
 
 // Simulates the plans of all ranks of one job (plans[r].rank == r, plans.size() == P). Throws
 // std::runtime_error when the plans do not match (a send without its receive, collectives that
@@ -44,6 +56,12 @@ struct SimResult {
 // Builds rank r's plan with make_plan for r = 0..P-1, one at a time, and simulates them.
 SimResult simulate(const Problem&, const PlanOptions&, Dtype, const Profile&,
                    StepFilter filter = StepFilter::all, bool want_timeline = true);
+
+// The host's share of a run: the simulated time of this problem's plans on a device that takes
+// no time, i.e. when the host (Profile::host, with `host`'s figures) has issued their last step;
+// 0 when host.issue_us is 0. Calibration takes it off measured times, so that the device figures
+// it fits do not count the issue a second time.
+double issue_time_us(const Problem&, const PlanOptions&, const HostCost& host, StepFilter filter = StepFilter::all);
 
 // One row of the predicted table, with the same columns as collmm-bench's measured one.
 struct Prediction {

@@ -3,6 +3,7 @@
 // graph capture and replay, and a watchdog on the finish events.
 #include "cuda_executor.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <set>
@@ -206,17 +207,27 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
   auto& list = graphs_[static_cast<int>(filter)];
   list.resize(ranks_.size(), nullptr);
   s_.host->barrier();
+  // The host wall time of the issue alone (enqueueing is asynchronous: the device may still be busy).
+  auto since_us = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
   if (s_.transport == Transport::local) {
     launch_local(filter);
+    issue_us_ = since_us(t0);
   } else if (ranks_.size() == 1) {
     launch_nccl_rank(0, filter);
+    issue_us_ = since_us(t0);
   } else {  // -g G: one host thread per GPU, as nccl-tests does
     std::vector<std::exception_ptr> errors(ranks_.size());
+    std::vector<double> walls(ranks_.size(), 0);
     std::vector<std::thread> threads;
     for (size_t i = 0; i < ranks_.size(); ++i)
       threads.emplace_back([&, i] {
         try {
+          const auto start = std::chrono::steady_clock::now();
           launch_nccl_rank(i, filter);
+          walls[i] = since_us(start);
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -224,6 +235,7 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
+    issue_us_ = *std::max_element(walls.begin(), walls.end());
   }
   wait_all();
   std::vector<RankRun> runs;

@@ -44,6 +44,8 @@ class CudaExecutor final : public Executor {
   bool supports(Dtype) const override;
   Dtype out_dtype(Dtype in) const override;
   std::string timing_note() const override;
+  bool single_issuer() const override { return s_.transport == Transport::local; }
+  double last_issue_us() const override { return issue_us_; }
 
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override;
   void write(int i, int buffer, const void* bytes, size_t nbytes) override;
@@ -62,6 +64,7 @@ class CudaExecutor final : public Executor {
   CudaSetup s_;
   std::vector<std::unique_ptr<RankDevice>> ranks_;
   std::map<int, std::vector<cudaGraphExec_t>> graphs_;  // per filter: one per rank (nccl) or one (local)
+  double issue_us_ = 0;  // host wall time of the last run()'s issue (longest thread)
 };
 
 }  // namespace collmm::cuda

@@ -1,5 +1,5 @@
-// bench_calibrate.cpp: collmm-bench --calibrate: GEMM and link timers built from plans, the CPU
-// contention fit, and the profile file (bench_calibrate.hpp).
+// bench_calibrate.cpp: collmm-bench --calibrate: GEMM, link, collective, add and host issue timers
+// built from plans, the CPU contention fit, and the profile file (bench_calibrate.hpp).
 #include "bench_calibrate.hpp"
 
 #include <algorithm>
@@ -51,6 +51,61 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
   return slowest;
 }
 
+// Host microseconds per device operation enqueued: the host wall time of the issue
+// (Executor::last_issue_us) over the device operations issued (issue_ops, summed over the local
+// ranks when one thread issues them all, else the most of one rank), summed over every algorithm
+// of the asked ops at the bench's shape; the median of --iters runs per plan; the largest over the
+// processes. 0 when the backend does not enqueue its steps (cpu).
+double time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& out, bool printer) {
+  double wall = 0, ops = 0;
+  for (Op op : o.ops)
+    for (Algo a : all_algos()) {
+      const Problem p = problem_of(o, op, world);
+      std::vector<Plan> plans;
+      try {
+        for (int r : ex.local_ranks()) plans.push_back(make_plan(p, plan_options_of(o, a), r));
+      } catch (const UsageError&) {
+        continue;  // an algorithm this shape does not allow
+      }
+      double mine = 0;
+      for (const Plan& plan : plans) {
+        double n = 0;
+        for (const Step& s : plan.steps) n += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
+        mine = ex.single_issuer() ? mine + n : std::max(mine, n);
+      }
+      ex.prepare(plans, o.dtype);
+      ex.run(StepFilter::all, false);
+      if (!(ex.last_issue_us() > 0)) return 0;  // the same backend on every process: all return here
+      for (int w = 0; w < o.warmup; ++w) ex.run(StepFilter::all, false);
+      std::vector<double> us;
+      for (int it = 0; it < std::max(1, o.iters); ++it) {
+        ex.run(StepFilter::all, false);
+        us.push_back(ex.last_issue_us());
+      }
+      const double t = median(us);
+      if (printer) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "#   issue %s %-10s %8.0f device operations  %10.1f us  %6.2f us each\n",
+                      to_string(op).c_str(), to_string(a).c_str(), mine, t, t / mine);
+        out << buf;
+      }
+      wall += t;
+      ops += mine;
+    }
+  const double here = ops > 0 ? wall / ops : 0;
+  double most = 0;
+  for (double h : ex.host().allgather(std::vector<double>{here})) most = std::max(most, h);
+  return most;
+}
+
+// The device's share of a time measured for the plans of (p, po) with filter f: the host's issue
+// lead for them (issue_time_us: when the host has issued their last step) taken off, as the
+// simulator adds the issue itself. Where the host took (nearly) all of it, a tenth is kept so
+// that the fits stay positive (the simulator then hides it behind the issue).
+double device_us(double measured, const Problem& p, const PlanOptions& po, StepFilter f, const HostCost& host) {
+  return std::max(measured - issue_time_us(p, po, host, f), 0.1 * measured);
+}
+
 Problem gemm_rs_problem(int64_t m, int64_t n, int64_t k, int world) {
   Problem p;
   p.op = Op::gemm_rs;
@@ -80,6 +135,8 @@ std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
       cases.push_back(po);
       if (a == Algo::pipelined)
         for (int s : {2, 4, 8}) po.stages = s, cases.push_back(po);
+      if (a == Algo::ring)  // ag_gemm's merged rings (gemm_rs refuses them: skipped below)
+        for (int merge : {2, 4, std::max(1, o.plan.merge)}) po.merge = merge, cases.push_back(po);
     }
   for (Op op : o.ops) {
     const Problem p = problem_of(o, op, world);
@@ -133,6 +190,7 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   spec.base = profile_for(o);
   spec.name = "calibrated-" + ex.backend() + "-P" + std::to_string(world);
   spec.dtype = o.dtype;
+  spec.shared_issuer = ex.single_issuer();
   std::set<GemmShape> shapes = bench_gemm_shapes(o, world);
   // The standard shapes fill the rate table between the bench's own, but none larger than the
   // largest GEMM a rank of the bench runs: on a 16-core CPU a 4096x8192x8192 sgemm takes 1.8 s.
@@ -167,18 +225,26 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
         << spec.comm_bytes.size() << " message sizes, median of " << o.iters << " runs each\n";
     if (world == 1) out << "# one rank: no link to time; the link figures are the base profile's\n";
   }
+  // The host's issue cost first: the timers below take the host's share off what they measure.
+  const double issue_h = time_issue(ex, o, world, out, printer);
+  const HostCost host = issue_h > 0 ? HostCost{issue_h, ex.single_issuer()} : spec.base.host;
+  if (printer && issue_h > 0)
+    out << line("#   the times below are the device's share: measured less the host's issue lead at %.2f us per operation\n",
+                issue_h, 0);
 
   auto gemm_timer = [&](int64_t m, int64_t n, int64_t k) {
-    const double us = time_plan(ex, o, ag_gemm_problem(m, n * world, k, world, o.b_layout),
-                                plan_options_of(o, Algo::sequential), StepFilter::gemm_only);
+    const Problem p = ag_gemm_problem(m, n * world, k, world, o.b_layout);
+    const PlanOptions po = plan_options_of(o, Algo::sequential);
+    const double us = device_us(time_plan(ex, o, p, po, StepFilter::gemm_only), p, po, StepFilter::gemm_only, host);
     if (printer) out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s\n", double(m), double(n), double(k), us,
                              2.0 * m * n * k / (us * 1e6));
     return us;
   };
   auto comm_timer = [&](double bytes) {
     const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * double(elem))));
-    const double us = time_plan(ex, o, ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn),
-                                plan_options_of(o, Algo::ring), StepFilter::comm_only) /
+    const Problem p = ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn);
+    const PlanOptions po = plan_options_of(o, Algo::ring);
+    const double us = device_us(time_plan(ex, o, p, po, StepFilter::comm_only), p, po, StepFilter::comm_only, host) /
                       (world - 1);
     if (printer) out << line("#   sendrecv step %12.0f bytes  %12.1f us  %8.2f GB/s\n", bytes, us, bytes / (us * 1e3));
     return us;
@@ -191,7 +257,8 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     const Problem p = kind == StepKind::allgather
                           ? ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn)
                           : gemm_rs_problem(rows * world, int64_t(cols), world, world);
-    const double us = time_plan(ex, o, p, plan_options_of(o, Algo::sequential), StepFilter::comm_only);
+    const PlanOptions po = plan_options_of(o, Algo::sequential);
+    const double us = device_us(time_plan(ex, o, p, po, StepFilter::comm_only), p, po, StepFilter::comm_only, host);
     if (printer) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "#   %-14s %12.0f bytes per part  %12.1f us  %8.2f GB/s per ring step\n",
@@ -207,7 +274,11 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     if (printer) out << line("#   add step %12.0f bytes  %12.1f us  %8.2f GB/s (3 x bytes moved)\n", moved, us, 3 * moved / (us * 1e3));
     return us;
   };
-  Profile prof = calibrate(spec, gemm_timer, comm_timer, collective_timer, add_timer);
+  auto issue_timer = [&] { return issue_h; };
+  Profile prof = calibrate(spec, gemm_timer, comm_timer, collective_timer, add_timer, issue_timer);
+  if (printer && prof.host.issue_us > 0)
+    out << line("# host issue: %.2f us per device operation", prof.host.issue_us, 0)
+        << (prof.host.shared ? ", one host thread issues every rank's steps\n" : ", one host thread per rank\n");
   if (world > 1 && printer) {
     out << line("# link fit: %.2f GB/s, latency %.1f us\n", prof.links.intra_gbps, prof.links.intra_latency_us);
     out << line("# allgather fit: %.2f GB/s, latency %.1f us per ring step; reduce-scatter: %.2f GB/s, %.1f us\n",

@@ -1,7 +1,9 @@
-// calibrate.cpp: GEMM rate table and link fit from a backend's timers (collmm/calibrate.hpp).
+// calibrate.cpp: GEMM rate table, link, collective, memory and host issue figures from a backend's
+// timers (collmm/calibrate.hpp).
 #include "collmm/calibrate.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace collmm {
@@ -45,7 +47,7 @@ Line fit_line(const std::vector<double>& sizes, const std::function<double(doubl
 }  // namespace
 
 Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
-                  const CollectiveTimer& coll, const AddTimer& add) {
+                  const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue) {
   if (spec.gemm_shapes.empty()) throw UsageError("calibration needs at least one GEMM shape");
   if (spec.comm_bytes.size() == 1) throw UsageError("calibration needs at least two message sizes (or none)");
   Profile p = spec.base;
@@ -69,6 +71,15 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
 
   p.notes = "Calibrated: GEMM rate table (" + to_string(spec.dtype) + ", " + std::to_string(spec.gemm_shapes.size()) +
             " shapes) measured; ";
+  if (issue) {
+    const double h = issue();
+    if (!(h >= 0) || !std::isfinite(h)) throw std::runtime_error("calibration: issue timer gave a negative time");
+    if (h > 0) {
+      p.host = {h, spec.shared_issuer};
+      p.notes += std::string("host issue cost measured (one host thread ") +
+                 (spec.shared_issuer ? "for every rank" : "per rank") + "); ";
+    }
+  }
   if (spec.comm_bytes.empty()) {  // one rank: no link to time
     p.notes += "links and the rest from '" + spec.base.name + "'.";
     return p;
@@ -111,8 +122,9 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
 }
 
 Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
-                          const std::string& path, const CollectiveTimer& coll, const AddTimer& add) {
-  Profile p = calibrate(spec, gemm, comm, coll, add);
+                          const std::string& path, const CollectiveTimer& coll, const AddTimer& add,
+                          const IssueTimer& issue) {
+  Profile p = calibrate(spec, gemm, comm, coll, add, issue);
   save_profile(p, path);
   return p;
 }

@@ -98,7 +98,8 @@ json to_json(const Profile& p) {
                           {"launch_order", p.contention.launch_order}}},
           {"collectives", {{"allgather", {{"gbps", p.allgather.gbps}, {"latency_us", p.allgather.latency_us}}},
                            {"reduce_scatter", {{"gbps", p.reduce_scatter.gbps},
-                                               {"latency_us", p.reduce_scatter.latency_us}}}}}};
+                                               {"latency_us", p.reduce_scatter.latency_us}}}}},
+          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}}}};
 }
 
 Profile profile_from_json(const json& j) {
@@ -136,6 +137,10 @@ Profile profile_from_json(const json& j) {
       if (cost->gbps < 0 || cost->latency_us < 0)
         throw UsageError("profile '" + p.name + "': collectives." + key + " figures must be >= 0");
     }
+    const json h = get<json>(j, "host", json::object());  // absent (older profiles): no host term
+    p.host.issue_us = get<double>(h, "issue_us", 0);
+    p.host.shared = get<bool>(h, "shared", false);
+    if (!(p.host.issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.issue_us must be >= 0");
     if (p.contention.gemm_slowdown < 1 || p.contention.comm_slowdown < 1)
       throw UsageError("profile '" + p.name + "': slowdown factors must be >= 1");
     return p;

@@ -1,7 +1,8 @@
 // sim_engine.cpp: the event loop. Activities (local steps, messages, collectives) have a remaining
 // nominal time and a speed (1, or 1/slowdown under SM contention); the heap holds their end
 // times, and an activity whose speed changes gets a new version and a new heap entry (the old one
-// is skipped when it surfaces). Steps start when their lane is free and their waits are done, the
+// is skipped when it surfaces). Steps start when their lane is free, their waits are done and the
+// host has issued them (a wake activity brings a ready step back at its issue time), the
 // earlier-listed first; see collmm/sim.hpp for the rules.
 #include <algorithm>
 #include <stdexcept>
@@ -13,6 +14,7 @@ namespace collmm::sim {
 bool Engine::sm_comm(StepKind k) const { return prof_.contention.transport_uses_sms && k != StepKind::gemm; }
 
 double Engine::speed_of(const Activity& a) const {
+  if (a.type == Activity::wake) return 1;
   const Contention& c = prof_.contention;
   if (a.type == Activity::local && a.gemm) {  // GEMMs of one rank share its compute
     const SimRank& r = ranks_[a.rank];
@@ -30,6 +32,8 @@ double Engine::speed_of(const Activity& a) const {
     }
     case Activity::collective:
       return gemm_total_ > 0 ? 1 / c.comm_slowdown : 1;
+    case Activity::wake:
+      return 1;
   }
   return 1;
 }
@@ -94,6 +98,8 @@ void Engine::set_counts(const Activity& a, int delta, double t) {
       if ((colls_running_ > 0) != was) rerate_all(t);
       break;
     }
+    case Activity::wake:
+      break;
   }
 }
 
@@ -101,7 +107,7 @@ void Engine::start_activity(Activity a, double t) {
   const int id = static_cast<int>(acts_.size());
   a.last = t;
   // GEMMs always count (they share the rank's compute); comm only where it contends for SMs.
-  a.counted = a.remaining > 0 && (a.gemm || prof_.contention.transport_uses_sms);
+  a.counted = a.type != Activity::wake && a.remaining > 0 && (a.gemm || prof_.contention.transport_uses_sms);
   acts_.push_back(a);
   set_counts(acts_[id], +1, t);  // re-rates the others first
   acts_[id].speed = speed_of(acts_[id]);
@@ -166,7 +172,8 @@ void Engine::start(int r, int s, double t) {
 
 void Engine::try_start(int r, double t) {
   SimRank& rank = ranks_[r];
-  std::vector<int> ready;
+  std::vector<int>& ready = ready_;
+  ready.clear();
   for (size_t l = 0; l < rank.lane_steps.size(); ++l) {
     if (rank.lane_head[l] >= rank.lane_steps[l].size()) continue;
     const int s = rank.lane_steps[l][rank.lane_head[l]];
@@ -174,7 +181,12 @@ void Engine::try_start(int r, double t) {
     if (x.started) continue;
     bool waits_done = true;
     for (int w = x.waits_begin; w < x.waits_end && waits_done; ++w) waits_done = rank.steps[rank.waits[w]].done;
-    if (waits_done) ready.push_back(s);
+    if (!waits_done) continue;
+    if (x.issued_us > t + 1e-9 * std::max(1.0, t)) {  // not enqueued yet: come back when it is
+      if (!x.wake) wake_at(r, s, t);
+      continue;
+    }
+    ready.push_back(s);
   }
   std::sort(ready.begin(), ready.end());
   const bool order = prof_.contention.transport_uses_sms && prof_.contention.launch_order;
@@ -190,6 +202,16 @@ void Engine::try_start(int r, double t) {
     }
     start(r, s, t);
   }
+}
+
+void Engine::wake_at(int r, int s, double t) {
+  ranks_[r].steps[s].wake = true;
+  Activity a;
+  a.type = Activity::wake;
+  a.rank = r;
+  a.id = s;
+  a.remaining = ranks_[r].steps[s].issued_us - t;
+  start_activity(a, t);
 }
 
 void Engine::step_done(int r, int s, double t) {
@@ -229,11 +251,16 @@ void Engine::finish(int act, double t) {
       set_counts(a, -1, t);
       for (int r = 0; r < world_; ++r) step_done(r, colls_[a.id].steps[r], t);
       break;
+    case Activity::wake:
+      ranks_[a.rank].steps[a.id].wake = false;
+      if (!is_touched_[a.rank]) is_touched_[a.rank] = 1, touched_.push_back(a.rank);
+      break;
   }
 }
 
 void Engine::run() {
   match_messages();
+  issue_times();
   for (int r = 0; r < world_; ++r) try_start(r, 0);
   while (!heap_.empty()) {
     const double t = heap_.top().t;
@@ -244,8 +271,9 @@ void Engine::run() {
       if (acts_[e.act].finished || acts_[e.act].version != e.version) continue;
       finish(e.act, t);
     }
-    std::vector<int> touched;
+    std::vector<int>& touched = touched_now_;  // the ranks whose steps may start now (buffers kept)
     touched.swap(touched_);
+    touched_.clear();
     std::sort(touched.begin(), touched.end());
     for (int r : touched) is_touched_[r] = 0;
     for (int r : touched) try_start(r, t);

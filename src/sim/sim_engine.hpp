@@ -1,6 +1,7 @@
 // sim_engine.hpp (private to src/sim): the event-driven engine behind collmm/sim.hpp. Plans are
 // added one rank at a time and compacted (a plan's step vectors are not kept), then matched
-// (messages, collectives) and run. See sim.hpp for the rules it follows.
+// (messages, collectives), given their host issue times (sim_host.cpp) and run. See sim.hpp for
+// the rules it follows.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,9 @@ struct SimStep {
   int share_send[2] = {0, 0};          // sendrecv: sends / receives per class (0 intra, 1 inter)
   int share_recv[2] = {0, 0};
   double work_us = 0;                  // gemm, copy, add: nominal time
+  double issued_us = 0;                // when the host has enqueued it (0: host issue not modelled)
   bool skip = false;                   // left out by the StepFilter: takes no time
+  bool wake = false;                   // a wake-up is pending at issued_us
   bool started = false, done = false;
 };
 
@@ -53,10 +56,11 @@ struct Collective {
   std::vector<int> steps;  // per rank, its step
 };
 
-// Something that takes time: a local step (gemm, copy, add), a message or a collective.
+// Something that takes time: a local step (gemm, copy, add), a message, a collective, or the wait
+// of a ready step for the host to issue it (wake: ends at the step's issued_us).
 struct Activity {
-  enum Type { local, message, collective } type = local;
-  int rank = -1, id = -1;  // local: (rank, step); message: id; collective: id
+  enum Type { local, message, collective, wake } type = local;
+  int rank = -1, id = -1;  // local, wake: (rank, step); message: id; collective: id
   bool gemm = false;       // local gemm
   bool counted = false;    // counts in the contention state
   double remaining = 0, speed = 1, last = 0;
@@ -82,11 +86,13 @@ class Engine {
   };
 
   void match_messages();
+  void issue_times();  // sim_host.cpp: every step's issued_us from Profile::host
   void try_start(int r, double t);
   void start(int r, int s, double t);
   void start_activity(Activity a, double t);
   void finish(int act, double t);
   void step_done(int r, int s, double t);
+  void wake_at(int r, int s, double t);  // rank r's ready step s comes back at its issued_us
   void set_counts(const Activity& a, int delta, double t);
   double speed_of(const Activity& a) const;
   void rerate(int act, double t);
@@ -110,8 +116,9 @@ class Engine {
   uint64_t seq_ = 0;
   int gemm_total_ = 0, colls_running_ = 0;
   std::vector<int> active_colls_;
-  std::vector<int> touched_;
+  std::vector<int> touched_, touched_now_;
   std::vector<char> is_touched_;
+  std::vector<int> ready_;  // try_start's scratch
 };
 
 }  // namespace collmm::sim

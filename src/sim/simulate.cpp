@@ -31,6 +31,18 @@ SimResult simulate(const Problem& problem, const PlanOptions& options, Dtype dty
   return out;
 }
 
+double issue_time_us(const Problem& problem, const PlanOptions& options, const HostCost& host, StepFilter filter) {
+  if (!(host.issue_us > 0)) return 0;
+  Profile free;  // every device figure unbounded: steps take ~0 (1e-20 us and less) once issued
+  free.name = "host-only";
+  free.gemm.model = GemmModel::roofline;
+  free.gemm.peak_tflops = {{Dtype::f32, 1e30}};
+  free.memory_gbps = 1e30;
+  free.links = {0, 1e30, 0, 1e30, 0};
+  free.host = host;
+  return simulate(problem, options, Dtype::f32, free, filter, false).time_us;
+}
+
 Prediction predict(const Problem& problem, const PlanOptions& options, Dtype dtype, const Profile& profile,
                    const Prediction* sequential) {
   Prediction p;

@@ -82,6 +82,35 @@ TEST(Profile, JsonRoundTripAndFiles) {
   EXPECT_THROW(profile_from_json(nlohmann::json{{"contention", {{"gemm_slowdown", 0.5}}}}), UsageError);
 }
 
+// The host section goes through JSON; a profile without it (older files) loads with no host term.
+TEST(Profile, HostIssueRoundTrip) {
+  for (const std::string& name : builtin_profile_names()) {
+    EXPECT_EQ(builtin_profile(name).host.issue_us, 0) << name;
+    EXPECT_FALSE(builtin_profile(name).host.shared) << name;
+  }
+  Profile a = builtin_profile("h200-nvlink");
+  a.host = {6.25, true};
+  const nlohmann::json j = to_json(a);
+  EXPECT_EQ(j.at("host").at("issue_us").get<double>(), 6.25);
+  EXPECT_TRUE(j.at("host").at("shared").get<bool>());
+  const std::string path = testing::TempDir() + "collmm_profile_host.json";
+  save_profile(a, path);
+  const Profile b = load_profile(path);
+  std::remove(path.c_str());
+  EXPECT_DOUBLE_EQ(b.host.issue_us, 6.25);
+  EXPECT_TRUE(b.host.shared);
+  EXPECT_EQ(to_json(b), j);
+  nlohmann::json old = j;
+  old.erase("host");
+  const Profile o = profile_from_json(old);
+  EXPECT_EQ(o.host.issue_us, 0);
+  EXPECT_FALSE(o.host.shared);
+  const Profile half = profile_from_json(nlohmann::json{{"host", {{"issue_us", 2.5}}}});
+  EXPECT_DOUBLE_EQ(half.host.issue_us, 2.5);
+  EXPECT_FALSE(half.host.shared);
+  EXPECT_THROW(profile_from_json(nlohmann::json{{"host", {{"issue_us", -1}}}}), UsageError);
+}
+
 TEST(Calibrate, RecoversRatesLatencyAndBandwidth) {
   // A machine whose GEMMs run at 2 TFLOP/s at m = 512 and 4 TFLOP/s otherwise, whose link moves
   // 50 GB/s after 3 us.
@@ -158,6 +187,32 @@ TEST(Calibrate, RecoversCollectivesAndMemory) {
   EXPECT_DOUBLE_EQ(plain.memory_gbps, spec.base.memory_gbps);
   spec.collective_bytes = {1e6};
   EXPECT_THROW(calibrate(spec, gemm, comm, coll, add), UsageError);
+}
+
+// The issue timer's figure becomes Profile::host with the spec's issuer; 0 (a backend that does not
+// enqueue its steps) keeps the base's host figures; a negative one is refused.
+TEST(Calibrate, HostIssueFromItsTimer) {
+  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
+  auto comm = [](double bytes) { return 3 + bytes / 5e3; };
+  CalibrationSpec spec;
+  spec.dtype = Dtype::bf16;
+  spec.gemm_shapes = calibration_shapes(512);
+  spec.base = builtin_profile("h200-nvlink");
+  spec.shared_issuer = true;
+  const Profile p = calibrate(spec, gemm, comm, {}, {}, [] { return 7.5; });
+  EXPECT_DOUBLE_EQ(p.host.issue_us, 7.5);
+  EXPECT_TRUE(p.host.shared);
+  spec.shared_issuer = false;
+  spec.comm_bytes = calibration_sizes(16e6);  // with a link too: the host figure is set either way
+  const Profile q = calibrate(spec, gemm, comm, {}, {}, [] { return 3.0; });
+  EXPECT_DOUBLE_EQ(q.host.issue_us, 3.0);
+  EXPECT_FALSE(q.host.shared);
+  spec.base.host = {1.5, true};
+  const Profile kept = calibrate(spec, gemm, comm, {}, {}, [] { return 0.0; });
+  EXPECT_DOUBLE_EQ(kept.host.issue_us, 1.5);
+  EXPECT_TRUE(kept.host.shared);
+  EXPECT_DOUBLE_EQ(calibrate(spec, gemm, comm).host.issue_us, 1.5);  // no timer: the base's
+  EXPECT_THROW(calibrate(spec, gemm, comm, {}, {}, [] { return -1.0; }), std::runtime_error);
 }
 
 }  // namespace
