@@ -24,12 +24,17 @@ std::vector<double> calibration_sizes(double largest) {
 
 namespace {
 
+constexpr double kFlatGbps = 1e6;  // "size does not matter here": 1 PB/s
+
 struct Line {
   double latency_us = 0, gbps = 0;
 };
 
-// Least squares t = latency + bytes / bw over the sizes; the latency is clipped at 0.
-Line fit_line(const std::vector<double>& sizes, const std::function<double(double)>& timer, const char* what) {
+// Least squares t = latency + bytes / bw over the sizes; the latency is clipped at 0. flat_ok: times
+// that do not grow with the size (what is left once the host's issue cost is taken off a transfer
+// the host, not the device, paced) give latency = their mean and a bandwidth that costs nothing.
+Line fit_line(const std::vector<double>& sizes, const std::function<double(double)>& timer, const char* what,
+              bool flat_ok = false) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   const double n = double(sizes.size());
   for (double bytes : sizes) {
@@ -40,6 +45,7 @@ Line fit_line(const std::vector<double>& sizes, const std::function<double(doubl
   const double den = n * sxx - sx * sx;
   if (!(den > 0)) throw UsageError(std::string("calibration needs at least two different ") + what + " sizes");
   const double slope = (n * sxy - sx * sy) / den, intercept = (sy - slope * sx) / n;
+  if (!(slope > 0) && flat_ok) return {sy / n, kFlatGbps};
   if (!(slope > 0)) throw std::runtime_error(std::string("calibration: ") + what + " times do not grow with the size");
   return {std::max(0.0, intercept), 1.0 / slope / 1e3};  // bytes per us -> GB/s
 }
@@ -85,7 +91,8 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
     return p;
   }
 
-  const Line link = fit_line(spec.comm_bytes, comm, "message");
+  const bool flat_ok = p.host.issue_us > 0;  // the timers then return the device's share only
+  const Line link = fit_line(spec.comm_bytes, comm, "message", flat_ok);
   p.links.intra_gbps = link.gbps;
   p.links.intra_latency_us = link.latency_us;
   if (p.links.ranks_per_node == 0) {
@@ -100,7 +107,7 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
                               {StepKind::reduce_scatter, &p.reduce_scatter}}) {
       const Line l = fit_line(spec.collective_bytes,
                               [&](double bytes) { return coll(kind, bytes) / double(spec.world - 1); },
-                              "collective");
+                              "collective", flat_ok);
       *cost = {l.gbps, l.latency_us};
     }
     p.notes += "allgather and reduce-scatter measured as the library runs them (" +

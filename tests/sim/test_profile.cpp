@@ -215,5 +215,23 @@ TEST(Calibrate, HostIssueFromItsTimer) {
   EXPECT_THROW(calibrate(spec, gemm, comm, {}, {}, [] { return -1.0; }), std::runtime_error);
 }
 
+// Transfers the host paced: once its issue cost is off, the device's share does not grow with the
+// size. With an issue figure that is a flat line (latency = the mean, size costs nothing); without
+// one it stays an error (a timer that is broken).
+TEST(Calibrate, FlatTransfersAfterTheIssueCostAreALatency) {
+  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
+  int call = 0;
+  auto flat = [&](double) { return ++call % 2 ? 5.0 : 4.0; };  // 5, 4, 5, ...: no growth
+  CalibrationSpec spec;
+  spec.dtype = Dtype::bf16;
+  spec.gemm_shapes = calibration_shapes(512);
+  spec.base = builtin_profile("h200-nvlink");
+  spec.comm_bytes = {65536, 1048576};
+  const Profile p = calibrate(spec, gemm, flat, {}, {}, [] { return 10.0; });
+  EXPECT_DOUBLE_EQ(p.links.intra_latency_us, 4.5);
+  EXPECT_GT(p.links.intra_gbps, 1e5);
+  EXPECT_THROW(calibrate(spec, gemm, flat), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace collmm
