@@ -41,16 +41,6 @@ int find_buffer(const Plan& plan, Role role) {
   return -1;
 }
 
-void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, Dtype dtype) {
-  for (size_t i = 0; i < plans.size(); ++i) {
-    const Plan& plan = plans[i];
-    const std::vector<unsigned char> a = encode(make_local_a(plan.problem, plan.rank, seed, dtype).v, dtype);
-    const std::vector<unsigned char> b = encode(make_local_b(plan.problem, plan.rank, seed, dtype).v, dtype);
-    ex.write(static_cast<int>(i), kBufA, a.data(), a.size());
-    ex.write(static_cast<int>(i), kBufB, b.data(), b.size());
-  }
-}
-
 // The slowest rank of each timed iteration, over the whole job (collective).
 std::vector<double> slowest_per_iteration(HostComm& host, const std::vector<double>& slowest_here) {
   const std::vector<double> all = host.allgather(slowest_here);  // iters values per process
@@ -146,6 +136,17 @@ int stages_of(const Plan& plan) {
 }
 
 }  // namespace
+
+void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, Dtype dtype) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const std::vector<unsigned char> a = encode(make_local_a(plan.problem, plan.rank, seed, dtype).v, dtype);
+    const std::vector<unsigned char> b = encode(make_local_b(plan.problem, plan.rank, seed, dtype).v, dtype);
+    ex.write(static_cast<int>(i), kBufA, a.data(), a.size());
+    ex.write(static_cast<int>(i), kBufB, b.data(), b.size());
+  }
+}
+
 
 double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
   for (int w = 0; w < warmup; ++w) ex.run(filter, false);

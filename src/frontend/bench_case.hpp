@@ -59,6 +59,10 @@ struct CaseWork {
 
 // Collective over the job: every process runs it with the same arguments. `label` names the row
 // (default: the algorithm).
+// Every local rank's A and B: the bench's seeded random inputs (real data: GEMMs on zeros run
+// faster than on real numbers, so timings are taken on these).
+void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, Dtype dtype);
+
 CaseResult run_case(Executor&, const BenchOptions&, Op, const PlanOptions&, const CaseWork&,
                     const std::string& label = "");
 
