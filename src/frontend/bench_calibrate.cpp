@@ -180,10 +180,12 @@ std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
 
 // The single contention factor s (GEMM and comm each s times slower while the other runs on the
 // rank) at which the simulated ag_gemm ring takes `measured_us`; 1 when it is already as slow.
+// The launch-order rule of the profile is kept.
 double fit_contention(Profile& prof, const Problem& p, const BenchOptions& o, double measured_us) {
   PlanOptions ring = plan_options_of(o, Algo::ring);
+  const bool launch_order = prof.contention.launch_order;
   auto predicted = [&](double s) {
-    prof.contention = {true, s, s, false};
+    prof.contention = {true, s, s, launch_order};
     return predicted_time_us(p, ring, o.dtype, prof);
   };
   double lo = 1, hi = 4;
@@ -309,12 +311,15 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     out << line("# memory (adds): %.2f GB/s\n", prof.memory_gbps, 0);
   }
 
-  if (ex.backend() == "cpu" && world > 1) {
+  // Where comm and GEMMs share the cores (cpu: MPI copies beside BLAS) or one GPU's SMs (cuda,
+  // emulated ranks: same-device copies beside the other ranks' GEMMs), the contention factor is
+  // fitted to the measured ag_gemm ring.
+  if ((ex.backend() == "cpu" || ex.single_issuer()) && world > 1) {
     const Problem p = problem_of(o, Op::ag_gemm, world);
     const double ring_us = time_plan(ex, o, p, plan_options_of(o, Algo::ring), StepFilter::all);
     const double s = fit_contention(prof, p, o, ring_us);
-    prof.contention = {true, s, s, false};
-    prof.notes += " CPU contention fitted: GEMM and comm " + line("%.3f", s, 0) +
+    prof.contention = {true, s, s, prof.contention.launch_order};
+    prof.notes += " Contention fitted: GEMM and comm " + line("%.3f", s, 0) +
                   "x slower while the other runs on the rank (ag_gemm ring M=" + std::to_string(p.m) +
                   " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) + " measured " + line("%.1f", ring_us, 0) +
                   " us).";
