@@ -22,7 +22,8 @@
 //                     reduce-scatter, when that is longer), bw_ring = the slowest link of the ring.
 //                     When the profile has the library's own figures for that collective kind
 //                     (Profile::allgather / reduce_scatter, gbps > 0, measured by calibrate), the
-//                     (P-1) steps take latency + max_q bytes(p_q) / gbps of those instead.
+//                     (P-1) steps take latency + max_q bytes(p_q) / gbps of those instead;
+//                     with its measured points, the interpolation between them.
 //   GEMMs running at once on one rank (several GEMM lanes) share its rate equally.
 //   SM contention (when the transport uses SMs): while a comm kernel (sendrecv, collective, add,
 //                     copy) is moving data on a rank, its GEMMs run gemm_slowdown times slower;
@@ -89,6 +90,11 @@ struct Contention {
 struct CollectiveCost {
   double gbps = 0;
   double latency_us = 0;
+  // The measured (part bytes, us per ring step) behind the line, ascending by bytes. When present
+  // a ring step takes the piecewise-linear interpolation between them (below the first: the
+  // first's time; above the last: the last's plus the extra bytes at gbps): a library collective
+  // is not one line from in-cache to out-of-cache sizes (Open MPI's reduce-scatter of small parts).
+  std::vector<std::pair<double, double>> points;
 };
 
 // The host's cost of enqueueing work on the device (see "host issue" above). issue_us 0: none.
@@ -137,5 +143,7 @@ double message_time_us(const Profile&, int a, int b, double bytes, int share = 1
 // A ring allgather (reduce: false) or reduce-scatter (reduce: true) over `world` ranks, whose
 // largest part is `max_part_bytes`.
 double collective_time_us(const Profile&, int world, double max_part_bytes, bool reduce);
+// One ring step of a measured collective (CollectiveCost::points non-empty) of parts of `bytes`.
+double collective_step_us(const CollectiveCost&, double bytes);
 
 }  // namespace collmm

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace collmm {
@@ -105,10 +106,11 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
     if (spec.collective_bytes.size() < 2) throw UsageError("calibration needs at least two collective sizes (or none)");
     for (auto [kind, cost] : {std::pair<StepKind, CollectiveCost*>{StepKind::allgather, &p.allgather},
                               {StepKind::reduce_scatter, &p.reduce_scatter}}) {
+      std::map<double, double> points;  // part bytes -> us per ring step
       const Line l = fit_line(spec.collective_bytes,
-                              [&](double bytes) { return coll(kind, bytes) / double(spec.world - 1); },
+                              [&](double bytes) { return points[bytes] = coll(kind, bytes) / double(spec.world - 1); },
                               "collective", flat_ok);
-      *cost = {l.gbps, l.latency_us};
+      *cost = {l.gbps, l.latency_us, {points.begin(), points.end()}};
     }
     p.notes += "allgather and reduce-scatter measured as the library runs them (" +
                std::to_string(spec.collective_bytes.size()) + " sizes); ";

@@ -95,9 +95,23 @@ double message_time_us(const Profile& prof, int a, int b, double bytes, int shar
   return lat + transfer_us(bytes, gbps / std::max(1, share));
 }
 
+double collective_step_us(const CollectiveCost& c, double bytes) {
+  const auto& pts = c.points;
+  if (bytes <= pts.front().first) return pts.front().second;
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (bytes <= pts[i].first) {
+      const auto [b0, t0] = pts[i - 1];
+      const auto [b1, t1] = pts[i];
+      return t0 + (t1 - t0) * (bytes - b0) / (b1 - b0);
+    }
+  const double extra = bytes - pts.back().first;
+  return pts.back().second + (c.gbps > 0 ? transfer_us(extra, c.gbps) : 0);
+}
+
 double collective_time_us(const Profile& prof, int world, double max_part_bytes, bool reduce) {
   if (world <= 1) return 0;
   const CollectiveCost& own = reduce ? prof.reduce_scatter : prof.allgather;
+  if (!own.points.empty()) return (world - 1) * collective_step_us(own, max_part_bytes);
   if (own.gbps > 0) return (world - 1) * (own.latency_us + transfer_us(max_part_bytes, own.gbps));
   const bool multi_node = prof.links.ranks_per_node > 0 && world > prof.links.ranks_per_node;
   const double gbps = multi_node ? std::min(prof.links.intra_gbps, prof.links.inter_gbps)

@@ -96,9 +96,11 @@ json to_json(const Profile& p) {
                           {"gemm_slowdown", p.contention.gemm_slowdown},
                           {"comm_slowdown", p.contention.comm_slowdown},
                           {"launch_order", p.contention.launch_order}}},
-          {"collectives", {{"allgather", {{"gbps", p.allgather.gbps}, {"latency_us", p.allgather.latency_us}}},
+          {"collectives", {{"allgather", {{"gbps", p.allgather.gbps}, {"latency_us", p.allgather.latency_us},
+                                          {"points", p.allgather.points}}},
                            {"reduce_scatter", {{"gbps", p.reduce_scatter.gbps},
-                                               {"latency_us", p.reduce_scatter.latency_us}}}}},
+                                               {"latency_us", p.reduce_scatter.latency_us},
+                                               {"points", p.reduce_scatter.points}}}}},
           {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}}}};
 }
 
@@ -134,8 +136,14 @@ Profile profile_from_json(const json& j) {
       const json e = get<json>(colls, key, json::object());
       cost->gbps = get<double>(e, "gbps", 0);  // 0 (absent): the ring model over the links
       cost->latency_us = get<double>(e, "latency_us", 0);
+      cost->points = get<std::vector<std::pair<double, double>>>(e, "points", {});
       if (cost->gbps < 0 || cost->latency_us < 0)
         throw UsageError("profile '" + p.name + "': collectives." + key + " figures must be >= 0");
+      for (size_t i = 0; i < cost->points.size(); ++i)
+        if (!(cost->points[i].first > 0 && cost->points[i].second > 0) ||
+            (i > 0 && !(cost->points[i].first > cost->points[i - 1].first)))
+          throw UsageError("profile '" + p.name + "': collectives." + key +
+                           ".points must be [bytes, us] pairs, both > 0, bytes ascending");
     }
     const json h = get<json>(j, "host", json::object());  // absent (older profiles): no host term
     p.host.issue_us = get<double>(h, "issue_us", 0);

@@ -2,6 +2,7 @@
 // recovering known inputs from synthetic timers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "collmm/calibrate.hpp"
@@ -48,6 +49,47 @@ TEST(CostModel, MeasuredCollectiveReplacesTheRing) {
   p.allgather = {8, 0};
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, false), 3 * 500);
   EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 4e6, true), 0);
+}
+
+// A collective with measured points: a ring step interpolates between them, holds the first
+// point's time below it and adds the extra bytes at gbps above the last.
+TEST(CostModel, MeasuredCollectivePointsAreInterpolated) {
+  Profile p = builtin_profile("cpu-2core");
+  p.reduce_scatter = {1, 50, {{1e6, 100}, {4e6, 400}}};
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 2e6, true), 3 * 200.0);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 1e6, true), 3 * 100.0);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 0.25e6, true), 3 * 100.0);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 8e6, true), 3 * (400 + 4000.0));
+  // JSON keeps them; points out of order or not positive are refused.
+  EXPECT_EQ(profile_from_json(to_json(p)).reduce_scatter.points, p.reduce_scatter.points);
+  nlohmann::json j = to_json(p);
+  j["collectives"]["reduce_scatter"]["points"] = {{4e6, 400}, {1e6, 100}};
+  EXPECT_THROW(profile_from_json(j), UsageError);
+  j["collectives"]["reduce_scatter"]["points"] = {{1e6, 0}};
+  EXPECT_THROW(profile_from_json(j), UsageError);
+}
+
+// Calibration keeps what it measured: a reduce-scatter whose small parts are far cheaper than the
+// line through the large ones is predicted at each measured size as measured.
+TEST(Calibrate, CollectivePointsAreKept) {
+  const int P = 4;
+  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
+  auto comm = [](double bytes) { return 3 + bytes / 5e3; };
+  auto step = [](double part) { return part < 2e6 ? 5 + part / 20e3 : 200 + part / 1e3; };
+  auto coll = [&](StepKind, double part) { return (P - 1) * step(part); };
+  CalibrationSpec spec;
+  spec.dtype = Dtype::f32;
+  spec.gemm_shapes = calibration_shapes(512);
+  spec.comm_bytes = calibration_sizes(16e6);
+  spec.base = builtin_profile("cpu-2core");
+  spec.world = P;
+  spec.collective_bytes = {65536, 1048576, 16777216};
+  const Profile p = calibrate(spec, gemm, comm, coll);
+  ASSERT_EQ(p.reduce_scatter.points.size(), 3u);
+  for (double b : spec.collective_bytes) EXPECT_NEAR(collective_time_us(p, P, b, true), coll(StepKind::reduce_scatter, b), 1e-9);
+  // The line through all three would put 64 KiB far off (its intercept is ~hundreds of us).
+  const double line = (P - 1) * (p.reduce_scatter.latency_us + 65536 / (p.reduce_scatter.gbps * 1e3));
+  EXPECT_GT(std::abs(line - coll(StepKind::reduce_scatter, 65536)), 50.0);
 }
 
 TEST(Profile, JsonRoundTripAndFiles) {
