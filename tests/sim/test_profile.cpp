@@ -90,6 +90,11 @@ TEST(Calibrate, CollectivePointsAreKept) {
   // The line through all three would put 64 KiB far off (its intercept is ~hundreds of us).
   const double line = (P - 1) * (p.reduce_scatter.latency_us + 65536 / (p.reduce_scatter.gbps * 1e3));
   EXPECT_GT(std::abs(line - coll(StepKind::reduce_scatter, 65536)), 50.0);
+  // A small size slower than a larger one (noise) is capped by the larger one's time.
+  auto noisy = [&](StepKind, double part) { return (P - 1) * (part < 1e5 ? 4000.0 : step(part)); };
+  const Profile q = calibrate(spec, gemm, comm, noisy);
+  EXPECT_DOUBLE_EQ(q.reduce_scatter.points[0].second, step(1048576));
+  EXPECT_DOUBLE_EQ(q.reduce_scatter.points[1].second, step(1048576));
 }
 
 TEST(Profile, JsonRoundTripAndFiles) {
