@@ -189,15 +189,20 @@ GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, voi
   return cache_.emplace(key, e).first->second;
 }
 
-void GemmEngine::launch(const Entry& e, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* c, float beta,
-                        cudaStream_t stream, void* workspace) {
+cublasStatus_t GemmEngine::try_launch(const Entry& e, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* c,
+                                      float beta, cudaStream_t stream, void* workspace) {
   const double alpha64 = 1.0, beta64 = beta;
   const float alpha32 = 1.0f, beta32 = beta;
   const bool f64 = g.dtype == Dtype::f64;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* b = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  const cublasStatus_t st = cublasLtMatmul(handle_, e.op, alpha, g.b, e.a, g.a, e.b, b, c, e.c, c, e.c, &algo,
-                                           workspace, workspace_bytes_, stream);
+  return cublasLtMatmul(handle_, e.op, alpha, g.b, e.a, g.a, e.b, b, c, e.c, c, e.c, &algo, workspace,
+                        workspace_bytes_, stream);
+}
+
+void GemmEngine::launch(const Entry& e, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* c, float beta,
+                        cudaStream_t stream, void* workspace) {
+  const cublasStatus_t st = try_launch(e, algo, g, c, beta, stream, workspace);
   if (st != CUBLAS_STATUS_SUCCESS) check_cublas(st, ("cublasLtMatmul for " + describe(g, beta)).c_str(), __FILE__, __LINE__);
 }
 
@@ -233,12 +238,7 @@ void GemmEngine::tune(Entry& e, const GemmArgs& g, cudaStream_t stream, void* wo
   for (int rep = 0; rep < 10; ++rep) launch(e, e.algo, g, out, 0.0f, stream, workspace);  // clocks up
   float best = 1e30f;
   for (const auto& algo : algos) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const double alpha64 = 1.0, beta64 = 0.0;
-    const bool f64 = g.dtype == Dtype::f64;
-    if (cublasLtMatmul(handle_, e.op, f64 ? static_cast<const void*>(&alpha64) : &alpha, g.b, e.a, g.a, e.b,
-                       f64 ? static_cast<const void*>(&beta64) : &beta, out, e.c, out, e.c, &algo, workspace,
-                       workspace_bytes_, stream) != CUBLAS_STATUS_SUCCESS)
+    if (try_launch(e, algo, g, out, 0.0f, stream, workspace) != CUBLAS_STATUS_SUCCESS)
       continue;  // warm-up doubles as the launch check
     std::vector<float> times;
     for (int rep = 0; rep < 7; ++rep) times.push_back(sample(algo));

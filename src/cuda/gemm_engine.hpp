@@ -83,6 +83,9 @@ class GemmEngine {
   Entry& entry(const GemmArgs&, cudaStream_t, void* workspace);
   void tune(Entry&, const GemmArgs&, cudaStream_t, void* workspace, int candidates,
             const cublasLtMatmulHeuristicResult_t* results);
+  // One cublasLtMatmul; try_launch returns its status, launch throws on failure.
+  cublasStatus_t try_launch(const Entry&, const cublasLtMatmulAlgo_t&, const GemmArgs&, void* c, float beta,
+                            cudaStream_t, void* workspace);
   void launch(const Entry&, const cublasLtMatmulAlgo_t&, const GemmArgs&, void* c, float beta, cudaStream_t,
               void* workspace);
 

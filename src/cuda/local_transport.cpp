@@ -1,5 +1,7 @@
 // local_transport.cpp: the round-robin issue of P emulated ranks' plans, with comm steps done
-// as device copies between the ranks' buffers (see local_transport.hpp).
+// as device copies between the ranks' buffers (see local_transport.hpp). The cost model mirrors
+// the Scheduler's issue order (src/sim/sim_host.cpp, SharedIssuer, over the simulator's compact
+// steps, without CUDA): a change to the order here belongs there too.
 #include "local_transport.hpp"
 
 #include <algorithm>

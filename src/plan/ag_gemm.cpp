@@ -16,6 +16,7 @@
 // --merge G: the GEMMs of chunks received at G consecutive steps become one GEMM over their
 // adjacent rows (posted at the step of the last of them); fewer, larger GEMMs, the same comm.
 #include <algorithm>
+#include <optional>
 
 #include "collmm/plan.hpp"
 
@@ -139,28 +140,26 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     comm.recvs.push_back({recv_from, chunk_rows(p, g, ring_mod(r - j - 1, P))});
 
     // This step's GEMM: chunk cur alone, or (merge) the group that cur closes, or none yet.
-    std::vector<Step> mm;
+    std::optional<Step> mm;
     if (j == 0 || o.merge == 1) {
-      mm.push_back(gemm(plan.gemm_lane(gemms), chunk_rows(p, kBufC, cur), src, j, cur));
+      mm = gemm(plan.gemm_lane(gemms), chunk_rows(p, kBufC, cur), src, j, cur);
     } else {
       group.add(chunk_rows(p, g, cur));
       const bool last = j == P - 1 || cur == 0;  // chunk P-1 does not lie above chunk 0
       if (group.count == o.merge || last) {
-        mm.push_back(gemm(plan.gemm_lane(gemms), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur));
+        mm = gemm(plan.gemm_lane(gemms), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur);
         group = Merge{};
       }
     }
-    for (auto& s : mm) {
-      if (prev_comm >= 0) s.waits.push_back(prev_comm);  // earlier chunks came before on lane 0
+    if (mm) {
+      if (prev_comm >= 0) mm->waits.push_back(prev_comm);  // earlier chunks came before on lane 0
       ++gemms;
     }
 
     const bool has_comm = j < P - 1;
-    if (o.post == Post::gemm_first)
-      for (auto& s : mm) plan.push(s);
+    if (mm && o.post == Post::gemm_first) plan.push(*mm);
     const int c = has_comm ? plan.push(comm) : -1;
-    if (o.post == Post::comm_first)
-      for (auto& s : mm) plan.push(s);
+    if (mm && o.post == Post::comm_first) plan.push(*mm);
     prev_comm = c;
   }
   copy_own_chunk(plan, g);

@@ -11,6 +11,19 @@
 namespace collmm {
 namespace {
 
+// Synthetic timers for the calibration tests: GEMMs at 1 TFLOP/s, messages 3 us + bytes / 5 GB/s.
+double linear_gemm(int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; }
+double linear_comm(double bytes) { return 3 + bytes / 5e3; }
+
+// A spec of 512-sized GEMM shapes over the named base profile, for `dtype`.
+CalibrationSpec spec_over(const char* base, Dtype dtype) {
+  CalibrationSpec spec;
+  spec.dtype = dtype;
+  spec.gemm_shapes = calibration_shapes(512);
+  spec.base = builtin_profile(base);
+  return spec;
+}
+
 TEST(CostModel, TableIsExactAtItsPointsAndBetweenThem) {
   const Profile h = builtin_profile("h200-nvlink");
   EXPECT_DOUBLE_EQ(gemm_rate_tflops(h, 8192, 8192, 8192, Dtype::bf16), 796);
@@ -43,10 +56,10 @@ TEST(CostModel, MeasuredCollectiveReplacesTheRing) {
   Profile p = builtin_profile("cpu-2core");  // links 4 GB/s, 2 us
   const double ring = collective_time_us(p, 4, 4e6, false);
   EXPECT_DOUBLE_EQ(ring, 3 * (2 + 1000));
-  p.reduce_scatter = {1, 50};  // 1 GB/s, 50 us per ring step
+  p.reduce_scatter = {1, 50, {}};  // 1 GB/s, 50 us per ring step
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, true), 3 * (50 + 4000));
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, false), ring);  // allgather not measured: the ring
-  p.allgather = {8, 0};
+  p.allgather = {8, 0, {}};
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, false), 3 * 500);
   EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 4e6, true), 0);
 }
@@ -73,15 +86,12 @@ TEST(CostModel, MeasuredCollectivePointsAreInterpolated) {
 // line through the large ones is predicted at each measured size as measured.
 TEST(Calibrate, CollectivePointsAreKept) {
   const int P = 4;
-  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
-  auto comm = [](double bytes) { return 3 + bytes / 5e3; };
+  auto gemm = linear_gemm;
+  auto comm = linear_comm;
   auto step = [](double part) { return part < 2e6 ? 5 + part / 20e3 : 200 + part / 1e3; };
   auto coll = [&](StepKind, double part) { return (P - 1) * step(part); };
-  CalibrationSpec spec;
-  spec.dtype = Dtype::f32;
-  spec.gemm_shapes = calibration_shapes(512);
+  CalibrationSpec spec = spec_over("cpu-2core", Dtype::f32);
   spec.comm_bytes = calibration_sizes(16e6);
-  spec.base = builtin_profile("cpu-2core");
   spec.world = P;
   spec.collective_bytes = {65536, 1048576, 16777216};
   const Profile p = calibrate(spec, gemm, comm, coll);
@@ -110,8 +120,8 @@ TEST(Profile, JsonRoundTripAndFiles) {
   // The measured collectives go through JSON too; a profile without them (older files) loads with
   // none, i.e. the ring model.
   Profile c = builtin_profile("cpu-2core");
-  c.allgather = {3.5, 12};
-  c.reduce_scatter = {0.75, 40};
+  c.allgather = {3.5, 12, {}};
+  c.reduce_scatter = {0.75, 40, {}};
   const Profile c2 = profile_from_json(to_json(c));
   EXPECT_DOUBLE_EQ(c2.allgather.gbps, 3.5);
   EXPECT_DOUBLE_EQ(c2.allgather.latency_us, 12);
@@ -199,17 +209,14 @@ TEST(Calibrate, RecoversCollectivesAndMemory) {
   // A 4-rank job whose library allgather takes 20 us + part / 6 GB/s per ring step, whose
   // reduce-scatter 70 us + part / 1.5 GB/s, and whose adds move 3 x bytes at 12 GB/s.
   const int P = 4;
-  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
-  auto comm = [](double bytes) { return 3 + bytes / 5e3; };
+  auto gemm = linear_gemm;
+  auto comm = linear_comm;
   auto coll = [&](StepKind kind, double part) {
     return kind == StepKind::allgather ? (P - 1) * (20 + part / 6e3) : (P - 1) * (70 + part / 1.5e3);
   };
   auto add = [](double bytes) { return 3 * bytes / 12e3; };
-  CalibrationSpec spec;
-  spec.dtype = Dtype::f32;
-  spec.gemm_shapes = calibration_shapes(512);
+  CalibrationSpec spec = spec_over("cpu-2core", Dtype::f32);
   spec.comm_bytes = calibration_sizes(16e6);
-  spec.base = builtin_profile("cpu-2core");
   spec.world = P;
   spec.collective_bytes = spec.comm_bytes;
   spec.add_bytes = {1e6, 16e6};
@@ -239,12 +246,9 @@ TEST(Calibrate, RecoversCollectivesAndMemory) {
 // The issue timer's figure becomes Profile::host with the spec's issuer; 0 (a backend that does not
 // enqueue its steps) keeps the base's host figures; a negative one is refused.
 TEST(Calibrate, HostIssueFromItsTimer) {
-  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
-  auto comm = [](double bytes) { return 3 + bytes / 5e3; };
-  CalibrationSpec spec;
-  spec.dtype = Dtype::bf16;
-  spec.gemm_shapes = calibration_shapes(512);
-  spec.base = builtin_profile("h200-nvlink");
+  auto gemm = linear_gemm;
+  auto comm = linear_comm;
+  CalibrationSpec spec = spec_over("h200-nvlink", Dtype::bf16);
   spec.shared_issuer = true;
   const Profile p = calibrate(spec, gemm, comm, {}, {}, [] { return 7.5; });
   EXPECT_DOUBLE_EQ(p.host.issue_us, 7.5);
@@ -266,13 +270,10 @@ TEST(Calibrate, HostIssueFromItsTimer) {
 // size. With an issue figure that is a flat line (latency = the mean, size costs nothing); without
 // one it stays an error (a timer that is broken).
 TEST(Calibrate, FlatTransfersAfterTheIssueCostAreALatency) {
-  auto gemm = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / 1e6; };
+  auto gemm = linear_gemm;
   int call = 0;
   auto flat = [&](double) { return ++call % 2 ? 5.0 : 4.0; };  // 5, 4, 5, ...: no growth
-  CalibrationSpec spec;
-  spec.dtype = Dtype::bf16;
-  spec.gemm_shapes = calibration_shapes(512);
-  spec.base = builtin_profile("h200-nvlink");
+  CalibrationSpec spec = spec_over("h200-nvlink", Dtype::bf16);
   spec.comm_bytes = {65536, 1048576};
   const Profile p = calibrate(spec, gemm, flat, {}, {}, [] { return 10.0; });
   EXPECT_DOUBLE_EQ(p.links.intra_latency_us, 4.5);

@@ -104,7 +104,7 @@ TEST(Simulate, SequentialFollowsTheMeasuredCollective) {
   Profile prof = analytic_profile(kTflops, block_bytes / (g * 1e3));  // link: one block in g
   const double ring = sim_us(rs(P, mb, n, kr), algo(Algo::sequential), prof);
   EXPECT_NEAR(ring, P * g + (P - 1) * g, 1e-6 * ring);
-  prof.reduce_scatter = {block_bytes / (3 * g * 1e3), 0.5 * g};  // a block in 3g, 0.5g latency per step
+  prof.reduce_scatter = {block_bytes / (3 * g * 1e3), 0.5 * g, {}};  // a block in 3g, 0.5g latency per step
   const double own = sim_us(rs(P, mb, n, kr), algo(Algo::sequential), prof);
   EXPECT_NEAR(own, P * g + (P - 1) * 3.5 * g, 1e-6 * own);
   // The ring plan has no collective: unchanged.
@@ -114,7 +114,7 @@ TEST(Simulate, SequentialFollowsTheMeasuredCollective) {
   const double a_bytes = mc * k * 4.0, ga = test::gemm_us(mc, nr, k, kTflops);
   const double before = sim_us(ag(P, mc, nr, k), algo(Algo::sequential), prof, StepFilter::comm_only);
   EXPECT_NEAR(before, (P - 1) * a_bytes / (prof.links.intra_gbps * 1e3), 1e-6 * before);
-  prof.allgather = {a_bytes / (2 * ga * 1e3), 0};
+  prof.allgather = {a_bytes / (2 * ga * 1e3), 0, {}};
   const double after = sim_us(ag(P, mc, nr, k), algo(Algo::sequential), prof, StepFilter::comm_only);
   EXPECT_NEAR(after, (P - 1) * 2 * ga, 1e-6 * after);
 }
