@@ -21,6 +21,10 @@
 //         model's add_time_us counts them.
 //   host (when an IssueTimer is given and returns > 0): Profile::host = {its figure,
 //         spec.shared_issuer}; 0 (a backend whose steps are not enqueued: cpu) keeps the base's.
+//   device (spec.ranks_per_device > 1 and a device GEMM timer: ranks emulated on one GPU): the
+//         GemmTimer times a GEMM alone on the device (the table's tflops), the device timer the
+//         same shape run by every rank of the device at once (GemmPoint::device_tflops =
+//         ranks x 2mnk / t); Profile::ranks_per_device is set.
 //   Everything else (contention, inter-node links) is kept from spec.base.
 #pragma once
 
@@ -58,6 +62,7 @@ struct CalibrationSpec {
   std::vector<double> collective_bytes;  // part sizes: two or more, or none (collectives not measured)
   std::vector<double> add_bytes;       // add output sizes: one or more, or none (memory_gbps from base)
   bool shared_issuer = false;          // one host thread issues every rank's steps (Profile::host.shared)
+  int ranks_per_device = 1;            // ranks sharing one device (Profile::ranks_per_device)
 };
 
 // m in {L/8, L/2, L}, (n, k) in {(L, L), (L/2, L)}: six shapes around the largest dimension L.
@@ -68,9 +73,12 @@ std::vector<double> calibration_sizes(double largest);
 // Throws UsageError for a spec without shapes or with a single size, std::runtime_error when a timer returns a
 // non-positive time or the times do not grow with the size.
 // The collective and add timers are only called for the sizes of the spec's collective_bytes and add_bytes.
+// `gemm_device`: microseconds for the shape run by every rank of a shared device at once (used
+// when spec.ranks_per_device > 1).
 Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
-                  const AddTimer& = {}, const IssueTimer& = {});
+                  const AddTimer& = {}, const IssueTimer& = {}, const GemmTimer& gemm_device = {});
 Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const std::string& path,
-                          const CollectiveTimer& = {}, const AddTimer& = {}, const IssueTimer& = {});
+                          const CollectiveTimer& = {}, const AddTimer& = {}, const IssueTimer& = {},
+                          const GemmTimer& gemm_device = {});
 
 }  // namespace collmm

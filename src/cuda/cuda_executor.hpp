@@ -45,6 +45,7 @@ class CudaExecutor final : public Executor {
   Dtype out_dtype(Dtype in) const override;
   std::string timing_note() const override;
   bool single_issuer() const override { return s_.transport == Transport::local; }
+  int ranks_per_device() const override;
   double last_issue_us() const override { return issue_us_; }
 
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override;

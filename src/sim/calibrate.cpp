@@ -54,7 +54,8 @@ Line fit_line(const std::vector<double>& sizes, const std::function<double(doubl
 }  // namespace
 
 Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
-                  const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue) {
+                  const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue,
+                  const GemmTimer& gemm_device) {
   if (spec.gemm_shapes.empty()) throw UsageError("calibration needs at least one GEMM shape");
   if (spec.comm_bytes.size() == 1) throw UsageError("calibration needs at least two message sizes (or none)");
   Profile p = spec.base;
@@ -64,20 +65,30 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
   p.gemm.table.erase(std::remove_if(p.gemm.table.begin(), p.gemm.table.end(),
                                     [&](const GemmPoint& g) { return g.dtype == spec.dtype; }),
                      p.gemm.table.end());
+  const bool shared_device = spec.ranks_per_device > 1 && gemm_device;
+  p.ranks_per_device = shared_device ? spec.ranks_per_device : 1;
   double best = 0;
   for (const GemmShape& s : spec.gemm_shapes) {
+    const double flops = 2.0 * double(s[0]) * double(s[1]) * double(s[2]);
     const double us = gemm(s[0], s[1], s[2]);
     if (!(us > 0)) throw std::runtime_error("calibration: GEMM timer gave a non-positive time");
-    const double tflops = 2.0 * double(s[0]) * double(s[1]) * double(s[2]) / (us * 1e6);
-    p.gemm.table.push_back({spec.dtype, s[0], s[1], s[2], tflops});
-    best = std::max(best, tflops);
+    double device = 0;
+    if (shared_device) {
+      const double all_us = gemm_device(s[0], s[1], s[2]);
+      if (!(all_us > 0)) throw std::runtime_error("calibration: device GEMM timer gave a non-positive time");
+      device = spec.ranks_per_device * flops / (all_us * 1e6);
+    }
+    p.gemm.table.push_back({spec.dtype, s[0], s[1], s[2], flops / (us * 1e6), device});
+    best = std::max(best, flops / (us * 1e6));
   }
   auto& peaks = p.gemm.peak_tflops;
   peaks.erase(std::remove_if(peaks.begin(), peaks.end(), [&](auto& e) { return e.first == spec.dtype; }), peaks.end());
   peaks.push_back({spec.dtype, best});
 
   p.notes = "Calibrated: GEMM rate table (" + to_string(spec.dtype) + ", " + std::to_string(spec.gemm_shapes.size()) +
-            " shapes) measured; ";
+            " shapes) measured" +
+            (shared_device ? " alone and with all " + std::to_string(spec.ranks_per_device) + " ranks of the device at once; "
+                           : "; ");
   if (issue) {
     const double h = issue();
     if (!(h >= 0) || !std::isfinite(h)) throw std::runtime_error("calibration: issue timer gave a negative time");
@@ -137,8 +148,8 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
 
 Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
                           const std::string& path, const CollectiveTimer& coll, const AddTimer& add,
-                          const IssueTimer& issue) {
-  Profile p = calibrate(spec, gemm, comm, coll, add, issue);
+                          const IssueTimer& issue, const GemmTimer& gemm_device) {
+  Profile p = calibrate(spec, gemm, comm, coll, add, issue, gemm_device);
   save_profile(p, path);
   return p;
 }

@@ -25,24 +25,29 @@ double peak_tflops(const Profile& prof, Dtype d) {
   throw UsageError("profile '" + prof.name + "' has no GEMM peak for dtype " + to_string(d));
 }
 
-// Inverse-distance weighting (power 2) of the table's rates for dtype d in log2 coordinates.
-double table_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype d) {
+// Inverse-distance weighting (power 2) of the table's rates for dtype d in log2 coordinates;
+// `device`: the points' device_tflops (those that have it) instead of their tflops. 0 when no
+// point qualifies.
+double interpolate(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype d, bool device) {
   const double x[3] = {std::log2(double(m)), std::log2(double(n)), std::log2(double(k))};
   double wsum = 0, rsum = 0;
-  bool any = false;
   for (const GemmPoint& p : prof.gemm.table) {
-    if (p.dtype != d) continue;
-    any = true;
+    const double rate = device ? p.device_tflops : p.tflops;
+    if (p.dtype != d || !(rate > 0)) continue;
     const double y[3] = {std::log2(double(p.m)), std::log2(double(p.n)), std::log2(double(p.k))};
     double dist2 = 0;
     for (int i = 0; i < 3; ++i) dist2 += (x[i] - y[i]) * (x[i] - y[i]);
-    if (dist2 < 1e-18) return p.tflops;
+    if (dist2 < 1e-18) return rate;
     const double w = 1.0 / dist2;
     wsum += w;
-    rsum += w * p.tflops;
+    rsum += w * rate;
   }
-  if (!any) return peak_tflops(prof, d);  // no table row for this dtype: the roofline peak
-  return rsum / wsum;
+  return wsum > 0 ? rsum / wsum : 0;
+}
+
+double table_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype d) {
+  const double r = interpolate(prof, m, n, k, d, false);
+  return r > 0 ? r : peak_tflops(prof, d);  // no table row for this dtype: the roofline peak
 }
 
 }  // namespace
@@ -66,6 +71,13 @@ double gemm_rate_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dt
   if (!(rate > 0)) throw UsageError("profile '" + prof.name + "': GEMM rate must be > 0");
   return rate;
 }
+
+double gemm_device_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {
+  if (prof.gemm.model != GemmModel::table || m <= 0 || n <= 0 || k <= 0) return 0;
+  return interpolate(prof, m, n, k, in, true);
+}
+
+int device_of(const Profile& prof, int rank) { return rank / std::max(1, prof.ranks_per_device); }
 
 double gemm_time_us(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;

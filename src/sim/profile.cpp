@@ -82,8 +82,11 @@ json to_json(const Profile& p) {
   json peaks = json::object();
   for (auto& [d, tf] : p.gemm.peak_tflops) peaks[to_string(d)] = tf;
   json table = json::array();
-  for (const GemmPoint& g : p.gemm.table)
-    table.push_back({{"dtype", to_string(g.dtype)}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"tflops", g.tflops}});
+  for (const GemmPoint& g : p.gemm.table) {
+    json e = {{"dtype", to_string(g.dtype)}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"tflops", g.tflops}};
+    if (g.device_tflops > 0) e["device_tflops"] = g.device_tflops;
+    table.push_back(e);
+  }
   return {{"name", p.name},
           {"notes", p.notes},
           {"gemm", {{"model", to_string(p.gemm.model)}, {"overhead_us", p.gemm.overhead_us},
@@ -101,7 +104,8 @@ json to_json(const Profile& p) {
                            {"reduce_scatter", {{"gbps", p.reduce_scatter.gbps},
                                                {"latency_us", p.reduce_scatter.latency_us},
                                                {"points", p.reduce_scatter.points}}}}},
-          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}}}};
+          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}}},
+          {"device", {{"ranks", p.ranks_per_device}}}};
 }
 
 Profile profile_from_json(const json& j) {
@@ -117,7 +121,8 @@ Profile profile_from_json(const json& j) {
     for (auto& [d, tf] : peaks.items()) p.gemm.peak_tflops.push_back({parse_dtype(d), tf.get<double>()});
     for (const json& e : table)
       p.gemm.table.push_back({parse_dtype(e.at("dtype").get<std::string>()), e.at("m").get<int64_t>(),
-                              e.at("n").get<int64_t>(), e.at("k").get<int64_t>(), e.at("tflops").get<double>()});
+                              e.at("n").get<int64_t>(), e.at("k").get<int64_t>(), e.at("tflops").get<double>(),
+                              get<double>(e, "device_tflops", 0)});
     p.memory_gbps = get<double>(j, "memory_gbps", 0);
     const json l = get<json>(j, "links", json::object());
     p.links.ranks_per_node = get<int>(l, "ranks_per_node", 0);
@@ -148,6 +153,8 @@ Profile profile_from_json(const json& j) {
     const json h = get<json>(j, "host", json::object());  // absent (older profiles): no host term
     p.host.issue_us = get<double>(h, "issue_us", 0);
     p.host.shared = get<bool>(h, "shared", false);
+    p.ranks_per_device = get<int>(get<json>(j, "device", json::object()), "ranks", 1);  // absent: a device per rank
+    if (p.ranks_per_device < 1) throw UsageError("profile '" + p.name + "': device.ranks must be >= 1");
     if (!(p.host.issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.issue_us must be >= 0");
     if (p.contention.gemm_slowdown < 1 || p.contention.comm_slowdown < 1)
       throw UsageError("profile '" + p.name + "': slowdown factors must be >= 1");

@@ -16,19 +16,19 @@ bool Engine::sm_comm(StepKind k) const { return prof_.contention.transport_uses_
 double Engine::speed_of(const Activity& a) const {
   if (a.type == Activity::wake) return 1;
   const Contention& c = prof_.contention;
-  if (a.type == Activity::local && a.gemm) {  // GEMMs of one rank share its compute
-    const SimRank& r = ranks_[a.rank];
-    const double share = 1.0 / std::max(1, r.gemm_running);
-    const bool comm = c.transport_uses_sms && (r.comm_running > 0 || colls_running_ > 0);
+  if (a.type == Activity::local && a.gemm) {  // GEMMs on one device share its compute
+    const SimDevice& d = device(a.rank);
+    const double share = a.cap > 0 ? std::min(1.0, a.cap / d.gemm_demand) : 1.0 / std::max(1, d.gemm_running);
+    const bool comm = c.transport_uses_sms && (d.comm_running > 0 || colls_running_ > 0);
     return comm ? share / c.gemm_slowdown : share;
   }
   if (!c.transport_uses_sms) return 1;
   switch (a.type) {
     case Activity::local:
-      return ranks_[a.rank].gemm_running > 0 ? 1 / c.comm_slowdown : 1;
+      return device(a.rank).gemm_running > 0 ? 1 / c.comm_slowdown : 1;
     case Activity::message: {
       const Message& m = msgs_[a.id];
-      return (ranks_[m.src].gemm_running > 0 || ranks_[m.dst].gemm_running > 0) ? 1 / c.comm_slowdown : 1;
+      return (device(m.src).gemm_running > 0 || device(m.dst).gemm_running > 0) ? 1 / c.comm_slowdown : 1;
     }
     case Activity::collective:
       return gemm_total_ > 0 ? 1 / c.comm_slowdown : 1;
@@ -60,36 +60,44 @@ void Engine::rerate_rank(int r, double t) {
   for (int act : ranks_[r].active) rerate(act, t);
 }
 
+void Engine::rerate_device(int d, double t) {
+  for (int r : devs_[d].ranks) rerate_rank(r, t);
+}
+
 void Engine::rerate_all(double t) {
   for (int r = 0; r < world_; ++r) rerate_rank(r, t);
   for (int c : active_colls_) rerate(c, t);
 }
 
-// Adds (delta = +1) or removes (-1) a counted activity from the contention state, re-rating the
-// activities whose speed may change (GEMMs always count; comm only when it contends for SMs).
+// Adds (delta = +1) or removes (-1) a counted activity from its device's contention state,
+// re-rating the activities whose speed may change (GEMMs always count; comm only when it contends
+// for SMs).
 void Engine::set_counts(const Activity& a, int delta, double t) {
   if (!a.counted) return;
-  auto bump = [&](int& count, int r) {
-    const bool was = count > 0;
-    count += delta;
-    if ((count > 0) != was && r >= 0) rerate_rank(r, t);
+  auto bump = [&](int r) {
+    SimDevice& d = device(r);
+    const bool was = d.comm_running > 0;
+    d.comm_running += delta;
+    if ((d.comm_running > 0) != was) rerate_device(device_of(prof_, r), t);
   };
   switch (a.type) {
     case Activity::local:
       if (a.gemm) {
-        ranks_[a.rank].gemm_running += delta;  // every change re-rates: GEMMs share the rank
-        rerate_rank(a.rank, t);
+        SimDevice& d = device(a.rank);
+        d.gemm_running += delta;
+        d.gemm_demand = d.gemm_running > 0 ? d.gemm_demand + delta * a.rate : 0;
+        rerate_device(device_of(prof_, a.rank), t);  // every change re-rates: GEMMs share the device
         const bool was = gemm_total_ > 0;
         gemm_total_ += delta;
         if ((gemm_total_ > 0) != was && colls_running_ > 0) rerate_all(t);
       } else {
-        bump(ranks_[a.rank].comm_running, a.rank);
+        bump(a.rank);
       }
       break;
     case Activity::message: {
       const Message& m = msgs_[a.id];
-      bump(ranks_[m.src].comm_running, m.src);
-      if (m.dst != m.src) bump(ranks_[m.dst].comm_running, m.dst);
+      bump(m.src);
+      if (m.dst != m.src) bump(m.dst);
       break;
     }
     case Activity::collective: {
@@ -135,6 +143,8 @@ void Engine::start(int r, int s, double t) {
     case StepKind::add:
       a.gemm = x.kind == StepKind::gemm;
       a.remaining = x.skip ? 0 : x.work_us;
+      a.rate = x.work_us > 0 ? x.flops / x.work_us : 0;
+      a.cap = x.cap;
       start_activity(a, t);
       return;
     case StepKind::sendrecv:
@@ -194,7 +204,7 @@ void Engine::try_start(int r, double t) {
   for (int s : ready) {
     const SimStep& x = rank.steps[s];
     if (order && !x.skip) {
-      if (sm_comm(x.kind) && rank.gemm_running > 0) {
+      if (sm_comm(x.kind) && device(r).gemm_running > 0) {
         comm_waits_for_sms = true;  // a running GEMM holds the SMs; starts when it ends
         continue;
       }

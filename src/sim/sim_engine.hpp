@@ -25,6 +25,8 @@ struct SimStep {
   int share_send[2] = {0, 0};          // sendrecv: sends / receives per class (0 intra, 1 inter)
   int share_recv[2] = {0, 0};
   double work_us = 0;                  // gemm, copy, add: nominal time
+  double flops = 0;                    // gemm: 2mnk
+  double cap = 0;                      // gemm: its device's aggregate rate at its shape, flops/us (0: none)
   double issued_us = 0;                // when the host has enqueued it (0: host issue not modelled)
   bool skip = false;                   // left out by the StepFilter: takes no time
   bool wake = false;                   // a wake-up is pending at issued_us
@@ -39,7 +41,14 @@ struct SimRank {
   std::vector<size_t> lane_head;
   std::vector<StepTime> times;
   std::vector<int> active;                   // activities touching this rank
-  int gemm_running = 0, comm_running = 0;    // for SM contention
+};
+
+// The compute the ranks r with r / Profile::ranks_per_device == d share: one per rank unless ranks
+// are emulated on one GPU. GEMMs on it share its rate; SM contention counts its comm and GEMMs.
+struct SimDevice {
+  std::vector<int> ranks;
+  int gemm_running = 0, comm_running = 0;
+  double gemm_demand = 0;  // the running GEMMs' alone rates, flops per us
 };
 
 struct Message {
@@ -62,6 +71,7 @@ struct Activity {
   enum Type { local, message, collective, wake } type = local;
   int rank = -1, id = -1;  // local, wake: (rank, step); message: id; collective: id
   bool gemm = false;       // local gemm
+  double rate = 0, cap = 0;  // local gemm: its alone rate and its device's aggregate (flops per us)
   bool counted = false;    // counts in the contention state
   double remaining = 0, speed = 1, last = 0;
   uint32_t version = 0;
@@ -97,7 +107,10 @@ class Engine {
   double speed_of(const Activity& a) const;
   void rerate(int act, double t);
   void rerate_rank(int r, double t);
+  void rerate_device(int d, double t);
   void rerate_all(double t);
+  SimDevice& device(int r) { return devs_[device_of(prof_, r)]; }
+  const SimDevice& device(int r) const { return devs_[device_of(prof_, r)]; }
   void schedule(int act);
   bool sm_comm(StepKind k) const;
 
@@ -106,6 +119,7 @@ class Engine {
   StepFilter filter_;
   int world_;
   std::vector<SimRank> ranks_;
+  std::vector<SimDevice> devs_;
   std::vector<Message> msgs_;
   std::vector<Collective> colls_;
   // Per rank, in order: (peer, step, slot in SimRank::msgs, bytes) of each send and receive.

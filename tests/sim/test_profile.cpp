@@ -168,6 +168,51 @@ TEST(Profile, HostIssueRoundTrip) {
   EXPECT_THROW(profile_from_json(nlohmann::json{{"host", {{"issue_us", -1}}}}), UsageError);
 }
 
+TEST(Profile, SharedDeviceRoundTrip) {
+  for (const std::string& name : builtin_profile_names()) EXPECT_EQ(builtin_profile(name).ranks_per_device, 1) << name;
+  Profile a = builtin_profile("h200-nvlink");
+  a.ranks_per_device = 8;
+  a.gemm.table[0].device_tflops = 900;
+  const nlohmann::json j = to_json(a);
+  EXPECT_EQ(j.at("device").at("ranks").get<int>(), 8);
+  EXPECT_EQ(j.at("gemm").at("table")[0].at("device_tflops").get<double>(), 900);
+  EXPECT_FALSE(j.at("gemm").at("table")[1].contains("device_tflops"));  // not measured: left out
+  const Profile b = profile_from_json(j);
+  EXPECT_EQ(b.ranks_per_device, 8);
+  EXPECT_EQ(b.gemm.table[0].device_tflops, 900);
+  EXPECT_EQ(b.gemm.table[1].device_tflops, 0);
+  EXPECT_EQ(to_json(b), j);
+  // Only the points that have it count; exact at a point, between them elsewhere, 0 with none.
+  const GemmPoint& p0 = b.gemm.table[0];
+  EXPECT_DOUBLE_EQ(gemm_device_tflops(b, p0.m, p0.n, p0.k, Dtype::bf16), 900);
+  EXPECT_DOUBLE_EQ(gemm_device_tflops(b, 333, 777, 999, Dtype::bf16), 900);
+  EXPECT_EQ(gemm_device_tflops(builtin_profile("h200-nvlink"), p0.m, p0.n, p0.k, Dtype::bf16), 0);
+  EXPECT_EQ(device_of(b, 7), 0);
+  EXPECT_EQ(device_of(b, 8), 1);
+  nlohmann::json old = j;
+  old.erase("device");
+  EXPECT_EQ(profile_from_json(old).ranks_per_device, 1);
+  EXPECT_THROW(profile_from_json(nlohmann::json{{"device", {{"ranks", 0}}}}), UsageError);
+}
+
+TEST(Calibrate, SharedDeviceTimesAloneAndAllAtOnce) {
+  // 4 ranks on one device: a GEMM alone at 3 TFLOP/s; all 4 at once take as long as 4 x 2mnk at 8.
+  auto alone = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / (3 * 1e6); };
+  auto all = [](int64_t m, int64_t n, int64_t k) { return 4 * 2.0 * m * n * k / (8 * 1e6); };
+  CalibrationSpec spec;
+  spec.dtype = Dtype::bf16;
+  spec.gemm_shapes = calibration_shapes(2048);
+  spec.base = builtin_profile("h200-nvlink");
+  spec.ranks_per_device = 4;
+  const Profile p = calibrate(spec, alone, {}, {}, {}, {}, all);
+  EXPECT_EQ(p.ranks_per_device, 4);
+  EXPECT_NEAR(gemm_rate_tflops(p, 1024, 2048, 2048, Dtype::bf16), 3, 1e-12);
+  EXPECT_NEAR(gemm_device_tflops(p, 1024, 2048, 2048, Dtype::bf16), 8, 1e-12);
+  const Profile own = calibrate(spec, alone, {});  // no device timer: a device per rank
+  EXPECT_EQ(own.ranks_per_device, 1);
+  EXPECT_EQ(gemm_device_tflops(own, 1024, 2048, 2048, Dtype::bf16), 0);
+}
+
 TEST(Calibrate, RecoversRatesLatencyAndBandwidth) {
   // A machine whose GEMMs run at 2 TFLOP/s at m = 512 and 4 TFLOP/s otherwise, whose link moves
   // 50 GB/s after 3 us.
