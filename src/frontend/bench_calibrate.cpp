@@ -17,14 +17,17 @@ namespace collmm {
 namespace {
 
 // Times one plan per rank of the job (built for every local rank) with a filter; one whole
-// iteration first so that every buffer holds data. `alone`: only the first local rank runs its
-// steps (the others' plans keep their buffers, no steps): a GEMM alone on a shared device.
+// iteration first so that every buffer holds data. `alone`: only the first local rank's GEMMs
+// run (the others' GEMM steps get 0 rows, which the engines skip; their steps stay, so that the
+// local transport still meets every rank at each comm step): a GEMM alone on a shared device.
 double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const PlanOptions& po, StepFilter filter,
                  bool alone = false) {
   std::vector<Plan> plans;
   for (int r : ex.local_ranks()) plans.push_back(make_plan(p, po, r));
   if (alone)
-    for (size_t i = 1; i < plans.size(); ++i) plans[i].steps.clear();
+    for (size_t i = 1; i < plans.size(); ++i)
+      for (Step& s : plans[i].steps)
+        if (s.kind == StepKind::gemm) s.a.rows = s.out.rows = 0;
   ex.prepare(plans, o.dtype);
   upload_inputs(ex, plans, o.seed, o.dtype);  // the bench's random inputs: GEMMs on zeros run faster
   ex.run(StepFilter::all, false);
