@@ -246,6 +246,9 @@ void Engine::finish(int act, double t) {
       delist(a.rank);
       set_counts(a, -1, t);
       step_done(a.rank, a.id, t);
+      if (a.gemm && prof_.contention.transport_uses_sms && prof_.contention.launch_order)
+        for (int r : device(a.rank).ranks)  // comm held back by this GEMM (launch order) may start now
+          if (!is_touched_[r]) is_touched_[r] = 1, touched_.push_back(r);
       break;
     case Activity::message: {
       const Message& m = msgs_[a.id];

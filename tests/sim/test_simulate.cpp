@@ -193,6 +193,15 @@ TEST(Simulate, RingOnOneSharedDevice) {
     Profile prof = shared_device(P, kTflops);
     prof.links = {0, 1e6, 0, 1e6, 0};
     EXPECT_NEAR(sim_us(ag(P, mc, nr, k), algo(Algo::ring), prof), P * P * g, 1e-3 * g) << "P=" << P;
+    // Launch order on one device: a rank's transfer held back by another rank's GEMM starts when
+    // that GEMM ends (and every algorithm runs to its end).
+    prof.contention = {true, 1.0, 1.0, true};
+    prof.host = {0.01 * g, true};
+    for (Op op : {Op::ag_gemm, Op::gemm_rs})
+      for (Algo a : all_algos()) {
+        const Problem p = op == Op::ag_gemm ? ag(P, mc, nr, k) : rs(P, mc, nr, k);
+        EXPECT_GT(sim_us(p, algo(a), prof), 0) << to_string(op) << " " << to_string(a) << " P=" << P;
+      }
   }
 }
 
