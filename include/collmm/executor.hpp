@@ -74,6 +74,11 @@ class Executor {
   // its issuing threads; with a CUDA graph, the graph's launch); 0 where steps are not enqueued
   // (cpu: lane threads run them).
   virtual double last_issue_us() const { return 0; }
+  // From now on, run() replays a graph of the iteration captured once per filter (as --graph
+  // does) when `on`, or issues it step by step when not; returns false where the backend has no
+  // graphs (cpu). Calibration times the device's own work this way, with the host's issue out of
+  // its way.
+  virtual bool replay_graphs(bool on) { (void)on; return false; }
 
   // Allocates the buffers of these plans (plans[i] belongs to local_ranks()[i]); replaces earlier ones.
   virtual void prepare(const std::vector<Plan>& plans, Dtype dtype) = 0;

@@ -47,6 +47,10 @@ class CudaExecutor final : public Executor {
   bool single_issuer() const override { return s_.transport == Transport::local; }
   int ranks_per_device() const override;
   double last_issue_us() const override { return issue_us_; }
+  bool replay_graphs(bool on) override {
+    s_.graph = on;
+    return true;
+  }
 
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override;
   void write(int i, int buffer, const void* bytes, size_t nbytes) override;
