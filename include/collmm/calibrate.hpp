@@ -49,8 +49,9 @@ using CollectiveTimer = std::function<double(StepKind kind, double max_part_byte
 // Microseconds for one add step (out += a) whose output is `bytes`.
 using AddTimer = std::function<double(double bytes)>;
 // Host microseconds per device operation enqueued (sim.hpp's issue_ops: the unit of
-// Profile::host.issue_us); 0 where the backend does not enqueue its steps.
-using IssueTimer = std::function<double()>;
+// Profile::host.issue_us), and per GEMM launch where told apart (gemm_issue_us; 0: the same);
+// issue_us 0 where the backend does not enqueue its steps. `shared` is the spec's.
+using IssueTimer = std::function<HostCost()>;
 
 struct CalibrationSpec {
   std::string name = "calibrated";

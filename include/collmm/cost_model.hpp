@@ -31,8 +31,9 @@
 //                     min(1, cap / sum of the running GEMMs' alone rates) of it, cap = the device's
 //                     aggregate rate at the GEMM's shape (GemmPoint::device_tflops, interpolated as
 //                     the table is; without it, they share the alone rate equally, as a rank's
-//                     lanes do). The SM contention and
-//                     launch-order rules below then count the device's comm and GEMMs, not the rank's.
+//                     lanes do). The SM contention rule below then counts the device's comm and
+//                     GEMMs, not the rank's; the launch-order rule stays per rank (one rank's chunk
+//                     GEMM does not hold every SM of a device shared by several).
 //   SM contention (when the transport uses SMs): while a comm kernel (sendrecv, collective, add,
 //                     copy) is moving data on a rank, its GEMMs run gemm_slowdown times slower;
 //                     while a GEMM runs, that rank's comm runs comm_slowdown times slower. With
@@ -41,7 +42,8 @@
 //   host issue:       a step cannot start before the host has enqueued it. The host spends
 //                     issue_us per device operation (sim.hpp's issue_ops: a GEMM, copy or add is
 //                     one; a sendrecv one per receive, at least one; a collective P, the local
-//                     transport's per-part copies or adds), the step's event records and waits
+//                     transport's per-part copies or adds; a GEMM costs gemm_issue_us where it is
+//                     set), the step's event records and waits
 //                     folded in, and never waits for the device. One issuer per rank walks its plan
 //                     in list order; shared (one host thread for every emulated rank, cuda
 //                     --transport local) walks them in the local transport's order (round robin,
@@ -115,7 +117,10 @@ struct CollectiveCost {
 struct HostCost {
   double issue_us = 0;  // host microseconds per device operation enqueued
   bool shared = false;  // one host thread issues every rank's steps (else one per rank)
+  double gemm_issue_us = 0;  // per GEMM launch, where it differs (cuBLASLt costs the host more than
+                             // a copy); 0: issue_us
 };
+
 
 struct Profile {
   std::string name;

@@ -40,6 +40,8 @@ namespace collmm {
 // gemm, copy or add is one; a sendrecv one per receive (a copy on the receiving rank), at least
 // one; an allgather or reduce-scatter `world` (the local transport's P copies, or copy and P-1 adds).
 int issue_ops(StepKind kind, int receives, int world);
+// The host's time to enqueue `ops` device operations of a step of this kind (Profile::host).
+double issue_cost_us(const HostCost&, StepKind kind, int ops);
 
 // Simulates the plans of all ranks of one job (plans[r].rank == r, plans.size() == P). Throws
 // std::runtime_error when the plans do not match (a send without its receive, collectives that

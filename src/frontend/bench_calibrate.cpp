@@ -61,13 +61,16 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
   return slowest;
 }
 
-// Host microseconds per device operation enqueued: the host wall time of the issue
-// (Executor::last_issue_us) over the device operations issued (issue_ops, summed over the local
-// ranks when one thread issues them all, else the most of one rank), summed over every algorithm
-// of the asked ops at the bench's shape; the median of --iters runs per plan; the largest over the
-// processes. 0 when the backend does not enqueue its steps (cpu).
-double time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& out, bool printer) {
-  double wall = 0, ops = 0;
+// Host microseconds per device operation enqueued, and per GEMM launch: the host wall time of the
+// issue (Executor::last_issue_us; median of --iters runs) of every algorithm of the asked ops at
+// the bench's shape, against the GEMMs and the other device operations it issued (issue_ops,
+// summed over the local ranks when one thread issues them all, else the most of one rank), fitted
+// as wall = gemms x gemm_issue_us + others x issue_us (least squares over the algorithms, whose
+// mixes differ: sequential plans are mostly copies, pipelined ones mostly GEMMs). Where the two
+// cannot be told apart (a fit <= 0), one figure for both: the total wall over all operations. The
+// largest over the processes. {0, 0} when the backend does not enqueue its steps (cpu).
+HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& out, bool printer) {
+  double sgg = 0, sgo = 0, soo = 0, sgt = 0, sot = 0, wall = 0, ops = 0;  // the normal equations' sums
   for (Op op : o.ops)
     for (Algo a : all_algos()) {
       const Problem p = problem_of(o, op, world);
@@ -77,15 +80,17 @@ double time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& 
       } catch (const UsageError&) {
         continue;  // an algorithm this shape does not allow
       }
-      double mine = 0;
+      double gemms = 0, others = 0;
       for (const Plan& plan : plans) {
-        double n = 0;
-        for (const Step& s : plan.steps) n += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
-        mine = ex.single_issuer() ? mine + n : std::max(mine, n);
+        double g = 0, n = 0;
+        for (const Step& s : plan.steps)
+          (s.kind == StepKind::gemm ? g : n) += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
+        if (ex.single_issuer()) gemms += g, others += n;
+        else if (g + n > gemms + others) gemms = g, others = n;
       }
       ex.prepare(plans, o.dtype);
       ex.run(StepFilter::all, false);
-      if (!(ex.last_issue_us() > 0)) return 0;  // the same backend on every process: all return here
+      if (!(ex.last_issue_us() > 0)) return {};  // the same backend on every process: all return here
       for (int w = 0; w < o.warmup; ++w) ex.run(StepFilter::all, false);
       std::vector<double> us;
       for (int it = 0; it < std::max(1, o.iters); ++it) {
@@ -95,17 +100,23 @@ double time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& 
       const double t = median(us);
       if (printer) {
         char buf[200];
-        std::snprintf(buf, sizeof buf, "#   issue %s %-10s %8.0f device operations  %10.1f us  %6.2f us each\n",
-                      to_string(op).c_str(), to_string(a).c_str(), mine, t, t / mine);
+        std::snprintf(buf, sizeof buf, "#   issue %s %-10s %6.0f GEMMs + %6.0f other operations  %10.1f us  %6.2f us each\n",
+                      to_string(op).c_str(), to_string(a).c_str(), gemms, others, t, t / (gemms + others));
         out << buf;
       }
-      wall += t;
-      ops += mine;
+      sgg += gemms * gemms, sgo += gemms * others, soo += others * others, sgt += gemms * t, sot += others * t;
+      wall += t, ops += gemms + others;
     }
-  const double here = ops > 0 ? wall / ops : 0;
-  double most = 0;
-  for (double h : ex.host().allgather(std::vector<double>{here})) most = std::max(most, h);
-  return most;
+  HostCost h;
+  const double det = sgg * soo - sgo * sgo;
+  if (det > 1e-9 * sgg * soo) {
+    h.gemm_issue_us = (sgt * soo - sot * sgo) / det;
+    h.issue_us = (sot * sgg - sgt * sgo) / det;
+  }
+  if (!(h.gemm_issue_us > 0 && h.issue_us > 0)) h = {ops > 0 ? wall / ops : 0, false, 0};
+  const std::vector<double> all = ex.host().allgather(std::vector<double>{h.issue_us, h.gemm_issue_us});
+  for (size_t i = 0; i < all.size(); i += 2) h.issue_us = std::max(h.issue_us, all[i]), h.gemm_issue_us = std::max(h.gemm_issue_us, all[i + 1]);
+  return h;
 }
 
 // The device's share of a time measured for the plans of (p, po) with filter f while the host
@@ -261,8 +272,10 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   }
   settle(ex, o, world);
   // The host's issue cost first: the timers below take the host's share off what they measure.
-  const double issue_h = time_issue(ex, o, world, out, printer);
-  const HostCost host = issue_h > 0 ? HostCost{issue_h, ex.single_issuer()} : spec.base.host;
+  HostCost measured_host = time_issue(ex, o, world, out, printer);
+  const double issue_h = measured_host.issue_us;
+  measured_host.shared = ex.single_issuer();
+  const HostCost host = issue_h > 0 ? measured_host : spec.base.host;
   // The device's own times: replayed graphs where the backend has them (the host's issue is then
   // out of the way: with emulated ranks the device idles behind one issuing thread, and taking the
   // issue lead off a step-by-step run misses how much of the device's work ran under the issue),
@@ -283,7 +296,8 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     const PlanOptions po = plan_options_of(o, Algo::sequential);
     const double t = time_plan(ex, o, p, po, StepFilter::gemm_only, alone);
     // The host's lead: one GEMM issued alone, every rank's GEMM otherwise (issue_time_us's plans).
-    const double us = replay ? t : alone ? std::max(t - host.issue_us, 0.1 * t) : net(t, p, po, StepFilter::gemm_only);
+    const double us = replay ? t : alone ? std::max(t - issue_cost_us(host, StepKind::gemm, 1), 0.1 * t)
+                                         : net(t, p, po, StepFilter::gemm_only);
     if (printer) out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s", double(m), double(n), double(k), us,
                              2.0 * m * n * k / (us * 1e6))
                      << (shared_device ? (alone ? " alone\n" : " each, every rank at once\n") : "\n");
@@ -324,12 +338,13 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     if (printer) out << line("#   add step %12.0f bytes  %12.1f us  %8.2f GB/s (3 x bytes moved)\n", moved, us, 3 * moved / (us * 1e3));
     return us;
   };
-  auto issue_timer = [&] { return issue_h; };
+  auto issue_timer = [&] { return measured_host; };
   Profile prof = calibrate(spec, gemm_timer, comm_timer, collective_timer, add_timer, issue_timer,
                            shared_device ? GemmTimer(gemm_device_timer) : GemmTimer());
   if (replay) ex.replay_graphs(o.backend.graph);  // the contention fit below times the bench's own way
   if (printer && prof.host.issue_us > 0)
-    out << line("# host issue: %.2f us per device operation", prof.host.issue_us, 0)
+    out << line("# host issue: %.2f us per device operation, %.2f us per GEMM", prof.host.issue_us,
+                issue_cost_us(prof.host, StepKind::gemm, 1))
         << (prof.host.shared ? ", one host thread issues every rank's steps\n" : ", one host thread per rank\n");
   if (world > 1 && printer) {
     out << line("# link fit: %.2f GB/s, latency %.1f us\n", prof.links.intra_gbps, prof.links.intra_latency_us);

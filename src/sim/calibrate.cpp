@@ -90,10 +90,11 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
             (shared_device ? " alone and with all " + std::to_string(spec.ranks_per_device) + " ranks of the device at once; "
                            : "; ");
   if (issue) {
-    const double h = issue();
-    if (!(h >= 0) || !std::isfinite(h)) throw std::runtime_error("calibration: issue timer gave a negative time");
-    if (h > 0) {
-      p.host = {h, spec.shared_issuer};
+    const HostCost h = issue();
+    if (!(h.issue_us >= 0 && h.gemm_issue_us >= 0) || !std::isfinite(h.issue_us) || !std::isfinite(h.gemm_issue_us))
+      throw std::runtime_error("calibration: issue timer gave a negative time");
+    if (h.issue_us > 0) {
+      p.host = {h.issue_us, spec.shared_issuer, h.gemm_issue_us};
       p.notes += std::string("host issue cost measured (one host thread ") +
                  (spec.shared_issuer ? "for every rank" : "per rank") + "); ";
     }

@@ -104,7 +104,7 @@ json to_json(const Profile& p) {
                            {"reduce_scatter", {{"gbps", p.reduce_scatter.gbps},
                                                {"latency_us", p.reduce_scatter.latency_us},
                                                {"points", p.reduce_scatter.points}}}}},
-          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}}},
+          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}, {"gemm_issue_us", p.host.gemm_issue_us}}},
           {"device", {{"ranks", p.ranks_per_device}}}};
 }
 
@@ -153,6 +153,8 @@ Profile profile_from_json(const json& j) {
     const json h = get<json>(j, "host", json::object());  // absent (older profiles): no host term
     p.host.issue_us = get<double>(h, "issue_us", 0);
     p.host.shared = get<bool>(h, "shared", false);
+    p.host.gemm_issue_us = get<double>(h, "gemm_issue_us", 0);
+    if (!(p.host.gemm_issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.gemm_issue_us must be >= 0");
     p.ranks_per_device = get<int>(get<json>(j, "device", json::object()), "ranks", 1);  // absent: a device per rank
     if (p.ranks_per_device < 1) throw UsageError("profile '" + p.name + "': device.ranks must be >= 1");
     if (!(p.host.issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.issue_us must be >= 0");

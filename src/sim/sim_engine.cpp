@@ -83,6 +83,7 @@ void Engine::set_counts(const Activity& a, int delta, double t) {
   switch (a.type) {
     case Activity::local:
       if (a.gemm) {
+        ranks_[a.rank].gemm_running += delta;  // the launch-order rule's: the rank's own GEMMs
         SimDevice& d = device(a.rank);
         d.gemm_running += delta;
         d.gemm_demand = d.gemm_running > 0 ? d.gemm_demand + delta * a.rate : 0;
@@ -168,16 +169,30 @@ void Engine::start(int r, int s, double t) {
     case StepKind::allgather:
     case StepKind::reduce_scatter: {
       Collective& c = colls_[x.coll];
-      if (++c.posted < world_) return;
-      Activity coll;
-      coll.type = Activity::collective;
-      coll.id = x.coll;
-      coll.remaining = c.skip ? 0 : collective_time_us(prof_, world_, c.max_part_bytes,
-                                                        c.kind == StepKind::reduce_scatter);
-      start_activity(coll, t);
+      ++c.posted;
+      if (!streamed()) {  // every member posted: the collective runs
+        if (c.posted == world_) start_collective(x.coll, 1, t);
+        return;
+      }
+      if (c.posted == 1) {
+        c.phase = Collective::head;
+        start_collective(x.coll, 1 - 1.0 / world_, t);
+      } else if (c.posted == world_ && c.phase == Collective::head_done) {
+        c.phase = Collective::tail;
+        start_collective(x.coll, 1.0 / world_, t);
+      }
       return;
     }
   }
+}
+
+void Engine::start_collective(int id, double fraction, double t) {
+  const Collective& c = colls_[id];
+  Activity coll;
+  coll.type = Activity::collective;
+  coll.id = id;
+  coll.remaining = c.skip ? 0 : fraction * collective_time_us(prof_, world_, c.max_part_bytes, c.kind == StepKind::reduce_scatter);
+  start_activity(coll, t);
 }
 
 void Engine::try_start(int r, double t) {
@@ -204,7 +219,7 @@ void Engine::try_start(int r, double t) {
   for (int s : ready) {
     const SimStep& x = rank.steps[s];
     if (order && !x.skip) {
-      if (sm_comm(x.kind) && device(r).gemm_running > 0) {
+      if (sm_comm(x.kind) && rank.gemm_running > 0) {
         comm_waits_for_sms = true;  // a running GEMM holds the SMs; starts when it ends
         continue;
       }
@@ -246,9 +261,6 @@ void Engine::finish(int act, double t) {
       delist(a.rank);
       set_counts(a, -1, t);
       step_done(a.rank, a.id, t);
-      if (a.gemm && prof_.contention.transport_uses_sms && prof_.contention.launch_order)
-        for (int r : device(a.rank).ranks)  // comm held back by this GEMM (launch order) may start now
-          if (!is_touched_[r]) is_touched_[r] = 1, touched_.push_back(r);
       break;
     case Activity::message: {
       const Message& m = msgs_[a.id];
@@ -259,11 +271,21 @@ void Engine::finish(int act, double t) {
       if (--ranks_[m.dst].steps[m.dst_step].pending == 0) step_done(m.dst, m.dst_step, t);
       break;
     }
-    case Activity::collective:
+    case Activity::collective: {
       active_colls_.erase(std::find(active_colls_.begin(), active_colls_.end(), act));
       set_counts(a, -1, t);
-      for (int r = 0; r < world_; ++r) step_done(r, colls_[a.id].steps[r], t);
+      Collective& c = colls_[a.id];
+      if (c.phase == Collective::head) {  // streamed: the tail once the last member is issued
+        c.phase = Collective::head_done;
+        if (c.posted == world_) {
+          c.phase = Collective::tail;
+          start_collective(a.id, 1.0 / world_, t);
+        }
+        break;
+      }
+      for (int r = 0; r < world_; ++r) step_done(r, c.steps[r], t);
       break;
+    }
     case Activity::wake:
       ranks_[a.rank].steps[a.id].wake = false;
       if (!is_touched_[a.rank]) is_touched_[a.rank] = 1, touched_.push_back(a.rank);

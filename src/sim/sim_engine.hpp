@@ -41,6 +41,7 @@ struct SimRank {
   std::vector<size_t> lane_head;
   std::vector<StepTime> times;
   std::vector<int> active;                   // activities touching this rank
+  int gemm_running = 0;                      // its GEMMs running (the launch-order rule)
 };
 
 // The compute the ranks r with r / Profile::ranks_per_device == d share: one per rank unless ranks
@@ -63,6 +64,10 @@ struct Collective {
   int posted = 0;
   bool skip = false;
   std::vector<int> steps;  // per rank, its step
+  // Issued member by member by one host thread (Profile::host.shared): the device starts on the
+  // first member's parts (the head, (P-1)/P of the work) and the last member's part (the tail,
+  // 1/P) runs once the head is done and the last member has been issued.
+  enum Phase { waiting, head, head_done, tail } phase = waiting;
 };
 
 // Something that takes time: a local step (gemm, copy, add), a message, a collective, or the wait
@@ -100,6 +105,8 @@ class Engine {
   void try_start(int r, double t);
   void start(int r, int s, double t);
   void start_activity(Activity a, double t);
+  void start_collective(int id, double fraction, double t);  // `fraction` of its work
+  bool streamed() const { return prof_.host.shared && prof_.host.issue_us > 0; }
   void finish(int act, double t);
   void step_done(int r, int s, double t);
   void wake_at(int r, int s, double t);  // rank r's ready step s comes back at its issued_us

@@ -2,7 +2,7 @@
 // enqueued on its device. The host never waits for the device (every call the executors make while
 // issuing an iteration is asynchronous), so the issue times follow from the plans alone and are
 // worked out before the event loop; the engine then starts no step before its issued_us.
-//   one issuer per rank: the rank's steps in list order, issue_us x issue_ops(step) each;
+//   one issuer per rank: the rank's steps in list order, issue_cost_us(issue_ops(step)) each;
 //   shared: one issuer for every rank, in the order of the cuda local transport's Scheduler
 //   (src/cuda/local_transport.cpp, issue_local_iteration), mirrored below call for call: rounds
 //   over the ranks in order; in its turn a rank issues its local steps up to its next comm step,
@@ -30,6 +30,11 @@ int issue_ops(StepKind kind, int receives, int world) {
   }
 }
 
+double issue_cost_us(const HostCost& host, StepKind kind, int ops) {
+  const double each = kind == StepKind::gemm && host.gemm_issue_us > 0 ? host.gemm_issue_us : host.issue_us;
+  return each * ops;
+}
+
 namespace sim {
 namespace {
 
@@ -39,8 +44,8 @@ int sends(const SimStep& x) { return x.share_send[0] + x.share_send[1]; }
 // The local transport's Scheduler over the compact plans, with a clock for the host.
 class SharedIssuer {
  public:
-  SharedIssuer(std::vector<SimRank>& ranks, const std::vector<Message>& msgs, double issue_us)
-      : ranks_(ranks), msgs_(msgs), h_(issue_us), P_(static_cast<int>(ranks.size())), cur_(ranks.size(), 0),
+  SharedIssuer(std::vector<SimRank>& ranks, const std::vector<Message>& msgs, const HostCost& host)
+      : ranks_(ranks), msgs_(msgs), h_(host), P_(static_cast<int>(ranks.size())), cur_(ranks.size(), 0),
         mark_(ranks.size(), 0) {}
 
   void run() {
@@ -71,7 +76,7 @@ class SharedIssuer {
 
   void issue(int r) {
     SimStep& x = step(r);
-    t_ += h_ * issue_ops(x.kind, receives(x), P_);
+    t_ += issue_cost_us(h_, x.kind, issue_ops(x.kind, receives(x), P_));
     x.issued_us = t_;
     ++cur_[r];
   }
@@ -145,7 +150,8 @@ class SharedIssuer {
 
   std::vector<SimRank>& ranks_;
   const std::vector<Message>& msgs_;
-  double h_, t_ = 0;
+  HostCost h_;
+  double t_ = 0;
   int P_;
   std::vector<size_t> cur_;
   std::vector<int> group_;
@@ -156,17 +162,16 @@ class SharedIssuer {
 }  // namespace
 
 void Engine::issue_times() {
-  const double h = prof_.host.issue_us;
-  if (!(h > 0)) return;  // no host term: every step counts as issued at 0
+  if (!(prof_.host.issue_us > 0)) return;  // no host term: every step counts as issued at 0
   if (prof_.host.shared) {
-    SharedIssuer(ranks_, msgs_, h).run();
+    SharedIssuer(ranks_, msgs_, prof_.host).run();
     return;
   }
   for (SimRank& rank : ranks_) {
     double t = 0;
     for (SimStep& x : rank.steps) {
       if (x.skip) continue;
-      t += h * issue_ops(x.kind, receives(x), world_);
+      t += issue_cost_us(prof_.host, x.kind, issue_ops(x.kind, receives(x), world_));
       x.issued_us = t;
     }
   }

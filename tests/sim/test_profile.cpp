@@ -295,20 +295,21 @@ TEST(Calibrate, HostIssueFromItsTimer) {
   auto comm = linear_comm;
   CalibrationSpec spec = spec_over("h200-nvlink", Dtype::bf16);
   spec.shared_issuer = true;
-  const Profile p = calibrate(spec, gemm, comm, {}, {}, [] { return 7.5; });
+  const Profile p = calibrate(spec, gemm, comm, {}, {}, [] { return HostCost{7.5, false, 12.0}; });
   EXPECT_DOUBLE_EQ(p.host.issue_us, 7.5);
-  EXPECT_TRUE(p.host.shared);
+  EXPECT_DOUBLE_EQ(p.host.gemm_issue_us, 12.0);
+  EXPECT_TRUE(p.host.shared);  // the spec's, not the timer's
   spec.shared_issuer = false;
   spec.comm_bytes = calibration_sizes(16e6);  // with a link too: the host figure is set either way
-  const Profile q = calibrate(spec, gemm, comm, {}, {}, [] { return 3.0; });
+  const Profile q = calibrate(spec, gemm, comm, {}, {}, [] { return HostCost{3.0}; });
   EXPECT_DOUBLE_EQ(q.host.issue_us, 3.0);
   EXPECT_FALSE(q.host.shared);
   spec.base.host = {1.5, true};
-  const Profile kept = calibrate(spec, gemm, comm, {}, {}, [] { return 0.0; });
+  const Profile kept = calibrate(spec, gemm, comm, {}, {}, [] { return HostCost{}; });
   EXPECT_DOUBLE_EQ(kept.host.issue_us, 1.5);
   EXPECT_TRUE(kept.host.shared);
   EXPECT_DOUBLE_EQ(calibrate(spec, gemm, comm).host.issue_us, 1.5);  // no timer: the base's
-  EXPECT_THROW(calibrate(spec, gemm, comm, {}, {}, [] { return -1.0; }), std::runtime_error);
+  EXPECT_THROW(calibrate(spec, gemm, comm, {}, {}, [] { return HostCost{-1.0}; }), std::runtime_error);
 }
 
 // Transfers the host paced: once its issue cost is off, the device's share does not grow with the
@@ -320,7 +321,7 @@ TEST(Calibrate, FlatTransfersAfterTheIssueCostAreALatency) {
   auto flat = [&](double) { return ++call % 2 ? 5.0 : 4.0; };  // 5, 4, 5, ...: no growth
   CalibrationSpec spec = spec_over("h200-nvlink", Dtype::bf16);
   spec.comm_bytes = {65536, 1048576};
-  const Profile p = calibrate(spec, gemm, flat, {}, {}, [] { return 10.0; });
+  const Profile p = calibrate(spec, gemm, flat, {}, {}, [] { return HostCost{10.0}; });
   EXPECT_DOUBLE_EQ(p.links.intra_latency_us, 4.5);
   EXPECT_GT(p.links.intra_gbps, 1e5);
   EXPECT_THROW(calibrate(spec, gemm, flat), std::runtime_error);

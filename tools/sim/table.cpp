@@ -51,7 +51,8 @@ const std::vector<Column>& columns() {
 void print_prediction_header(std::ostream& out, const Profile& prof) {
   out << "# collmm-sim: PREDICTED by the cost model, profile '" << prof.name << "'\n";
   if (prof.host.issue_us > 0)
-    out << "# host issue: " << fixed(prof.host.issue_us, 2) << " us per device operation, "
+    out << "# host issue: " << fixed(prof.host.issue_us, 2) << " us per device operation ("
+        << fixed(issue_cost_us(prof.host, StepKind::gemm, 1), 2) << " per GEMM), "
         << (prof.host.shared ? "one host thread for every rank (emulated ranks)" : "one host thread per rank") << "\n";
   out << "# time_us: the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us: the sequential plan's\n"
          "# GEMMs alone and its comm alone (as collmm-bench); max_us: the larger. speedup: T_sequential / time.\n"
