@@ -11,6 +11,10 @@
 
 namespace collmm::sim {
 
+// A GEMM whose device, running it on every rank at once, gains less than this over running it
+// alone is one that alone already fills the device (it holds every SM, as on a device of its own).
+constexpr double kFills = 1.25;
+
 bool Engine::sm_comm(StepKind k) const { return prof_.contention.transport_uses_sms && k != StepKind::gemm; }
 
 double Engine::speed_of(const Activity& a) const {
@@ -86,6 +90,7 @@ void Engine::set_counts(const Activity& a, int delta, double t) {
         ranks_[a.rank].gemm_running += delta;  // the launch-order rule's: the rank's own GEMMs
         SimDevice& d = device(a.rank);
         d.gemm_running += delta;
+        if (a.fills) d.filling_running += delta;
         d.gemm_demand = d.gemm_running > 0 ? d.gemm_demand + delta * a.rate : 0;
         rerate_device(device_of(prof_, a.rank), t);  // every change re-rates: GEMMs share the device
         const bool was = gemm_total_ > 0;
@@ -146,6 +151,7 @@ void Engine::start(int r, int s, double t) {
       a.remaining = x.skip ? 0 : x.work_us;
       a.rate = x.work_us > 0 ? x.flops / x.work_us : 0;
       a.cap = x.cap;
+      a.fills = a.cap > 0 && a.cap < kFills * a.rate;
       start_activity(a, t);
       return;
     case StepKind::sendrecv:
@@ -223,6 +229,10 @@ void Engine::try_start(int r, double t) {
         comm_waits_for_sms = true;  // a running GEMM holds the SMs; starts when it ends
         continue;
       }
+      // Another rank's GEMM that fills the shared device holds its SMs too; this rank's GEMMs
+      // still start beside it (measured on one H200 with emulated ranks: the copies wait, the
+      // ranks' GEMMs run together).
+      if (sm_comm(x.kind) && device(r).filling_running > 0) continue;
       if (x.kind == StepKind::gemm && comm_waits_for_sms) continue;  // queued behind that comm
     }
     start(r, s, t);
@@ -261,6 +271,9 @@ void Engine::finish(int act, double t) {
       delist(a.rank);
       set_counts(a, -1, t);
       step_done(a.rank, a.id, t);
+      if (a.fills)  // comm of the device's other ranks held back by it (launch order) may start now
+        for (int r : device(a.rank).ranks)
+          if (!is_touched_[r]) is_touched_[r] = 1, touched_.push_back(r);
       break;
     case Activity::message: {
       const Message& m = msgs_[a.id];

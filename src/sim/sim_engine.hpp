@@ -49,7 +49,8 @@ struct SimRank {
 struct SimDevice {
   std::vector<int> ranks;
   int gemm_running = 0, comm_running = 0;
-  double gemm_demand = 0;  // the running GEMMs' alone rates, flops per us
+  int filling_running = 0;  // running GEMMs that fill the device alone (Activity::fills)
+  double gemm_demand = 0;   // the running GEMMs' alone rates, flops per us
 };
 
 struct Message {
@@ -77,6 +78,7 @@ struct Activity {
   int rank = -1, id = -1;  // local, wake: (rank, step); message: id; collective: id
   bool gemm = false;       // local gemm
   double rate = 0, cap = 0;  // local gemm: its alone rate and its device's aggregate (flops per us)
+  bool fills = false;        // local gemm: alone it fills its device (cap < kFills x rate): it holds every SM
   bool counted = false;    // counts in the contention state
   double remaining = 0, speed = 1, last = 0;
   uint32_t version = 0;
