@@ -205,6 +205,22 @@ TEST(Simulate, RingOnOneSharedDevice) {
   }
 }
 
+// Launch order on a shared device, P = 2 ring, transfer c = g / 2. GEMMs that fill the device alone
+// (aggregate = one GEMM's rate): rank 0's GEMM starts first and holds rank 1's transfer (not rank
+// 1's GEMM); both GEMMs share the device (2g), then the transfers (c), then both last GEMMs (2g):
+// 4g + c. GEMMs that do not fill it (aggregate = twice one's rate): nothing is held, g + max(g, c).
+TEST(Simulate, GemmFillingASharedDeviceHoldsItsComm) {
+  const int64_t mc = 256, nr = 256, k = 512;
+  const double g = test::gemm_us(mc, nr, k, kTflops), c = 0.5 * g;
+  for (double aggregate : {1.0, 2.0}) {
+    Profile prof = shared_device(2, aggregate * kTflops);
+    prof.links = {0, mc * k * 4.0 / (c * 1e3), 0, mc * k * 4.0 / (c * 1e3), 0};
+    prof.contention = {true, 1.0, 1.0, true};
+    const double want = aggregate == 1.0 ? 4 * g + c : 2 * g;
+    EXPECT_NEAR(sim_us(ag(2, mc, nr, k), algo(Algo::ring), prof), want, 1e-6 * g) << "aggregate " << aggregate;
+  }
+}
+
 TEST(Simulate, FiltersRunOnlyTheirSteps) {
   const Problem p = ag(3, 64, 64, 64);
   const SimResult r = simulate(p, algo(Algo::ring), Dtype::f32, analytic_profile(kTflops, 1), StepFilter::gemm_only);
