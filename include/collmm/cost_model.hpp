@@ -33,7 +33,9 @@
 //                     the table is; without it, they share the alone rate equally, as a rank's
 //                     lanes do). The SM contention rule below then counts the device's comm and
 //                     GEMMs, not the rank's; the launch-order rule stays per rank (one rank's chunk
-//                     GEMM does not hold every SM of a device shared by several).
+//                     GEMM does not hold every SM of a device shared by several), except that a
+//                     GEMM filling the device alone (aggregate < 1.25 x its alone rate) holds back
+//                     every rank's SM comm (not the other ranks' GEMMs).
 //   SM contention (when the transport uses SMs): while a comm kernel (sendrecv, collective, add,
 //                     copy) is moving data on a rank, its GEMMs run gemm_slowdown times slower;
 //                     while a GEMM runs, that rank's comm runs comm_slowdown times slower. With
@@ -120,7 +122,6 @@ struct HostCost {
   double gemm_issue_us = 0;  // per GEMM launch, where it differs (cuBLASLt costs the host more than
                              // a copy); 0: issue_us
 };
-
 
 struct Profile {
   std::string name;

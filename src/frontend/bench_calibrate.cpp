@@ -295,9 +295,9 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     const Problem p = ag_gemm_problem(m, n * world, k, world, o.b_layout);
     const PlanOptions po = plan_options_of(o, Algo::sequential);
     const double t = time_plan(ex, o, p, po, StepFilter::gemm_only, alone);
-    // The host's lead: one GEMM issued alone, every rank's GEMM otherwise (issue_time_us's plans).
-    const double us = replay ? t : alone ? std::max(t - issue_cost_us(host, StepKind::gemm, 1), 0.1 * t)
-                                         : net(t, p, po, StepFilter::gemm_only);
+    // Step by step, the host's lead is one GEMM's issue alone, every rank's otherwise (net).
+    const double us = alone && !replay ? std::max(t - issue_cost_us(host, StepKind::gemm, 1), 0.1 * t)
+                                       : net(t, p, po, StepFilter::gemm_only);
     if (printer) out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s", double(m), double(n), double(k), us,
                              2.0 * m * n * k / (us * 1e6))
                      << (shared_device ? (alone ? " alone\n" : " each, every rank at once\n") : "\n");
