@@ -101,6 +101,17 @@ Plan gemm_rs_pipelined(const Problem&, const PlanOptions&, int rank);
 Plan gemm_rs_ring(const Problem&, const PlanOptions&, int rank);
 Plan gemm_rs_bidir(const Problem&, const PlanOptions&, int rank);
 
+// A plan with every collective (allgather, reduce_scatter) rewritten as the ring a ring
+// collective runs: P-1 sendrecv steps with the neighbours (and, for reduce_scatter, the adds of
+// the running sums into two accumulator buffers appended to the plan), so that a transport that
+// only moves chunks between neighbours can run it (plan/ring_lowering.cpp). origin[i] is the step
+// of the input plan that lowered step i comes from; buffer ids of the input plan are kept.
+struct Lowered {
+  Plan plan;
+  std::vector<int> origin;
+};
+Lowered lower_collectives(const Plan&);
+
 // Shared by the builders: a plan with A, B, C (and nothing else) for this rank; a local step
 // (gemm, copy or add: out = a @ B, out = a, out += a) with its labels and waits; a mod b in [0, b).
 Plan empty_plan(const Problem&, const PlanOptions&, int rank);

@@ -3,10 +3,12 @@
 // and the symbolic data state that the simulation drives.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "collmm/plan.hpp"
+#include "peer_traffic.hpp"
 
 namespace collmm::check {
 
@@ -49,17 +51,7 @@ Matching match_comm(const std::vector<Plan>&, Errors&);
 // races.cpp: unordered steps of one rank touching the same rows, one of them writing.
 void check_races(const std::vector<Plan>&, Errors&);
 
-// dataflow.cpp: per buffer row, the multiset of terms it holds.
-struct Term {
-  int kind;     // 0: an input row of A, 1: a product of one with B, 2: a product of a product
-  int rank;     // the rank whose A holds the row (ag_gemm: its row block; gemm_rs: its columns)
-  int64_t row;  // global row
-  int b_rank;   // products: the rank whose B_r multiplied it; -1 for inputs
-  bool operator<(const Term& o) const;
-  bool operator==(const Term& o) const;
-};
-using Terms = std::vector<Term>;  // sorted
-
+// dataflow.cpp: per buffer row, the multiset of terms it holds (Term: peer_traffic.hpp).
 class DataFlow {
  public:
   explicit DataFlow(const std::vector<Plan>& plans);
@@ -67,6 +59,12 @@ class DataFlow {
   void transfer(const Pair&);
   void collective(size_t k, const Matching&);  // every rank's k-th collective at once
   void check_final(Errors&) const;
+  void check_rank(int rank, Errors&) const;  // check_final for one rank
+  // Replaying one rank alone: its receives get these rows instead of a peer's.
+  void receive(int rank, int step, const Slice& into, std::vector<Terms> rows) { write(rank, step, into, std::move(rows), false); }
+  std::vector<Terms> read(int rank, const Slice&) const;
+  // Called with every transfer as it happens, and the rows it carries.
+  std::function<void(const Pair&, const std::vector<Terms>&)> on_transfer;
 
  private:
   struct Buffer {
@@ -74,7 +72,6 @@ class DataFlow {
     std::vector<int> writes;       // how many steps wrote each row
     std::vector<int> last_writer;  // the step that last wrote it, -1: none
   };
-  std::vector<Terms> read(int rank, const Slice&) const;
   void write(int rank, int step, const Slice&, std::vector<Terms> value, bool accumulate);
   std::string term_str(const Term&) const;
   void check_rows(int rank, int buf, const std::vector<Terms>& expected, Errors&) const;

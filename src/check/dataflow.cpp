@@ -71,7 +71,9 @@ void DataFlow::run_local(int rank, int step) {
 void DataFlow::transfer(const Pair& p) {
   const Slice& from = plans_[p.send.rank].steps[p.send.step].sends[p.send.index].slice;
   const Slice& into = plans_[p.recv.rank].steps[p.recv.step].recvs[p.recv.index].slice;
-  write(p.recv.rank, p.recv.step, into, read(p.send.rank, from), false);
+  std::vector<Terms> rows = read(p.send.rank, from);
+  if (on_transfer) on_transfer(p, rows);
+  write(p.recv.rank, p.recv.step, into, std::move(rows), false);
 }
 
 void DataFlow::collective(size_t k, const Matching& m) {
@@ -157,9 +159,13 @@ void DataFlow::check_rows(int rank, int buf, const std::vector<Terms>& expected,
 }
 
 void DataFlow::check_final(Errors& errors) const {
+  for (int r = 0; r < plans_[0].problem.world; ++r) check_rank(r, errors);
+}
+
+void DataFlow::check_rank(int r, Errors& errors) const {
   const Problem& p = plans_[0].problem;
   const int P = p.world;
-  for (int r = 0; r < P; ++r) {
+  {
     const Plan& plan = plans_[r];
     if (p.op == Op::ag_gemm) {
       std::vector<Terms> a_rows, c_rows;

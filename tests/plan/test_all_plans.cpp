@@ -1,7 +1,8 @@
 // test_all_plans.cpp: the plan checker passes every schedule: both ops x every algorithm x both
 // posting orders x 1 or 2 GEMM lanes x both B layouts, for P = 1..16, on even, uneven, M = P, tiny
 // and non-square shapes, for pipelined with the default, 1, 2 and the most stages, and for the
-// ag_gemm ring with merge 2, 3 and P (GEMMs over several received chunks).
+// ag_gemm ring with merge 2, 3 and P (GEMMs over several received chunks); each also with its
+// collectives lowered to rings (lower_collectives), as the host transport runs it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,7 +57,12 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
               for (int lanes : {1, 2})
                 for (int merge : merge_counts(p, algo)) {
                 const PlanOptions o{algo, stages, post, lanes, merge};
-                const CheckReport report = check_problem(p, o);
+                CheckReport report = check_problem(p, o);
+                if (report.ok()) {  // and as the host transport runs it: collectives lowered to rings
+                  std::vector<Plan> lowered;
+                  for (int r = 0; r < P; ++r) lowered.push_back(lower_collectives(make_plan(p, o, r)).plan);
+                  report = check_plans(lowered);
+                }
                 ++checked;
                 if (report.ok()) continue;
                 if (++failed <= 3)

@@ -1,0 +1,111 @@
+// test_peer_traffic.cpp: what the host transport stages for one rank (check::peer_traffic) is what
+// that rank's real peers send it. For every op x algorithm (with the ag_gemm ring's merges) on
+// P = 1..8 and uneven shapes, every rank r, with collectives lowered to rings:
+//  - each receive of r carries exactly what the matching send of its peer carries (the k-th
+//    receive on r from q is the k-th send of q to r);
+//  - rank r replayed alone, its receives filled from the staged rows, sends what its successors
+//    need and ends with exactly the outputs the job must have (replay_alone);
+//  - ag_gemm receives carry other ranks' rows of A; gemm_rs receives never carry r's own partials.
+// And a staged row changed makes the replay fail (the check can fail).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "collmm/plan.hpp"
+#include "peer_traffic.hpp"
+
+namespace collmm {
+namespace {
+
+std::vector<Plan> lowered_plans(const Problem& p, const PlanOptions& o) {
+  std::vector<Plan> plans;
+  for (int r = 0; r < p.world; ++r) plans.push_back(lower_collectives(make_plan(p, o, r)).plan);
+  return plans;
+}
+
+std::vector<PlanOptions> options_for(Op op) {
+  std::vector<PlanOptions> list;
+  for (Algo algo : all_algos())
+    for (int merge : (op == Op::ag_gemm && algo == Algo::ring) ? std::vector<int>{1, 2, 3} : std::vector<int>{1})
+      for (Post post : {Post::comm_first, Post::gemm_first}) {
+        PlanOptions o;
+        o.algo = algo;
+        o.merge = merge;
+        o.post = post;
+        list.push_back(o);
+      }
+  return list;
+}
+
+// The k-th transfer with each peer, keyed (peer, k).
+std::map<std::pair<int, int>, const check::LinkTransfer*> by_peer(const std::vector<check::LinkTransfer>& list) {
+  std::map<std::pair<int, int>, const check::LinkTransfer*> out;
+  std::map<int, int> seen;
+  for (const check::LinkTransfer& t : list) out[{t.peer, seen[t.peer]++}] = &t;
+  return out;
+}
+
+std::string name(const Problem& p, const PlanOptions& o, int r) {
+  return to_string(p.op) + " " + to_string(o.algo) + " merge " + std::to_string(o.merge) + " " + to_string(o.post) + " P=" + std::to_string(p.world) +
+         " M=" + std::to_string(p.m) + " rank " + std::to_string(r);
+}
+
+TEST(PeerTraffic, StagedRowsAreWhatThePeersSend) {
+  int cases = 0;
+  for (int P = 1; P <= 8; ++P)
+    for (Op op : all_ops())
+      for (const PlanOptions& o : options_for(op)) {
+        const Problem p{op, 5 * P + 3, 3 * P + 1, 2 * P + 3, P, BLayout::kn};
+        const std::vector<Plan> plans = lowered_plans(p, o);
+        std::vector<check::PeerTraffic> traffic;
+        for (int r = 0; r < P; ++r) traffic.push_back(check::peer_traffic(plans, r));
+        for (int r = 0; r < P; ++r) {
+          ++cases;
+          const std::vector<std::string> errors = check::replay_alone(plans, r, traffic[r]);
+          EXPECT_TRUE(errors.empty()) << name(p, o, r) << ": " << errors.size() << " errors, first: " << errors.front();
+          EXPECT_EQ(traffic[r].received.size(), traffic[r].sent.size()) << name(p, o, r);
+          if (P > 1) {
+            EXPECT_FALSE(traffic[r].received.empty()) << name(p, o, r);
+          }
+          for (const auto& [key, recv] : by_peer(traffic[r].received)) {
+            const auto sends = by_peer(traffic[key.first].sent);
+            const auto it = sends.find({r, key.second});
+            ASSERT_NE(it, sends.end()) << name(p, o, r) << ": no send of rank " << key.first << " for receive " << key.second;
+            EXPECT_EQ(it->second->rows, recv->rows) << name(p, o, r);
+            for (const check::Terms& row : recv->rows)
+              for (const check::Term& t : row) {
+                if (op == Op::ag_gemm) {
+                  EXPECT_TRUE(t.kind == 0 && t.rank != r && row.size() == 1) << name(p, o, r);
+                } else {
+                  EXPECT_TRUE(t.kind == 1 && t.rank != r) << name(p, o, r);
+                }
+              }
+          }
+        }
+      }
+  EXPECT_GT(cases, 500);
+}
+
+TEST(PeerTraffic, AChangedStagedRowFailsTheReplay) {
+  for (Op op : all_ops()) {
+    const Problem p{op, 19, 9, 11, 4, BLayout::kn};
+    PlanOptions o;
+    o.algo = Algo::ring;
+    const std::vector<Plan> plans = lowered_plans(p, o);
+    check::PeerTraffic t = check::peer_traffic(plans, 1);
+    ASSERT_TRUE(check::replay_alone(plans, 1, t).empty());
+    t.received.at(1).rows.at(0).at(0).row += 1;  // a staged row from the wrong place
+    EXPECT_FALSE(check::replay_alone(plans, 1, t).empty()) << to_string(op);
+  }
+}
+
+TEST(PeerTraffic, RefusesPlansWithCollectives) {
+  const Problem p{Op::ag_gemm, 8, 4, 4, 2, BLayout::kn};
+  PlanOptions o;
+  o.algo = Algo::sequential;
+  const std::vector<Plan> plans{make_plan(p, o, 0), make_plan(p, o, 1)};
+  EXPECT_THROW(check::peer_traffic(plans, 0), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace collmm
