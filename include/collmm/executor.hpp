@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collmm/data.hpp"
 #include "collmm/plan.hpp"
 
 namespace collmm {
@@ -43,8 +44,11 @@ struct RankRun {
 struct BackendOptions {
   std::string backend = "cpu";   // cpu | cuda
   int threads = 0;               // cpu: BLAS threads per rank; 0: the node's cores split over its ranks
-  std::string transport = "nccl";  // cuda: nccl | local (ranks emulated in one process)
-  int world = 0;                 // cuda local transport: how many ranks to emulate
+  std::string transport = "nccl";  // cuda: nccl | local (ranks emulated in one process) | host (one rank, peers in host memory)
+  int world = 0;                 // cuda local and host transports: how many ranks the job has
+  int rank = 0;                  // cuda host transport: the rank this process runs
+  std::string link_copy = "engine";  // cuda host transport: engine (cudaMemcpyAsync) | sm (a copy kernel)
+  bool comm_priority = false;    // cuda: the comm lane (and the host link's streams) at the highest stream priority
   int gpus = 0;                  // cuda: -g G, GPUs driven by this process, one thread each (0: one per MPI rank)
   int gemm_sms = 0;              // cuda: SM count target for GEMMs (0: all)
   int sm_margin = 0;             // cuda: leave this many SMs to comm kernels
@@ -52,6 +56,17 @@ struct BackendOptions {
   bool graph = false;            // cuda: capture one iteration in a CUDA graph and replay it
   std::string gemm_algo = "heuristic";  // cuda: heuristic (cuBLASLt's first answer) | timed (fastest of its top 8, timed once per shape)
   int timeout_s = 300;           // a run that takes longer aborts the job (a rank died or hangs)
+};
+
+// What a backend offers when it plays the peers of its ranks (cuda --transport host): it makes
+// what they send from the job's inputs, and checks what its ranks send them.
+class PlayedPeers {
+ public:
+  virtual ~PlayedPeers() = default;
+  // After prepare(): the inputs are the bench's seeded ones (data.hpp); stages every receive.
+  virtual void stage(uint64_t seed) = 0;
+  // After a run: what this process's ranks sent, against what their receivers needed.
+  virtual Comparison check_sent() = 0;
 };
 
 class Executor {
@@ -79,6 +94,9 @@ class Executor {
   // graphs (cpu). Calibration times the device's own work this way, with the host's issue out of
   // its way.
   virtual bool replay_graphs(bool on) { (void)on; return false; }
+
+  // The peers this backend plays (null where the peers are real processes or emulated ranks).
+  virtual PlayedPeers* played_peers() { return nullptr; }
 
   // Allocates the buffers of these plans (plans[i] belongs to local_ranks()[i]); replaces earlier ones.
   virtual void prepare(const std::vector<Plan>& plans, Dtype dtype) = 0;

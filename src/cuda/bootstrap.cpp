@@ -1,5 +1,7 @@
 // bootstrap.cpp: make_cuda_executor: who this process is and which GPUs it drives.
 //  --transport local        P = options.world ranks in this process, rank r on GPU r % GPUs.
+//  --transport host         rank options.rank of P = options.world on GPU 0; its peers are
+//                           played by pinned host memory (host_link.hpp).
 //  --transport nccl, -g G   this process drives G GPUs, one host thread each (as nccl-tests);
 //                           under mpirun the job has procs x G ranks.
 //  --transport nccl, mpirun one rank per process on GPU (node-local rank % GPUs); rank 0's
@@ -71,6 +73,7 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     throw UsageError("--gemm-algo must be heuristic or timed, got '" + o.gemm_algo + "'");
   s.engine.algo_choice = o.gemm_algo == "timed" ? cuda::AlgoChoice::timed : cuda::AlgoChoice::heuristic;
   s.timeout_s = o.timeout_s;
+  s.engine.comm_high_priority = o.comm_priority;
   if (o.gemm_sms < 0 || o.sm_margin < 0) throw UsageError("--gemm-sms and --sm-margin must be >= 0");
   if (o.nccl_min_ctas < 0 || o.nccl_max_ctas < 0 || (o.nccl_max_ctas > 0 && o.nccl_min_ctas > o.nccl_max_ctas))
     throw UsageError("NCCL CTA bounds: need 0 <= min <= max");
@@ -83,7 +86,22 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     s.host = make_single_process_comm();
     return std::make_unique<cuda::CudaExecutor>(std::move(s));
   }
-  if (o.transport != "nccl") throw UsageError("--transport must be nccl or local, got '" + o.transport + "'");
+  if (o.transport == "host") {
+    if (o.world < 1) throw UsageError("--transport host needs the job's size: --world P (P >= 1)");
+    if (o.rank < 0 || o.rank >= o.world)
+      throw UsageError("--transport host: --rank " + std::to_string(o.rank) + " is not a rank of --world " + std::to_string(o.world));
+    if (o.link_copy != "engine" && o.link_copy != "sm")
+      throw UsageError("--link-copy must be engine or sm, got '" + o.link_copy + "'");
+    s.transport = cuda::Transport::host;
+    s.link_copy = o.link_copy == "sm" ? cuda::LinkCopy::sm : cuda::LinkCopy::engine;
+    s.world = o.world;
+    s.ranks = {o.rank};
+    s.devices = {0};
+    s.host = make_single_process_comm();
+    return std::make_unique<cuda::CudaExecutor>(std::move(s));
+  }
+  if (o.link_copy != "engine") throw UsageError("--link-copy applies to --transport host only");
+  if (o.transport != "nccl") throw UsageError("--transport must be nccl, local or host, got '" + o.transport + "'");
   s.transport = cuda::Transport::nccl;
 
   if (o.gpus > 0 || (!launched_by_mpi() && !env("RANK"))) {  // -g G (or one GPU), maybe under mpirun

@@ -20,6 +20,8 @@ namespace collmm::cuda {
 CudaExecutor::CudaExecutor(CudaSetup setup) : s_(std::move(setup)) {}
 
 CudaExecutor::~CudaExecutor() {
+  link_.reset();
+  inputs_.reset();
   for (auto& [filter, list] : graphs_)
     for (auto g : list)
       if (g) cudaGraphExecDestroy(g);
@@ -46,6 +48,12 @@ bool CudaExecutor::supports(Dtype d) const {
 Dtype CudaExecutor::out_dtype(Dtype in) const { return gemm_out_dtype(in); }
 
 std::string CudaExecutor::timing_note() const {
+  if (s_.transport == Transport::host)
+    return "--transport host: one GPU rank (rank " + std::to_string(s_.ranks[0]) + " of " + std::to_string(s_.world) +
+           "), its peers played by pinned host memory; the link is PCIe, " +
+           (s_.link_copy == LinkCopy::engine ? "copy engines" : "an SM copy kernel") +
+           " (sends device->host and receives host->device at once); a receive starts no earlier than this rank's "
+           "own send of the same step; collectives run as rings";
   if (s_.transport != Transport::local) return {};
   const std::set<int> gpus(s_.devices.begin(), s_.devices.end());
   std::string note = "--transport local: " + std::to_string(s_.world) + " ranks emulated in one process on " +
@@ -72,7 +80,10 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
     for (auto g : list)
       if (g) COLLMM_CUDA(cudaGraphExecDestroy(g));
   graphs_.clear();
+  link_.reset();
   ranks_.clear();
+  dtype_ = dtype;
+  if (s_.transport == Transport::host) return prepare_host(plans[0], dtype);
   if (s_.transport == Transport::local) {  // emulated ranks on several GPUs read each other's memory
     const std::set<int> gpus(s_.devices.begin(), s_.devices.end());
     for (int a : gpus)
@@ -91,6 +102,51 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
   }
   for (size_t i = 0; i < plans.size(); ++i)
     ranks_.push_back(std::make_unique<RankDevice>(s_.devices[i], plans[i], dtype, s_.engine));
+}
+
+// The rank runs its plan with collectives lowered to rings (the link moves chunks between
+// neighbours only); what it receives and sends is read off every rank's lowered plan.
+void CudaExecutor::prepare_host(const Plan& plan, Dtype dtype) {
+  const int P = s_.world;
+  std::vector<Plan> job;
+  for (int q = 0; q < P; ++q)
+    job.push_back(lower_collectives(q == plan.rank ? plan : make_plan(plan.problem, plan.options, q)).plan);
+  Lowered mine = lower_collectives(plan);
+  origin_ = mine.origin;
+  given_steps_ = plan.steps.size();
+  ranks_.push_back(std::make_unique<RankDevice>(s_.devices[0], mine.plan, dtype, s_.engine));
+  link_ = std::make_unique<HostLink>(*ranks_[0], check::peer_traffic(job, plan.rank), arena_, s_.link_copy,
+                                     s_.engine.comm_high_priority);
+}
+
+void CudaExecutor::stage(uint64_t seed) {
+  if (!link_) throw UsageError("cuda executor: stage() before prepare()");
+  const Problem& p = ranks_[0]->plan().problem;
+  if (!inputs_ || !inputs_->same(p, seed, dtype_)) {
+    inputs_.reset();
+    inputs_ = std::make_unique<PeerInputs>(s_.devices[0], p, seed, dtype_);
+  }
+  link_->stage(*inputs_);
+}
+
+Comparison CudaExecutor::check_sent() {
+  if (!link_ || !inputs_) throw UsageError("cuda executor: check_sent() before stage()");
+  return link_->check_sent(*inputs_);
+}
+
+// The lowered plan's step times as the given plan's: a collective spans its ring's steps.
+RankRun CudaExecutor::unlowered(const RankRun& run) const {
+  if (run.steps.empty()) return run;
+  RankRun out = run;
+  out.steps.assign(given_steps_, StepTime{});
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const StepTime& t = run.steps[i];
+    if (t.start_us < 0) continue;
+    StepTime& o = out.steps[static_cast<size_t>(origin_[i])];
+    o.start_us = o.start_us < 0 ? t.start_us : std::min(o.start_us, t.start_us);
+    o.end_us = std::max(o.end_us, t.end_us);
+  }
+  return out;
 }
 
 RankDevice& CudaExecutor::rank_at(int i, int buffer, size_t nbytes) {
@@ -117,9 +173,10 @@ void CudaExecutor::read(int i, int buffer, void* bytes, size_t nbytes) {
 
 void CudaExecutor::poison() {
   for (auto& r : ranks_) r->poison();
+  if (link_) link_->poison_sent();
 }
 
-void CudaExecutor::issue_nccl_rank(size_t i) {
+void CudaExecutor::issue_rank(size_t i) {
   RankDevice& r = *ranks_[i];
   r.begin_iteration(nullptr);
   const auto& steps = r.plan().steps;
@@ -131,7 +188,10 @@ void CudaExecutor::issue_nccl_rank(size_t i) {
       continue;
     }
     r.open_step(step);
-    issue_nccl_step(r, s_.comms[i], step);
+    if (link_)
+      link_->issue(step);
+    else
+      issue_nccl_step(r, s_.comms[i], step);
     r.close_step(step);
   }
   r.end_iteration();
@@ -149,18 +209,18 @@ void CudaExecutor::issue_local_all() {
 }
 
 // Captures once per filter (the same plan, the same pointers), then replays.
-void CudaExecutor::launch_nccl_rank(size_t i, StepFilter filter) {
+void CudaExecutor::launch_rank(size_t i, StepFilter filter) {
   RankDevice& r = *ranks_[i];
   COLLMM_CUDA(cudaSetDevice(r.device()));
-  if (!s_.graph) return issue_nccl_rank(i);
+  if (!s_.graph) return issue_rank(i);
   auto& list = graphs_[static_cast<int>(filter)];  // sized by run() before the threads start
   if (!list[i]) {
     // A plain iteration first: GEMM algorithms chosen (and timed) and NCCL connections made outside the capture.
-    issue_nccl_rank(i);
+    issue_rank(i);
     COLLMM_CUDA(cudaEventSynchronize(r.done_event()));
     cudaGraph_t g;
     COLLMM_CUDA(cudaStreamBeginCapture(r.lane(0), cudaStreamCaptureModeThreadLocal));
-    issue_nccl_rank(i);
+    issue_rank(i);
     COLLMM_CUDA(cudaStreamEndCapture(r.lane(0), &g));
     COLLMM_CUDA(cudaGraphInstantiate(&list[i], g, 0));
     COLLMM_CUDA(cudaGraphDestroy(g));
@@ -222,7 +282,7 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
     launch_local(filter);
     issue_us_ = since_us(t0);
   } else if (ranks_.size() == 1) {
-    launch_nccl_rank(0, filter);
+    launch_rank(0, filter);
     issue_us_ = since_us(t0);
   } else {  // -g G: one host thread per GPU, as nccl-tests does
     std::vector<std::exception_ptr> errors(ranks_.size());
@@ -232,7 +292,7 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
       threads.emplace_back([&, i] {
         try {
           const auto start = std::chrono::steady_clock::now();
-          launch_nccl_rank(i, filter);
+          launch_rank(i, filter);
           walls[i] = since_us(start);
         } catch (...) {
           errors[i] = std::current_exception();
@@ -245,7 +305,7 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
   }
   wait_all();
   std::vector<RankRun> runs;
-  for (auto& r : ranks_) runs.push_back(r->times(timestamps));
+  for (auto& r : ranks_) runs.push_back(link_ ? unlowered(r->times(timestamps)) : r->times(timestamps));
   return runs;
 }
 

@@ -1,7 +1,9 @@
 // cuda_executor.hpp: the CUDA backend's Executor. It drives the ranks of this process (one per
 // MPI or torchrun process, G with -g G, all P with --transport local): a RankDevice per rank,
 // plans issued in list order onto the lanes (CUDA streams), comm steps on NCCL or, for emulated
-// ranks, as device copies (local_transport.hpp). Optionally one iteration is captured into a CUDA
+// ranks, as device copies (local_transport.hpp), or, for one rank whose peers live in host memory,
+// as copies over PCIe (host_link.hpp; that rank runs its plan with collectives lowered to rings).
+// Optionally one iteration is captured into a CUDA
 // graph per rank (per process for local) and replayed. Timestamps come from CUDA events.
 #pragma once
 
@@ -13,11 +15,12 @@
 #include <vector>
 
 #include "collmm/executor.hpp"
+#include "host_link.hpp"
 #include "rank_device.hpp"
 
 namespace collmm::cuda {
 
-enum class Transport { nccl, local };
+enum class Transport { nccl, local, host };
 
 // What the bootstrap found: who this process is and which GPUs and communicators it holds.
 struct CudaSetup {
@@ -30,9 +33,10 @@ struct CudaSetup {
   EngineSettings engine;
   bool graph = false;
   int timeout_s = 300;
+  LinkCopy link_copy = LinkCopy::engine;  // host: copy engines or an SM copy kernel
 };
 
-class CudaExecutor final : public Executor {
+class CudaExecutor final : public Executor, public PlayedPeers {
  public:
   explicit CudaExecutor(CudaSetup setup);
   ~CudaExecutor() override;
@@ -52,6 +56,10 @@ class CudaExecutor final : public Executor {
     return true;
   }
 
+  PlayedPeers* played_peers() override { return s_.transport == Transport::host ? this : nullptr; }
+  void stage(uint64_t seed) override;
+  Comparison check_sent() override;
+
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override;
   void write(int i, int buffer, const void* bytes, size_t nbytes) override;
   void read(int i, int buffer, void* bytes, size_t nbytes) override;
@@ -59,9 +67,11 @@ class CudaExecutor final : public Executor {
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override;
 
  private:
-  void issue_nccl_rank(size_t i);  // one rank's whole iteration, NCCL transport
-  void issue_local_all();          // every rank's iteration, local transport
-  void launch_nccl_rank(size_t i, StepFilter filter);
+  void issue_rank(size_t i);  // one rank's whole iteration, NCCL or host transport
+  void issue_local_all();     // every rank's iteration, local transport
+  void launch_rank(size_t i, StepFilter filter);
+  void prepare_host(const Plan& plan, Dtype dtype);
+  RankRun unlowered(const RankRun& run) const;
   void launch_local(StepFilter filter);
   void wait_all();
   RankDevice& rank_at(int i, int buffer, size_t nbytes);
@@ -70,6 +80,14 @@ class CudaExecutor final : public Executor {
   std::vector<std::unique_ptr<RankDevice>> ranks_;
   std::map<int, std::vector<cudaGraphExec_t>> graphs_;  // per filter: one per rank (nccl) or one (local)
   double issue_us_ = 0;  // host wall time of the last run()'s issue (longest thread)
+  // host transport: the link, the job's inputs it makes the peers' data from, and for each step of
+  // the lowered plan the step of the given plan it comes from.
+  PinnedArena arena_;
+  std::unique_ptr<HostLink> link_;
+  std::unique_ptr<PeerInputs> inputs_;
+  std::vector<int> origin_;
+  size_t given_steps_ = 0;
+  Dtype dtype_ = Dtype::f32;
 };
 
 }  // namespace collmm::cuda

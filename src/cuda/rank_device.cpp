@@ -48,9 +48,12 @@ RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSe
     COLLMM_CUDA(cudaMalloc(&p, n > 0 ? n : 1));
     buffers_.push_back(p);
   }
+  int least = 0, greatest = 0;
+  COLLMM_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   for (int l = 0; l < plan_.lanes; ++l) {
     cudaStream_t st;
-    COLLMM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const int priority = l == 0 && s.comm_high_priority ? greatest : 0;
+    COLLMM_CUDA(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, priority));
     lanes_.push_back(st);
     cudaEvent_t done;
     COLLMM_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));

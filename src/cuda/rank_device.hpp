@@ -30,6 +30,7 @@ struct EngineSettings {
   int sm_margin = 0;  // or leave this many SMs free
   size_t workspace_bytes = size_t(32) << 20;
   AlgoChoice algo_choice = AlgoChoice::heuristic;
+  bool comm_high_priority = false;  // lane 0 (comm, copies, adds) at the device's highest stream priority
 };
 
 class RankDevice {

@@ -75,7 +75,8 @@ double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>
   return median(slowest);
 }
 
-// Compares C (and ag_gemm's gathered A) of every local rank; sums and maxes over the job.
+// Compares C (and ag_gemm's gathered A) of every local rank, and what they sent to played peers;
+// sums and maxes over the job.
 void check_outputs(Executor& ex, const std::vector<Plan>& plans, const Reference& ref, Dtype dtype,
                    CaseResult& result) {
   const Dtype out = ex.out_dtype(dtype);
@@ -95,6 +96,11 @@ void check_outputs(Executor& ex, const std::vector<Plan>& plans, const Reference
       wrong += static_cast<double>(cg.wrong);
       max_err = std::max(max_err, cg.max_rel_err);
     }
+  }
+  if (PlayedPeers* peers = ex.played_peers()) {  // what the ranks sent to peers played by the backend
+    const Comparison sent = peers->check_sent();
+    wrong += static_cast<double>(sent.wrong);
+    max_err = std::max(max_err, sent.max_rel_err);
   }
   const std::vector<double> all = ex.host().allgather(std::vector<double>{wrong, max_err});
   result.checked = true;
@@ -145,6 +151,7 @@ void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, 
     ex.write(static_cast<int>(i), kBufA, a.data(), a.size());
     ex.write(static_cast<int>(i), kBufB, b.data(), b.size());
   }
+  if (PlayedPeers* peers = ex.played_peers()) peers->stage(seed);  // what the played peers send
 }
 
 

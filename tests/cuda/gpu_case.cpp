@@ -20,7 +20,8 @@ int usable_gpus(std::string* why) {
   return n;
 }
 
-CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dtype dtype, uint64_t seed, bool repeat) {
+CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dtype dtype, uint64_t seed, bool repeat,
+                       int64_t stage_seed) {
   const std::vector<int> ranks = ex.local_ranks();
   std::vector<Plan> plans;
   for (int r : ranks) plans.push_back(make_plan(p, o, r));
@@ -32,6 +33,7 @@ CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dty
     ex.write(static_cast<int>(i), kBufA, a.data(), a.size());
     ex.write(static_cast<int>(i), kBufB, b.data(), b.size());
   }
+  if (PlayedPeers* peers = ex.played_peers()) peers->stage(stage_seed >= 0 ? static_cast<uint64_t>(stage_seed) : seed);
   CaseResult res;
   std::ostringstream detail;
   for (int it = 0; it < (repeat ? 2 : 1); ++it) {
@@ -65,6 +67,11 @@ CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dty
         res.wrong_gathered += wrong;
         if (wrong) detail << "rank " << ranks[i] << ": " << wrong << " wrong in the gathered A; ";
       }
+    }
+    if (PlayedPeers* peers = ex.played_peers()) {
+      const Comparison sent = peers->check_sent();
+      res.wrong_sent += sent.wrong;
+      if (sent.wrong) detail << sent.wrong << " wrong in what was sent to the played peers (max rel err " << sent.max_rel_err << "); ";
     }
   }
   res.detail = detail.str();

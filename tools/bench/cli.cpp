@@ -76,9 +76,22 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--timeout", o.backend.timeout_s, "seconds one iteration may take before the job is aborted (a rank died or hangs)")->check(at_least(1))->capture_default_str();
 
   const std::string cuda = "CUDA";
-  app.add_option("--transport", o.backend.transport, "cuda: nccl | local (ranks emulated in one process)")->group(cuda)->capture_default_str();
+  app.add_option("--transport", o.backend.transport,
+                 "cuda: nccl | local (ranks emulated in one process) | host (one GPU rank, --rank of --world, whose "
+                 "peers are played by pinned host memory: the link is PCIe)")
+      ->group(cuda)
+      ->capture_default_str();
+  app.add_option("--rank", o.backend.rank, "cuda --transport host: the rank this process runs")->group(cuda)->check(at_least(0))->capture_default_str();
+  app.add_option("--link-copy", o.backend.link_copy,
+                 "cuda --transport host: engine (transfers by copy engines) | sm (by an SM copy kernel, as NCCL's "
+                 "kernels move data)")
+      ->group(cuda)
+      ->capture_default_str();
+  app.add_flag("--comm-priority", o.backend.comm_priority,
+               "cuda: the comm lane (comm, copies, adds) and the host link's streams at the highest stream priority")
+      ->group(cuda);
   app.add_option("-g,--gpus", o.backend.gpus, "cuda: GPUs driven by this process, one thread each (0: one per MPI rank)")->group(cuda)->check(at_least(0));
-  app.add_option("--world", o.backend.world, "cuda --transport local: how many ranks to emulate")->group(cuda)->check(at_least(0));
+  app.add_option("--world", o.backend.world, "cuda --transport local | host: how many ranks the job has")->group(cuda)->check(at_least(0));
   app.add_option("--gemm-sms", o.backend.gemm_sms, "cuda: SM count target for GEMMs (0: all)")->group(cuda)->check(at_least(0));
   app.add_option("--sm-margin", o.backend.sm_margin, "cuda: leave this many SMs to comm kernels")->group(cuda)->check(at_least(0));
   app.add_option("--nccl-min-ctas", o.backend.nccl_min_ctas, "cuda: NCCL minimum CTAs (0: NCCL's default)")->group(cuda)->check(at_least(0));

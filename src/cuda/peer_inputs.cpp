@@ -1,0 +1,147 @@
+// peer_inputs.cpp: the job's inputs on the GPU and the rows a transfer carries (see peer_inputs.hpp).
+#include "peer_inputs.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "check.hpp"
+#include "collmm/data.hpp"
+
+namespace collmm::cuda {
+namespace {
+
+// A [rows, cols] matrix of value(i, j) encoded in `dtype`, made by every core of the host.
+template <class F>
+std::vector<unsigned char> make_matrix(int64_t rows, int64_t cols, Dtype dtype, F value) {
+  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(dtype);
+  std::vector<unsigned char> out(static_cast<size_t>(rows) * row_bytes);
+  const int64_t threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      std::vector<double> row(static_cast<size_t>(cols));
+      for (int64_t i = t; i < rows; i += threads) {
+        for (int64_t j = 0; j < cols; ++j) row[static_cast<size_t>(j)] = value(i, j);
+        const std::vector<unsigned char> bytes = encode(row, dtype);
+        std::memcpy(out.data() + static_cast<size_t>(i) * row_bytes, bytes.data(), row_bytes);
+      }
+    });
+  for (auto& th : pool) th.join();
+  return out;
+}
+
+void* upload(const std::vector<unsigned char>& bytes) {
+  void* p = nullptr;
+  COLLMM_CUDA(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)));
+  COLLMM_CUDA(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return p;
+}
+
+bool b_is_nk(Dtype d) { return d == Dtype::fp8_e4m3; }
+
+}  // namespace
+
+PeerInputs::PeerInputs(int device, const Problem& p, uint64_t seed, Dtype dtype)
+    : device_(device), p_(p), seed_(seed), dtype_(dtype) {
+  COLLMM_CUDA(cudaSetDevice(device_));
+  a_ = upload(make_matrix(p.m, p.k, dtype, [&](int64_t i, int64_t j) { return input_value(seed, 0, i, j, dtype); }));
+  if (p.op == Op::gemm_rs) {
+    b_ = b_is_nk(dtype)
+             ? upload(make_matrix(p.n, p.k, dtype, [&](int64_t n, int64_t k) { return input_value(seed, 1, k, n, dtype); }))
+             : upload(make_matrix(p.k, p.n, dtype, [&](int64_t k, int64_t n) { return input_value(seed, 1, k, n, dtype); }));
+    engine_ = std::make_unique<GemmEngine>(device_, size_t(32) << 20);
+    COLLMM_CUDA(cudaMalloc(&workspace_, engine_->workspace_bytes()));
+  }
+  COLLMM_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+PeerInputs::~PeerInputs() {
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_), cudaStreamDestroy(stream_);
+  engine_.reset();
+  for (void* p : {a_, b_, sum_, workspace_})
+    if (p) cudaFree(p);
+}
+
+bool PeerInputs::same(const Problem& p, uint64_t seed, Dtype dtype) const {
+  return p.op == p_.op && p.m == p_.m && p.n == p_.n && p.k == p_.k && seed == seed_ && dtype == dtype_;
+}
+
+void PeerInputs::materialize(const check::LinkTransfer& t, int64_t cols, void* dst) {
+  COLLMM_CUDA(cudaSetDevice(device_));
+  if (p_.op == Op::ag_gemm)
+    copy_rows(t, cols, static_cast<char*>(dst));
+  else
+    sum_partials(t, cols, static_cast<char*>(dst));
+  COLLMM_CUDA(cudaStreamSynchronize(stream_));
+}
+
+// ag_gemm: every row is one row of the global A; runs of consecutive rows are one copy each.
+void PeerInputs::copy_rows(const check::LinkTransfer& t, int64_t cols, char* dst) {
+  if (cols != p_.k) throw std::runtime_error("peer inputs: an ag_gemm transfer of rows " + std::to_string(cols) + " wide, not K");
+  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(dtype_);
+  for (size_t first = 0; first < t.rows.size();) {
+    auto row_of = [&](size_t x) {
+      const check::Terms& terms = t.rows[x];
+      if (terms.size() != 1 || terms[0].kind != 0)
+        throw std::runtime_error("peer inputs: an ag_gemm transfer row that is not one row of A");
+      return terms[0].row;
+    };
+    size_t last = first + 1;
+    while (last < t.rows.size() && row_of(last) == row_of(first) + static_cast<int64_t>(last - first)) ++last;
+    COLLMM_CUDA(cudaMemcpyAsync(dst + first * row_bytes, static_cast<char*>(a_) + static_cast<size_t>(row_of(first)) * row_bytes,
+                                (last - first) * row_bytes, cudaMemcpyDeviceToHost, stream_));
+    first = last;
+  }
+}
+
+// gemm_rs: every row is a sum of some ranks' partials of one output row; consecutive rows with the
+// same ranks are one GEMM per rank (A_q rows @ B_q), summed in place, then copied out.
+void PeerInputs::sum_partials(const check::LinkTransfer& t, int64_t cols, char* dst) {
+  if (cols != p_.n) throw std::runtime_error("peer inputs: a gemm_rs transfer of rows " + std::to_string(cols) + " wide, not N");
+  const Dtype out = gemm_out_dtype(dtype_);
+  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(out), esize = dtype_size(dtype_);
+  auto ranks_of = [&](size_t x) {
+    std::vector<int> ranks;
+    for (const check::Term& term : t.rows[x]) {
+      if (term.kind != 1 || term.b_rank != term.rank || term.row != t.rows[x][0].row)
+        throw std::runtime_error("peer inputs: a gemm_rs transfer row that is not a sum of partials of one row");
+      ranks.push_back(term.rank);
+    }
+    return ranks;
+  };
+  if (sum_bytes_ < t.rows.size() * row_bytes) {
+    if (sum_) COLLMM_CUDA(cudaFree(sum_));
+    sum_bytes_ = t.rows.size() * row_bytes;
+    COLLMM_CUDA(cudaMalloc(&sum_, sum_bytes_));
+  }
+  for (size_t first = 0; first < t.rows.size();) {
+    const std::vector<int> ranks = ranks_of(first);
+    if (ranks.empty()) throw std::runtime_error("peer inputs: an empty transfer row");
+    const int64_t row0 = t.rows[first][0].row;
+    size_t last = first + 1;
+    while (last < t.rows.size() && ranks_of(last) == ranks && t.rows[last][0].row == row0 + static_cast<int64_t>(last - first)) ++last;
+    char* sum = static_cast<char*>(sum_) + first * row_bytes;
+    for (size_t x = 0; x < ranks.size(); ++x) {
+      const int q = ranks[x];
+      const int64_t k0 = block_offset(p_.k, p_.world, q);
+      GemmArgs g;
+      g.m = static_cast<int64_t>(last - first), g.n = p_.n, g.k = block_size(p_.k, p_.world, q);
+      g.a = static_cast<char*>(a_) + (static_cast<size_t>(row0) * p_.k + k0) * esize, g.lda = p_.k;
+      g.b_layout = b_is_nk(dtype_) ? BLayout::nk : BLayout::kn;
+      g.b = static_cast<char*>(b_) + static_cast<size_t>(b_is_nk(dtype_) ? k0 : k0 * p_.n) * esize;
+      g.ldb = b_is_nk(dtype_) ? p_.k : p_.n;
+      g.c = sum, g.ldc = p_.n;
+      g.dtype = dtype_, g.accumulate = x > 0;
+      engine_->gemm(g, stream_, workspace_);
+    }
+    first = last;
+  }
+  COLLMM_CUDA(cudaMemcpyAsync(dst, sum_, t.rows.size() * row_bytes, cudaMemcpyDeviceToHost, stream_));
+}
+
+}  // namespace collmm::cuda
