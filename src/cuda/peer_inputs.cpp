@@ -2,10 +2,8 @@
 #include "peer_inputs.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -14,27 +12,8 @@
 namespace collmm::cuda {
 namespace {
 
-// A [rows, cols] matrix of value(i, j) encoded in `dtype`, made by every core of the host.
-template <class F>
-std::vector<unsigned char> make_matrix(int64_t rows, int64_t cols, Dtype dtype, F value) {
-  const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(dtype);
-  std::vector<unsigned char> out(static_cast<size_t>(rows) * row_bytes);
-  const int64_t threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      std::vector<double> row(static_cast<size_t>(cols));
-      for (int64_t i = t; i < rows; i += threads) {
-        for (int64_t j = 0; j < cols; ++j) row[static_cast<size_t>(j)] = value(i, j);
-        const std::vector<unsigned char> bytes = encode(row, dtype);
-        std::memcpy(out.data() + static_cast<size_t>(i) * row_bytes, bytes.data(), row_bytes);
-      }
-    });
-  for (auto& th : pool) th.join();
-  return out;
-}
-
-void* upload(const std::vector<unsigned char>& bytes) {
+void* upload(const HostMatrix& m, Dtype dtype) {
+  const std::vector<unsigned char> bytes = encode(m.v, dtype);
   void* p = nullptr;
   COLLMM_CUDA(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)));
   COLLMM_CUDA(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
@@ -48,11 +27,11 @@ bool b_is_nk(Dtype d) { return d == Dtype::fp8_e4m3; }
 PeerInputs::PeerInputs(int device, const Problem& p, uint64_t seed, Dtype dtype)
     : device_(device), p_(p), seed_(seed), dtype_(dtype) {
   COLLMM_CUDA(cudaSetDevice(device_));
-  a_ = upload(make_matrix(p.m, p.k, dtype, [&](int64_t i, int64_t j) { return input_value(seed, 0, i, j, dtype); }));
+  a_ = upload(make_global_a(p, seed, dtype), dtype);
   if (p.op == Op::gemm_rs) {
-    b_ = b_is_nk(dtype)
-             ? upload(make_matrix(p.n, p.k, dtype, [&](int64_t n, int64_t k) { return input_value(seed, 1, k, n, dtype); }))
-             : upload(make_matrix(p.k, p.n, dtype, [&](int64_t k, int64_t n) { return input_value(seed, 1, k, n, dtype); }));
+    Problem whole = p;  // one rank of an ag_gemm holds all of B
+    whole.op = Op::ag_gemm, whole.world = 1, whole.b_layout = b_is_nk(dtype) ? BLayout::nk : BLayout::kn;
+    b_ = upload(make_local_b(whole, 0, seed, dtype), dtype);
     engine_ = std::make_unique<GemmEngine>(device_, size_t(32) << 20);
     COLLMM_CUDA(cudaMalloc(&workspace_, engine_->workspace_bytes()));
   }

@@ -134,6 +134,14 @@ void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, con
   }
 }
 
+// The GEMM steps' time in a timeline, summed per rank, the mean over the ranks.
+double gemm_busy_us(const Timeline& t) {
+  double busy = 0;
+  for (const TimelineEvent& e : t.events)
+    if (e.kind == StepKind::gemm) busy += e.end_us - e.start_us;
+  return busy / std::max(1, t.world);
+}
+
 // The number of steps (stages) a schedule has: 1 + its largest step index.
 int stages_of(const Plan& plan) {
   int last = 0;
@@ -217,6 +225,10 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs);
   result.timeline = gather_timeline(ex.host(), make_timeline(plans, median_runs));
   result.overlap = measure_overlap(result.timeline);
+  if (o.gemm_rate) {
+    result.t_gemm_plan_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
+    result.gemm_busy_us = gemm_busy_us(result.timeline);
+  }
   if (work.alone) {
     result.t_gemm_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
     result.t_comm_us = time_iterations(ex, StepFilter::comm_only, o.warmup, o.iters);

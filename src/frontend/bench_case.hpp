@@ -41,6 +41,11 @@ struct CaseResult {
   Timeline timeline;
   Overlap overlap;           // measure_overlap(timeline): hidden comm / comm per rank
   double predicted_us = std::numeric_limits<double>::quiet_NaN();  // --profile: the simulated time
+  // --gemm-rate: this plan's GEMMs alone (filter gemm_only, median), and the GEMM steps' busy time
+  // in the median iteration beside the comm (mean over ranks): their ratio is the GEMMs' rate
+  // while transfers run, relative to alone (1: the comm costs the GEMMs nothing).
+  double t_gemm_plan_us = std::numeric_limits<double>::quiet_NaN();
+  double gemm_busy_us = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The expected outputs of one op on this process's ranks, computed once and shared by its cases.

@@ -33,6 +33,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"warmup", std::to_string(o.warmup)},
       {"iters", std::to_string(o.iters)},
       {"check", o.check ? "yes" : "no"},
+      {"gemm-rate", o.gemm_rate ? "yes" : "no"},
       {"seed", std::to_string(o.seed)},
       {"trace", o.trace_path.empty() ? "no" : "yes"},
       {"profile", o.profile},

@@ -21,6 +21,7 @@ struct BenchOptions {
   PlanOptions plan;        // stages (0: the algorithm's default), post, gemm_lanes; algo per case
   int warmup = 5, iters = 20;
   bool check = false;
+  bool gemm_rate = false;  // --gemm-rate: also time each case's GEMMs alone (CaseResult::gemm_busy_us)
   uint64_t seed = 1;
   std::string json_path;   // --json FILE (process 0 writes)
   std::string trace_path;  // --trace FILE (process 0 writes all ranks' events)

@@ -104,7 +104,11 @@ void print_table_row(std::ostream& out, const CaseResult& r, bool predicted) {
     if (cell.size() >= static_cast<size_t>(c.width)) out << " ";  // a wide value never runs into its neighbour
     out << std::setw(c.width) << cell;
   }
-  out << "\n" << std::flush;
+  out << "\n";
+  if (!std::isnan(r.t_gemm_plan_us))
+    out << "#   GEMM rate beside the comm: " << fixed(r.t_gemm_plan_us / r.gemm_busy_us, 3) << " of alone (its GEMMs alone "
+        << fixed(r.t_gemm_plan_us, 1) << " us, busy " << fixed(r.gemm_busy_us, 1) << " us in the median iteration)\n";
+  out << std::flush;
 }
 
 int64_t total_wrong(const std::vector<CaseResult>& results) {
@@ -160,6 +164,11 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
                     {"overlap_hidden_fraction_per_rank", per_rank}});
     if (info.predicted) rows.back()["predicted_us"] = number_or_null(r.predicted_us);
     if (!r.chosen_by.empty()) rows.back()["chosen_by"] = r.chosen_by;
+    if (!std::isnan(r.t_gemm_plan_us)) {
+      rows.back()["t_gemm_plan_us"] = number_or_null(r.t_gemm_plan_us);
+      rows.back()["gemm_busy_us"] = number_or_null(r.gemm_busy_us);
+      rows.back()["gemm_rate_beside_comm"] = number_or_null(r.t_gemm_plan_us / r.gemm_busy_us);
+    }
   }
   return {{"collmm_version", COLLMM_VERSION},
           {"backend", info.backend},

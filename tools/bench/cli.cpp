@@ -38,6 +38,9 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("-w,--warmup", o.warmup, "untimed iterations before the timed ones")->check(at_least(0))->capture_default_str();
   app.add_option("-i,--iters", o.iters, "timed iterations (the median is reported)")->check(at_least(1))->capture_default_str();
   app.add_flag("--check", o.check, "compare every output with an f64 reference (outputs poisoned with NaN first)");
+  app.add_flag("--gemm-rate", o.gemm_rate,
+               "also time each case's GEMMs alone: the GEMMs' rate beside the comm (alone / busy in the median "
+               "iteration) is printed under the row and written to the JSON");
   app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
   app.add_option("--json", o.json_path, "write the results as JSON to FILE")->type_name("FILE");
   app.add_option("--trace", o.trace_path, "write a Chrome trace (chrome://tracing, Perfetto) of one iteration of every case, all ranks")->type_name("FILE");
