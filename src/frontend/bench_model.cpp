@@ -9,12 +9,13 @@
 
 namespace collmm {
 
-std::string default_profile_name(const std::string& backend) {
-  return backend == "cuda" ? "h200-nvlink" : "cpu-2core";
+std::string default_profile_name(const BackendOptions& b) {
+  if (b.backend != "cuda") return "cpu-2core";
+  return b.transport == "host" ? "h200-host" : "h200-nvlink";
 }
 
 Profile profile_for(const BenchOptions& o) {
-  return load_profile(o.profile.empty() ? default_profile_name(o.backend.backend) : o.profile);
+  return load_profile(o.profile.empty() ? default_profile_name(o.backend) : o.profile);
 }
 
 double predicted_time_us(const Problem& problem, const PlanOptions& options, Dtype dtype, const Profile& profile) {

@@ -13,8 +13,8 @@
 namespace collmm {
 
 // The built-in profile a backend's --algo auto and --calibrate start from when --profile is not
-// given: cpu -> "cpu-2core", cuda -> "h200-nvlink".
-std::string default_profile_name(const std::string& backend);
+// given: cpu -> "cpu-2core", cuda -> "h200-nvlink", cuda --transport host -> "h200-host".
+std::string default_profile_name(const BackendOptions&);
 // --profile when given, else the backend's default. Throws UsageError for an unknown name or a bad file.
 Profile profile_for(const BenchOptions&);
 

@@ -44,6 +44,20 @@ Profile h200_ib() {
   return p;
 }
 
+Profile h200_host() {
+  Profile p = h200_nvlink();
+  p.name = "h200-host";
+  p.notes =
+      "The host transport's bed (cuda --transport host): one H200 rank whose peers are pinned host "
+      "memory, the link PCIe copy engines. GEMM rates as h200-nvlink. Link 44 GB/s per direction, "
+      "both directions at once, 10 us latency: measured on the bed (ag_gemm P = 4, M = 8192, "
+      "2026-12-03: 100 MB of receives in 2283 us); copy engines leave the SMs to the GEMMs "
+      "(no contention). Collectives run as rings over the link.";
+  p.links = {0, 44, 10, 44, 10};
+  p.contention = {false, 1.0, 1.0, false};
+  return p;
+}
+
 Profile cpu_2core() {
   Profile p;
   p.name = "cpu-2core";
@@ -67,11 +81,12 @@ T get(const json& j, const char* key, T fallback) {
 
 }  // namespace
 
-std::vector<std::string> builtin_profile_names() { return {"h200-nvlink", "h200-ib", "cpu-2core"}; }
+std::vector<std::string> builtin_profile_names() { return {"h200-nvlink", "h200-ib", "h200-host", "cpu-2core"}; }
 
 Profile builtin_profile(const std::string& name) {
   if (name == "h200-nvlink") return h200_nvlink();
   if (name == "h200-ib") return h200_ib();
+  if (name == "h200-host") return h200_host();
   if (name == "cpu-2core") return cpu_2core();
   std::string msg = "unknown built-in profile '" + name + "' (expected a JSON file or one of:";
   for (auto& n : builtin_profile_names()) msg += " " + n;
