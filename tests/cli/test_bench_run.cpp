@@ -213,4 +213,28 @@ TEST(BenchDtypes, F64OnTwoRanks) {
   EXPECT_EQ(c.cols, 7);
 }
 
+// --gemm-rate: every row has the GEMMs' rate beside the comm, in the table and the JSON, and it is
+// the ratio of the two times it is made of.
+TEST(BenchGemmRate, PrintedAndInTheJson) {
+  const std::string dir = fresh_dir("bench_gemm_rate");
+  const CommandResult r = run_command(mpirun(2) + " " + bench() +
+                                          " --op all --algo all -m 64 -n 32 -k 48 -w 1 -i 2 --threads 1 --gemm-rate"
+                                          " --json " + dir + "/r.json",
+                                      90);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  size_t lines = 0;
+  for (size_t at = r.output.find("GEMM rate beside the comm"); at != std::string::npos;
+       at = r.output.find("GEMM rate beside the comm", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 8u) << r.output;
+  const json j = json::parse(read_file(dir + "/r.json"));
+  ASSERT_EQ(j.at("results").size(), 8u);
+  for (const json& row : j.at("results")) {
+    const double alone = row.at("t_gemm_plan_us"), busy = row.at("gemm_busy_us"), rate = row.at("gemm_rate_beside_comm");
+    EXPECT_GT(alone, 0) << row;
+    EXPECT_GT(busy, 0) << row;
+    EXPECT_NEAR(rate, alone / busy, 1e-9 * rate) << row;
+  }
+}
+
 }  // namespace
