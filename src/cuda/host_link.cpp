@@ -54,12 +54,11 @@ HostLink::HostLink(RankDevice& rank, check::PeerTraffic traffic, PinnedArena& ar
   const int priority = high_priority ? greatest : 0;
   COLLMM_CUDA(cudaStreamCreateWithPriority(&send_st_, cudaStreamNonBlocking, priority));
   COLLMM_CUDA(cudaStreamCreateWithPriority(&recv_st_, cudaStreamNonBlocking, priority));
-  for (auto* events : {&sent_ev_, &received_ev_})
-    for (const auto& [step, list] : events == &sent_ev_ ? sends_of_ : recvs_of_) {
-      cudaEvent_t e;
-      COLLMM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      (*events)[step] = e;
-    }
+  auto make_events = [](const std::map<int, std::vector<const Buffer*>>& of, std::map<int, cudaEvent_t>& events) {
+    for (const auto& [step, list] : of) COLLMM_CUDA(cudaEventCreateWithFlags(&events[step], cudaEventDisableTiming));
+  };
+  make_events(sends_of_, sent_ev_);
+  make_events(recvs_of_, received_ev_);
 }
 
 HostLink::~HostLink() {
