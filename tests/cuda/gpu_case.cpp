@@ -20,6 +20,18 @@ int usable_gpus(std::string* why) {
   return n;
 }
 
+Problem uneven_problem(Op op, int P, Dtype d) {
+  Problem p;
+  p.op = op;
+  p.world = P;
+  if (d == Dtype::fp8_e4m3) {
+    p.m = 8 * P + 3, p.n = 16 * P, p.k = 32 * P, p.b_layout = BLayout::nk;
+  } else {
+    p.m = 7 * P + 3, p.n = 5 * P + 3, p.k = 6 * P + 5;
+  }
+  return p;
+}
+
 CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dtype dtype, uint64_t seed, bool repeat,
                        int64_t stage_seed) {
   const std::vector<int> ranks = ex.local_ranks();

@@ -22,6 +22,10 @@ int usable_gpus(std::string* why);
       GTEST_SKIP() << "needs " << (need) << " GPU(s), " << have_ << " usable (" << why_ << ")"; \
   } while (0)
 
+// Sizes that split unevenly over P and give odd leading dimensions; fp8 needs 16-byte rows (and B
+// as [N, K]), so its N and K are multiples of 16 per rank.
+Problem uneven_problem(Op op, int P, Dtype d);
+
 struct CaseResult {
   int64_t wrong_c = 0, wrong_gathered = 0, wrong_sent = 0;
   double max_rel_err = 0;

@@ -25,18 +25,6 @@ std::unique_ptr<Executor> host_executor(int world, int rank, const char* copy = 
   return make_cuda_executor(o, 0, nullptr);
 }
 
-Problem problem_for(Op op, int P, Dtype d) {
-  Problem p;
-  p.op = op;
-  p.world = P;
-  if (d == Dtype::fp8_e4m3) {
-    p.m = 8 * P + 3, p.n = 16 * P, p.k = 32 * P, p.b_layout = BLayout::nk;
-  } else {
-    p.m = 7 * P + 3, p.n = 5 * P + 3, p.k = 6 * P + 5;
-  }
-  return p;
-}
-
 std::vector<PlanOptions> every_algo(Op op) {
   std::vector<PlanOptions> list;
   for (Algo algo : all_algos()) {
@@ -74,7 +62,7 @@ TEST(CudaHost, EveryOpAlgoDtypeOnEveryRankOfOneToEight) {
       for (Op op : all_ops())
         for (const PlanOptions& o : every_algo(op))
           for (Dtype d : {Dtype::f64, Dtype::f32, Dtype::tf32, Dtype::f16, Dtype::bf16, Dtype::fp8_e4m3}) {
-            expect_right(*ex, problem_for(op, P, d), o, d, r, 500 + P);
+            expect_right(*ex, test::uneven_problem(op, P, d), o, d, r, 500 + P);
             ++cases;
           }
     }
@@ -91,7 +79,7 @@ TEST(CudaHost, LanesPostingLayoutsGraphsCopyModesPriority) {
           for (PlanOptions o : every_algo(op))
             for (Post post : {Post::comm_first, Post::gemm_first})
               for (BLayout bl : {BLayout::kn, BLayout::nk}) {
-                Problem p = problem_for(op, 4, Dtype::bf16);
+                Problem p = test::uneven_problem(op, 4, Dtype::bf16);
                 p.b_layout = bl;
                 p.m = 64 * 4 + 8, p.n = 96 * 4, p.k = 80 * 4;
                 o.post = post, o.gemm_lanes = bl == BLayout::kn ? 1 : 3;
@@ -108,7 +96,7 @@ TEST(CudaHost, StepFiltersSkipStepsOfTheGivenPlan) {
     for (Algo algo : all_algos()) {
       PlanOptions o;
       o.algo = algo;
-      const Plan plan = make_plan(problem_for(op, 4, Dtype::bf16), o, 2);
+      const Plan plan = make_plan(test::uneven_problem(op, 4, Dtype::bf16), o, 2);
       ex->prepare({plan}, Dtype::bf16);
       for (StepFilter f : {StepFilter::all, StepFilter::gemm_only, StepFilter::comm_only}) {
         const auto runs = ex->run(f, true);
@@ -132,7 +120,7 @@ TEST(CudaHost, WrongStagedDataIsCaught) {
     auto ex = host_executor(3, 1);
     PlanOptions o;
     o.algo = Algo::ring;
-    const test::CaseResult res = test::run_checked(*ex, problem_for(op, 3, Dtype::f32), o, Dtype::f32, 5, false, 6);
+    const test::CaseResult res = test::run_checked(*ex, test::uneven_problem(op, 3, Dtype::f32), o, Dtype::f32, 5, false, 6);
     EXPECT_GT(res.wrong_c + res.wrong_gathered, 0) << to_string(op);
     EXPECT_GT(res.wrong_sent, 0) << to_string(op) << ": what the rank forwards is checked against the peers' own data";
   }
@@ -148,7 +136,7 @@ TEST(CudaHost, UsageErrorsAndTheHeader) {
   EXPECT_NE(ex->timing_note().find("host memory"), std::string::npos) << ex->timing_note();
   EXPECT_EQ(ex->local_ranks(), std::vector<int>{1});
   EXPECT_EQ(ex->world_size(), 4);
-  const Plan wrong_rank = make_plan(problem_for(Op::ag_gemm, 4, Dtype::bf16), {}, 2);
+  const Plan wrong_rank = make_plan(test::uneven_problem(Op::ag_gemm, 4, Dtype::bf16), {}, 2);
   EXPECT_THROW(ex->prepare({wrong_rank}, Dtype::bf16), UsageError);
 }
 

@@ -19,19 +19,6 @@ std::unique_ptr<Executor> local_executor(int world, bool graph = false, const ch
   return make_cuda_executor(o, 0, nullptr);
 }
 
-// Sizes that split unevenly over P and give odd leading dimensions; fp8 needs 16-byte rows (and B
-// as [N, K]), so its N and K are multiples of 16 per rank.
-Problem problem_for(Op op, int P, Dtype d) {
-  Problem p;
-  p.op = op;
-  p.world = P;
-  if (d == Dtype::fp8_e4m3) {
-    p.m = 8 * P + 3, p.n = 16 * P, p.k = 32 * P, p.b_layout = BLayout::nk;
-  } else {
-    p.m = 7 * P + 3, p.n = 5 * P + 3, p.k = 6 * P + 5;
-  }
-  return p;
-}
 
 TEST(CudaLocal, EveryOpAlgoDtypeOnOneToEightRanks) {
   COLLMM_NEED_GPUS(1);
@@ -41,7 +28,7 @@ TEST(CudaLocal, EveryOpAlgoDtypeOnOneToEightRanks) {
     for (Op op : all_ops())
       for (Algo algo : all_algos())
         for (Dtype d : {Dtype::f64, Dtype::f32, Dtype::tf32, Dtype::f16, Dtype::bf16, Dtype::fp8_e4m3}) {
-          const Problem p = problem_for(op, P, d);
+          const Problem p = test::uneven_problem(op, P, d);
           PlanOptions o;
           o.algo = algo;
           test::CaseResult res;
@@ -68,7 +55,7 @@ TEST(CudaLocal, LanesPostingAndBLayouts) {
       for (Post post : {Post::comm_first, Post::gemm_first})
         for (int lanes : {1, 3})
           for (BLayout bl : {BLayout::kn, BLayout::nk}) {
-            Problem p = problem_for(op, 4, Dtype::bf16);
+            Problem p = test::uneven_problem(op, 4, Dtype::bf16);
             p.b_layout = bl;
             p.m = 64 * 4 + 8, p.n = 96 * 4, p.k = 80 * 4;
             PlanOptions o;
@@ -93,7 +80,7 @@ TEST(CudaLocal, MergedRing) {
     auto ex = local_executor(P);
     for (int merge : {2, 3, P})
       for (Dtype d : {Dtype::bf16, Dtype::fp8_e4m3}) {
-        Problem p = problem_for(Op::ag_gemm, P, d);
+        Problem p = test::uneven_problem(Op::ag_gemm, P, d);
         p.m = 64 * P + 8 * (P - 1);
         PlanOptions o;
         o.algo = Algo::ring;
@@ -122,7 +109,7 @@ TEST(CudaLocal, GraphCaptureAndReplay) {
         o.gemm_lanes = 2;
         test::CaseResult res;
         try {
-          res = test::run_checked(*ex, problem_for(op, P, Dtype::bf16), o, Dtype::bf16, 11, /*repeat=*/true);
+          res = test::run_checked(*ex, test::uneven_problem(op, P, Dtype::bf16), o, Dtype::bf16, 11, /*repeat=*/true);
         } catch (const std::exception& e) {
           ADD_FAILURE() << to_string(op) << " " << to_string(algo) << " P=" << P << " (graph): " << e.what();
           continue;
@@ -136,7 +123,7 @@ TEST(CudaLocal, GraphCaptureAndReplay) {
 TEST(CudaLocal, StepFiltersSkipStepsAndStampThemNotRun) {
   COLLMM_NEED_GPUS(1);
   auto ex = local_executor(4);
-  Problem p = problem_for(Op::ag_gemm, 4, Dtype::bf16);
+  Problem p = test::uneven_problem(Op::ag_gemm, 4, Dtype::bf16);
   PlanOptions o;
   std::vector<Plan> plans;
   for (int r : ex->local_ranks()) plans.push_back(make_plan(p, o, r));
@@ -156,7 +143,7 @@ TEST(CudaLocal, StepFiltersSkipStepsAndStampThemNotRun) {
 TEST(CudaLocal, UsageErrors) {
   COLLMM_NEED_GPUS(1);
   auto ex = local_executor(2);
-  Problem p = problem_for(Op::ag_gemm, 2, Dtype::fp8_e4m3);
+  Problem p = test::uneven_problem(Op::ag_gemm, 2, Dtype::fp8_e4m3);
   p.b_layout = BLayout::kn;
   std::vector<Plan> plans{make_plan(p, {}, 0), make_plan(p, {}, 1)};
   EXPECT_THROW(ex->prepare(plans, Dtype::fp8_e4m3), UsageError);  // fp8 needs B as [N, K]
