@@ -78,8 +78,13 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
   return plan;
 }
 
-// S stages; stage s gathers sub-block s of every rank's chunk, then runs one GEMM per rank's
-// sub-block. comm-first posts stage s+1's allgather before stage s's GEMMs.
+// S stages; stage s gathers sub-block s of every rank's chunk, then runs one GEMM per other
+// rank's sub-block. This rank's own chunk is here from the start: its GEMM (one, over the whole
+// chunk, read from A) comes first and runs beside the first stages' allgathers. comm-first posts
+// stage s+1's allgather before stage s's GEMMs.
+//
+//   comm  | ag 0 | ag 1 | ag 2 | ag 3 |
+//   gemm  | own chunk     | s0  | s1  | s2  | s3 |      (P = 2: half the GEMM work hides the first transfers)
 Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
@@ -102,18 +107,21 @@ Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
   auto post_gemms = [&](int s, int ag_step) {
     for (int q = 0; q < P; ++q) {
       const Slice rows = plan.steps[ag_step].parts[q];
-      if (rows.rows > 0) plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
+      if (q != r && rows.rows > 0) plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
     }
   };
+  auto post_own = [&] { plan.push(gemm(plan.gemm_lane(0), chunk_rows(p, kBufC, r), {kBufA, 0, m_r}, 0, r)); };
 
   std::vector<int> ag_steps;
   if (o.post == Post::comm_first) {
     ag_steps.push_back(post_allgather(0));
     for (int s = 0; s < S; ++s) {
       if (s + 1 < S) ag_steps.push_back(post_allgather(s + 1));
+      if (s == 0) post_own();
       post_gemms(s, ag_steps[s]);
     }
   } else {
+    post_own();
     for (int s = 0; s < S; ++s) post_gemms(s, post_allgather(s));
   }
   return plan;
