@@ -12,16 +12,24 @@
 
 namespace collmm {
 
-// Process-level coordination (MPI_COMM_WORLD, or a single process).
+// Process-level coordination (MPI_COMM_WORLD, or a single process). Every collective of a
+// multi-process HostComm is bounded: a process that waits longer than its timeout for the others
+// says so (naming its rank and the phase set last) and ends the whole job (abort).
 class HostComm {
  public:
   virtual ~HostComm() = default;
+  // What the job is doing, named by a timeout's message: "setup: option agreement", ...
+  void set_phase(std::string phase) { phase_ = std::move(phase); }
+  const std::string& phase() const { return phase_; }
   virtual int proc() const = 0;   // this process, 0..procs()-1
   virtual int procs() const = 0;
   virtual void barrier() = 0;
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;  // every process's string
   virtual std::vector<double> allgather(const std::vector<double>& mine) = 0;  // concatenated in process order; all same length
   [[noreturn]] virtual void abort(int code) = 0;  // ends every process of the job
+
+ private:
+  std::string phase_ = "setup";
 };
 std::unique_ptr<HostComm> make_single_process_comm();
 

@@ -3,6 +3,7 @@
 // agreement check of every rank's problem before any data moves, and the watchdog that aborts the
 // job when a run outlives BackendOptions::timeout_s.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -56,7 +57,7 @@ std::vector<std::pair<std::string, std::string>> signature(const Plan& plan, Dty
 class CpuExecutor : public Executor {
  public:
   explicit CpuExecutor(const BackendOptions& options)
-      : options_(options), host_(make_mpi_host_comm(MPI_THREAD_SERIALIZED)), transport_() {
+      : options_(options), host_(make_mpi_host_comm(MPI_THREAD_SERIALIZED, options.timeout_s)), transport_() {
     if (options.threads < 0) throw UsageError("--threads must be >= 1 (got " + std::to_string(options.threads) + ")");
     if (options.timeout_s < 1) throw UsageError("timeout must be >= 1 s (got " + std::to_string(options.timeout_s) + ")");
     blas_threads_ = default_blas_threads(options.threads);
@@ -106,7 +107,12 @@ class CpuExecutor : public Executor {
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override {
     if (!pool_) throw std::runtime_error("cpu backend: run() before prepare()");
     const Clock::time_point deadline = Clock::now() + std::chrono::seconds(options_.timeout_s);
-    if (!transport_.barrier_until(deadline)) watchdog("in the barrier that starts the run");
+    const double cpu0 = thread_cpu_seconds();
+    if (!transport_.barrier_until(deadline)) {
+      char cpu[96];
+      std::snprintf(cpu, sizeof cpu, "in the barrier that starts the run (this wait took %.2f CPU s)", thread_cpu_seconds() - cpu0);
+      watchdog(cpu);
+    }
     std::vector<bool> skip(plan_.steps.size(), false);
     for (size_t i = 0; i < skip.size(); ++i) {
       const bool gemm = plan_.steps[i].kind == StepKind::gemm;

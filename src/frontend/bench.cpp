@@ -52,6 +52,7 @@ Bench::Bench(Executor& executor, BenchOptions options) : ex_(executor), o_(std::
 
 void Bench::validate() {
   HostComm& host = ex_.host();
+  host.set_phase("setup: the ranks' agreement on the options");
   check_processes_agree(host, agreement_keys(o_));
   std::string error;
   try {
@@ -119,6 +120,8 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
       finish(std::move(r));
     }
   }
+  inject_fault(o_, ex_.local_ranks(), "output");
+  host.set_phase("the output of the results");
   if (printer) {
     print_table_summary(out, results);
     if (!o_.json_path.empty()) write_text(o_.json_path, results_json(info, results).dump(2) + "\n");

@@ -85,10 +85,12 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--nccl-max-ctas", o.backend.nccl_max_ctas, "cuda: NCCL maximum CTAs (0: NCCL's default)")->group(cuda)->check(at_least(0));
   app.add_flag("--graph", o.backend.graph, "cuda: capture one iteration in a CUDA graph and replay it")->group(cuda);
 
-  // For tests of the job's teardown: rank R kills itself (SIGKILL) or stops (SIGSTOP) before its
-  // first timed run.
+  // For tests of the job's teardown: rank R kills itself (SIGKILL) or stops (SIGSTOP) in a phase:
+  // setup (before its first plan's agreement), run (before its first timed run), output (before
+  // the results are written).
   app.add_option("--debug-die-rank", o.debug_die_rank)->group("");
   app.add_option("--debug-hang-rank", o.debug_hang_rank)->group("");
+  app.add_option("--debug-phase", o.debug_phase)->check(CLI::IsMember({"setup", "run", "output"}))->group("");
 }
 
 }  // namespace
