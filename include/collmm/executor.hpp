@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collmm/memory.hpp"
 #include "collmm/plan.hpp"
 
 namespace collmm {
@@ -87,6 +88,11 @@ class Executor {
   // graphs (cpu). Calibration times the device's own work this way, with the host's issue out of
   // its way.
   virtual bool replay_graphs(bool on) { (void)on; return false; }
+
+  // Throws UsageError when this process's need (host memory, and device memory per local rank)
+  // does not fit what this node (and its devices) have free now, counting the other processes
+  // on the node that need as much. Called before anything is allocated.
+  virtual void check_memory(const MemoryNeed& need) const = 0;
 
   // Allocates the buffers of these plans (plans[i] belongs to local_ranks()[i]); replaces earlier ones.
   virtual void prepare(const std::vector<Plan>& plans, Dtype dtype) = 0;

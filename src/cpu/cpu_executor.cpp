@@ -71,11 +71,25 @@ class CpuExecutor : public Executor {
   HostComm& host() override { return *host_; }
   bool supports(Dtype d) const override { return gemm_supports(d); }
   Dtype out_dtype(Dtype in) const override { return gemm_out_dtype(in); }
-  // Empty unless this rank is confined to one core, where its comm thread and GEMMs take turns.
+  // Empty unless the timings cannot show overlap: this rank confined to one core (its comm thread
+  // and its GEMMs take turns), or more ranks x BLAS threads on this node than it has cores.
   std::string timing_note() const override {
-    if (affinity_cores() >= 2) return {};
-    return "each rank may use only 1 core (mpirun binds ranks to cores when -np <= 2; try --bind-to none "
-           "or --map-by slot:PE=N): its comm thread and its GEMMs share that core, so little overlap is possible";
+    if (affinity_cores() < 2)
+      return "each rank may use only 1 core (mpirun binds ranks to cores when -np <= 2; try --bind-to none "
+             "or --map-by slot:PE=N): its comm thread and its GEMMs share that core, so little overlap is possible";
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int ranks = mpi_node_size();
+    if (ranks * blas_threads_ <= cores) return {};
+    return std::to_string(ranks) + " ranks x " + std::to_string(blas_threads_) + " BLAS thread(s) on the " +
+           std::to_string(cores) + " cores of this node: ranks take turns on the cores, so these times (and E) "
+           "are not overlap figures";
+  }
+
+  // The plan's buffers are host memory here: one sum, against MemAvailable shared by the node's processes.
+  void check_memory(const MemoryNeed& need) const override {
+    int64_t bytes = need.host_bytes;
+    for (int64_t b : need.device_bytes) bytes += b;
+    check_host_memory(bytes, mpi_node_size());
   }
 
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override {

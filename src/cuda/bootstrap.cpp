@@ -88,7 +88,8 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
 
   if (o.gpus > 0 || (!launched_by_mpi() && !env("RANK"))) {  // -g G (or one GPU), maybe under mpirun
     const int G = o.gpus > 0 ? o.gpus : 1;
-    s.host = launched_by_mpi() ? make_mpi_host_comm(MPI_THREAD_FUNNELED) : make_single_process_comm();
+    s.host = launched_by_mpi() ? make_mpi_host_comm(MPI_THREAD_FUNNELED, o.timeout_s) : make_single_process_comm();
+    s.processes_per_node = launched_by_mpi() ? mpi_node_size() : 1;
     const int per_node = launched_by_mpi() ? mpi_node_size() : 1;
     const int node_rank = launched_by_mpi() ? mpi_node_rank() : 0;
     if (G * per_node > gpus)
@@ -101,7 +102,9 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     id = id_from(s.host->allgather(s.host->proc() == 0 ? id_bytes(id) : std::string(sizeof id.internal, '\0'))[0]);
     s.comms = cuda::make_nccl_comms(id, s.world, s.ranks[0], s.devices, nccl_settings(o));
   } else if (launched_by_mpi()) {  // mpirun: one rank per process
-    s.host = make_mpi_host_comm(MPI_THREAD_FUNNELED);
+    s.host = make_mpi_host_comm(MPI_THREAD_FUNNELED, o.timeout_s);
+    s.processes_per_node = mpi_node_size();
+    s.processes_per_device = (mpi_node_size() + gpus - 1) / gpus;
     s.world = s.host->procs();
     s.ranks = {s.host->proc()};
     s.devices = {mpi_node_rank() % gpus};

@@ -55,6 +55,26 @@ std::string CudaExecutor::timing_note() const {
   return note;
 }
 
+// Device: the buffers of the ranks on each GPU (plus cuBLASLt workspaces and NCCL's own buffers,
+// 512 MiB per rank), times the processes sharing that GPU, against its free memory now.
+void CudaExecutor::check_memory(const MemoryNeed& need) const {
+  check_host_memory(need.host_bytes, s_.processes_per_node);
+  std::map<int, int64_t> per_device;
+  for (size_t i = 0; i < s_.devices.size() && i < need.device_bytes.size(); ++i)
+    per_device[s_.devices[i]] += need.device_bytes[i] + (int64_t(512) << 20);
+  for (const auto& [device, bytes] : per_device) {
+    size_t free = 0, total = 0;
+    COLLMM_CUDA(cudaSetDevice(device));
+    COLLMM_CUDA(cudaMemGetInfo(&free, &total));
+    const double want = static_cast<double>(bytes) * s_.processes_per_device;
+    if (want > static_cast<double>(free))
+      throw UsageError("this run needs about " + gib(want) + " on GPU " + std::to_string(device) + " (" +
+                       std::to_string(s_.processes_per_device) + " process(es) on it), but only " +
+                       gib(static_cast<double>(free)) + " of its " + gib(static_cast<double>(total)) +
+                       " is free: use smaller sizes or more GPUs (nothing was allocated)");
+  }
+}
+
 void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
   if (plans.size() != s_.ranks.size())
     throw UsageError("cuda executor: " + std::to_string(plans.size()) + " plans for " + std::to_string(s_.ranks.size()) +

@@ -30,6 +30,8 @@ struct CudaSetup {
   EngineSettings engine;
   bool graph = false;
   int timeout_s = 300;
+  int processes_per_node = 1;    // processes of the job on this node (they share its host memory)
+  int processes_per_device = 1;  // processes sharing one GPU (several NCCL ranks on one GPU)
 };
 
 class CudaExecutor final : public Executor {
@@ -52,6 +54,7 @@ class CudaExecutor final : public Executor {
     return true;
   }
 
+  void check_memory(const MemoryNeed& need) const override;
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override;
   void write(int i, int buffer, const void* bytes, size_t nbytes) override;
   void read(int i, int buffer, void* bytes, size_t nbytes) override;

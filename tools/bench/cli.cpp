@@ -1,6 +1,8 @@
 // cli.cpp: the options of collmm-bench, their help texts, and the names -> enums step.
 #include "cli.hpp"
 
+#include "cli_size.hpp"
+
 namespace collmm {
 namespace {
 
@@ -23,7 +25,7 @@ CLI::Validator at_least(long lo) {
 }
 
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
-  const auto size = CLI::AsSizeValue(false);  // 8K = 8192, 1M = 1048576
+  const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", o.backend.backend, "cpu | cuda")->capture_default_str();
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
   app.add_option("--algo", names.algo,
@@ -71,7 +73,9 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->check(at_least(1))
       ->capture_default_str()
       ->type_name("G");
-  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMMs rotate over this many lanes")->check(at_least(1))->capture_default_str();
+  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
+      ->check(CLI::Range(1, kMaxGemmLanes))
+      ->capture_default_str();
   app.add_option("--threads", o.backend.threads, "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")->check(at_least(0))->capture_default_str();
   app.add_option("--timeout", o.backend.timeout_s, "seconds one iteration may take before the job is aborted (a rank died or hangs)")->check(at_least(1))->capture_default_str();
 

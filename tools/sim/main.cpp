@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "chrome_trace.hpp"
+#include "cli_size.hpp"
 #include "collmm/svg.hpp"
 #include "collmm/tuning.hpp"
 #include "table.hpp"
@@ -123,14 +124,17 @@ int main(int argc, char** argv) {
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
   app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
   app.add_option("--algo", o.algo, "sequential, pipelined, ring, bidir, all, or auto (the model's pick)")->capture_default_str();
-  app.add_option("-m", o.m, "M (global)")->capture_default_str();
-  app.add_option("-n", o.n, "N (global)")->capture_default_str();
-  app.add_option("-k", o.k, "K (global)")->capture_default_str();
-  app.add_option("-P,--world", o.world, "ranks (1..1024 and more)")->capture_default_str()->check(CLI::PositiveNumber);
+  const CLI::Validator size = collmm::size_transform();  // as collmm-bench: 8K = 8192
+  app.add_option("-m", o.m, "M (global; suffixes K, M: 8K = 8192)")->transform(size)->capture_default_str();
+  app.add_option("-n", o.n, "N (global)")->transform(size)->capture_default_str();
+  app.add_option("-k", o.k, "K (global)")->transform(size)->capture_default_str();
+  app.add_option("-P,--world", o.world, "ranks (1.." + std::to_string(collmm::kMaxWorld) + ")")
+      ->capture_default_str()
+      ->check(CLI::Range(1, collmm::kMaxWorld));
   app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
   app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")->capture_default_str();
   app.add_option("--stages", o.stages, "pipelined: stages (0: P)")->capture_default_str();
-  app.add_option("--gemm-lanes", o.gemm_lanes, "GEMM lanes")->capture_default_str();
+  app.add_option("--gemm-lanes", o.gemm_lanes, "GEMM lanes")->capture_default_str()->check(CLI::Range(1, collmm::kMaxGemmLanes));
   app.add_option("--merge", o.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
@@ -139,7 +143,13 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "the predicted table as JSON");
   app.add_option("--tuning-cache", o.tuning_cache, "measured tuning cache JSON that refines --algo auto");
   app.add_option("--save-profile", o.save_profile, "write the profile used as JSON (a start for your own)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "collmm-sim: " << e.what() << "\nRun with --help for more information.\n";
+    return 2;
+  }
   try {
     return collmm::run(o);
   } catch (const collmm::UsageError& e) {
