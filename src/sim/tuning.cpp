@@ -27,24 +27,6 @@ PlanOptions options_of(Algo algo, int stages, int lanes, int merge) {
 
 }  // namespace
 
-std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
-  std::vector<TuningEntry> out;
-  for (const TuningEntry& e : entries)
-    if (e.op == p.op && e.m == p.m && e.n == p.n && e.k == p.k && e.world == p.world && e.dtype == d)
-      out.push_back(e);
-  return out;
-}
-
-void TuningCache::record(const TuningEntry& e) {
-  for (TuningEntry& x : entries)
-    if (x.op == e.op && x.m == e.m && x.n == e.n && x.k == e.k && x.world == e.world && x.dtype == e.dtype &&
-        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes && x.merge == e.merge) {
-      x.time_us = e.time_us;
-      return;
-    }
-  entries.push_back(e);
-}
-
 PlanOptions Choice::options() const { return options_of(algo, stages, gemm_lanes, merge); }
 
 Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {

@@ -88,6 +88,24 @@ class FileLock {
 
 }  // namespace
 
+std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
+  std::vector<TuningEntry> out;
+  for (const TuningEntry& e : entries)
+    if (e.op == p.op && e.m == p.m && e.n == p.n && e.k == p.k && e.world == p.world && e.dtype == d)
+      out.push_back(e);
+  return out;
+}
+
+void TuningCache::record(const TuningEntry& e) {
+  for (TuningEntry& x : entries)
+    if (x.op == e.op && x.m == e.m && x.n == e.n && x.k == e.k && x.world == e.world && x.dtype == e.dtype &&
+        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes && x.merge == e.merge) {
+      x.time_us = e.time_us;
+      return;
+    }
+  entries.push_back(e);
+}
+
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path) {
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw UsageError("tuning cache " + path + " is not valid JSON");
