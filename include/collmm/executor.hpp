@@ -61,6 +61,9 @@ struct BackendOptions {
   bool graph = false;            // cuda: capture one iteration in a CUDA graph and replay it
   std::string gemm_algo = "heuristic";  // cuda: heuristic (cuBLASLt's first answer) | timed (fastest of its top 8, timed once per shape)
   int timeout_s = 300;           // a run that takes longer aborts the job (a rank died or hangs)
+  // Tests of the job's teardown: this rank fails (throws) or stops (SIGSTOP) while the backend
+  // starts (cuda: right before its NCCL communicators are made). -1: none.
+  int debug_fail_rank = -1, debug_hang_rank = -1;
 };
 
 class Executor {

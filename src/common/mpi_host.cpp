@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -34,11 +35,13 @@ class MpiHostComm : public HostComm {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
   }
   // MPI_Finalize waits for every process: a bounded barrier first, so that a process stopped or
-  // gone while the others finish ends the job instead of leaving them waiting.
+  // gone while the others finish ends the job instead of leaving them waiting. Destroyed while an
+  // exception unwinds (a failure on this process, its message not yet printed): no finalize at all;
+  // the process exits after printing, un-finalized, and mpirun ends the whole job.
   ~MpiHostComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (--g_users > 0 || finalized) return;
+    if (--g_users > 0 || finalized || std::uncaught_exceptions() > 0) return;
     set_phase("the end of the job (waiting for every rank before MPI_Finalize)");
     try {
       barrier();

@@ -3,6 +3,7 @@
 // agreement check of every rank's problem before any data moves, and the watchdog that aborts the
 // job when a run outlives BackendOptions::timeout_s.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +63,10 @@ class CpuExecutor : public Executor {
     if (options.timeout_s < 1) throw UsageError("timeout must be >= 1 s (got " + std::to_string(options.timeout_s) + ")");
     blas_threads_ = default_blas_threads(options.threads);
     set_blas_threads(blas_threads_);
+    if (transport_.rank() == options.debug_hang_rank) std::raise(SIGSTOP);
+    if (transport_.rank() == options.debug_fail_rank)
+      throw std::runtime_error("rank " + std::to_string(transport_.rank()) +
+                               " failing on purpose (--debug-die-rank, --debug-phase init)");
   }
   ~CpuExecutor() override { pool_.reset(); }  // lane threads go before the transport and MPI
 

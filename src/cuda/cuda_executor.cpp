@@ -20,11 +20,13 @@ namespace collmm::cuda {
 CudaExecutor::CudaExecutor(CudaSetup setup) : s_(std::move(setup)) {}
 
 CudaExecutor::~CudaExecutor() {
+  issue_threads_.reset();
   for (auto& [filter, list] : graphs_)
     for (auto g : list)
       if (g) cudaGraphExecDestroy(g);
   ranks_.clear();
-  for (auto c : s_.comms) ncclCommDestroy(c);
+  if (!comms_aborted_)
+    for (auto c : s_.comms) ncclCommDestroy(c);
 }
 
 int CudaExecutor::ranks_per_device() const {
@@ -109,8 +111,10 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
           COLLMM_CUDA(e);
       }
   }
-  for (size_t i = 0; i < plans.size(); ++i)
+  for (size_t i = 0; i < plans.size(); ++i) {
     ranks_.push_back(std::make_unique<RankDevice>(s_.devices[i], plans[i], dtype, s_.engine));
+    if (s_.transport == Transport::nccl) ranks_.back()->reserve_scratch(nccl_scratch_bytes(*ranks_.back()));
+  }
 }
 
 RankDevice& CudaExecutor::rank_at(int i, int buffer, size_t nbytes) {
@@ -208,21 +212,41 @@ void CudaExecutor::launch_local(StepFilter filter) {
   COLLMM_CUDA(cudaGraphLaunch(list[0], r0.lane(0)));
 }
 
+// The vector stays as it is (other issue threads may still read it); the destructor skips
+// communicators that were aborted.
+void CudaExecutor::abort_comms() {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (comms_aborted_) return;
+  comms_aborted_ = true;
+  for (auto c : s_.comms) ncclCommAbort(c);
+}
+
+// Polls every rank's finish event and its communicator's asynchronous error (a peer's abort or a
+// broken connection surfaces there at once, instead of as a timeout), napping between polls.
 void CudaExecutor::wait_all() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.timeout_s);
-  for (auto& r : ranks_) {
-    COLLMM_CUDA(cudaSetDevice(r->device()));
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    RankDevice& r = *ranks_[i];
+    COLLMM_CUDA(cudaSetDevice(r.device()));
+    std::chrono::microseconds nap(20);
     for (;;) {
-      const cudaError_t e = cudaEventQuery(r->done_event());
+      const cudaError_t e = cudaEventQuery(r.done_event());
       if (e == cudaSuccess) break;
       if (e != cudaErrorNotReady) COLLMM_CUDA(e);
+      ncclResult_t async = ncclSuccess;
+      if (i < s_.comms.size() && !comms_aborted_) COLLMM_NCCL(ncclCommGetAsyncError(s_.comms[i], &async));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        abort_comms();
+        throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + ": NCCL reports " +
+                                 ncclGetErrorString(async) + " (a peer failed or aborted); NCCL communicators aborted");
+      }
       if (std::chrono::steady_clock::now() > deadline) {
-        for (auto c : s_.comms) ncclCommAbort(c);
-        s_.comms.clear();
-        throw std::runtime_error("cuda executor: rank " + std::to_string(r->rank()) + " did not finish within " +
+        abort_comms();
+        throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + " did not finish within " +
                                  std::to_string(s_.timeout_s) + " s (a peer died or hangs); NCCL communicators aborted");
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(200));
     }
   }
 }
@@ -244,23 +268,11 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
   } else if (ranks_.size() == 1) {
     launch_nccl_rank(0, filter);
     issue_us_ = since_us(t0);
-  } else {  // -g G: one host thread per GPU, as nccl-tests does
-    std::vector<std::exception_ptr> errors(ranks_.size());
-    std::vector<double> walls(ranks_.size(), 0);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < ranks_.size(); ++i)
-      threads.emplace_back([&, i] {
-        try {
-          const auto start = std::chrono::steady_clock::now();
-          launch_nccl_rank(i, filter);
-          walls[i] = since_us(start);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+  } else {  // -g G: one host thread per GPU, as nccl-tests does, made once
+    if (!issue_threads_) issue_threads_ = std::make_unique<IssueThreads>(static_cast<int>(ranks_.size()));
+    // A rank that fails leaves its peers waiting in NCCL for it: abort every communicator at once.
+    const std::vector<double> walls = issue_threads_->run_all([&](size_t i) { launch_nccl_rank(i, filter); },
+                                                              [&] { abort_comms(); });
     issue_us_ = *std::max_element(walls.begin(), walls.end());
   }
   wait_all();

@@ -10,9 +10,11 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "collmm/executor.hpp"
+#include "issue_threads.hpp"
 #include "rank_device.hpp"
 
 namespace collmm::cuda {
@@ -67,12 +69,16 @@ class CudaExecutor final : public Executor {
   void launch_nccl_rank(size_t i, StepFilter filter);
   void launch_local(StepFilter filter);
   void wait_all();
+  void abort_comms();  // ncclCommAbort on every communicator (once; any thread)
   RankDevice& rank_at(int i, int buffer, size_t nbytes);
 
   CudaSetup s_;
   std::vector<std::unique_ptr<RankDevice>> ranks_;
   std::map<int, std::vector<cudaGraphExec_t>> graphs_;  // per filter: one per rank (nccl) or one (local)
   double issue_us_ = 0;  // host wall time of the last run()'s issue (longest thread)
+  std::unique_ptr<IssueThreads> issue_threads_;  // -g G: one per local rank, made at the first run
+  std::mutex abort_mutex_;
+  bool comms_aborted_ = false;
 };
 
 }  // namespace collmm::cuda

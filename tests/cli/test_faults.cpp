@@ -1,5 +1,6 @@
 // test_faults.cpp: faults injected into running collmm-bench jobs (issue 12): a rank killed
-// (SIGKILL) or stopped (SIGSTOP) in setup, in the timed runs and in the output phase. Every job must
+// (SIGKILL) or stopped (SIGSTOP) in setup, in the timed runs and in the output phase, and a rank
+// that fails (throws) or stops while its backend starts (init). Every job must
 // end by itself within --timeout + 5 s of the fault (plus the job's start), with a message naming
 // the rank, and the ranks left waiting must nap, not spin a core. The figures are printed
 // ("fault: ...") for docs/reliability.md.
@@ -18,8 +19,8 @@ constexpr int kTimeout = 3;      // --timeout of the faulty jobs
 constexpr double kStartup = 6;   // mpirun's start and the run up to the fault, on a loaded 2-core machine
 
 struct Fault {
-  const char* kind;   // die (SIGKILL) | hang (SIGSTOP)
-  const char* phase;  // setup | run | output
+  const char* kind;   // die (SIGKILL; in init a thrown failure) | hang (SIGSTOP)
+  const char* phase;  // init | setup | run | output
   const char* message;  // what the survivors (or mpirun) must say
 };
 
@@ -57,6 +58,8 @@ TEST_P(BenchFault, EndsTheJobInBoundedTimeNamingTheRank) {
 INSTANTIATE_TEST_SUITE_P(
     PerPhase, BenchFault,
     ::testing::Values(
+        Fault{"die", "init", "rank 1 failing on purpose (--debug-die-rank, --debug-phase init)"},
+        Fault{"hang", "init", "within 3 s (--timeout) in setup: the ranks' agreement on the options"},
         Fault{"die", "setup", "process rank 1"}, Fault{"die", "run", "process rank 1"},
         Fault{"die", "output", "process rank 1"},
         Fault{"hang", "setup", "within 3 s (--timeout) in the setup of ag_gemm sequential (the ranks' agreement on its plan)"},

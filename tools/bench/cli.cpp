@@ -90,11 +90,12 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_flag("--graph", o.backend.graph, "cuda: capture one iteration in a CUDA graph and replay it")->group(cuda);
 
   // For tests of the job's teardown: rank R kills itself (SIGKILL) or stops (SIGSTOP) in a phase:
-  // setup (before its first plan's agreement), run (before its first timed run), output (before
-  // the results are written).
+  // init (as the backend starts; cuda: before its NCCL setup; "die" there is a failure that
+  // throws), setup (before its first plan's agreement), run (before its first timed run), output
+  // (before the results are written).
   app.add_option("--debug-die-rank", o.debug_die_rank)->group("");
   app.add_option("--debug-hang-rank", o.debug_hang_rank)->group("");
-  app.add_option("--debug-phase", o.debug_phase)->check(CLI::IsMember({"setup", "run", "output"}))->group("");
+  app.add_option("--debug-phase", o.debug_phase)->check(CLI::IsMember({"init", "setup", "run", "output"}))->group("");
 }
 
 }  // namespace
@@ -125,6 +126,10 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   o.dtype = named("--dtype", parse_dtype, names.dtype);
   o.plan.post = named("--post", parse_post, names.post);
   o.b_layout = named("--b-layout", parse_b_layout, names.b_layout);
+  if (o.debug_phase == "init") {  // the backend's own hooks
+    o.backend.debug_fail_rank = o.debug_die_rank;
+    o.backend.debug_hang_rank = o.debug_hang_rank;
+  }
   return o;
 }
 
