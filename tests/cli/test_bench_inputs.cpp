@@ -131,4 +131,24 @@ TEST(BenchInputs, RanksSharingCoresAreNoOverlapFigures) {
   EXPECT_EQ(rows, 8) << r.output;
 }
 
+// Jobs sharing one tuning cache (issue 12 §3): four at once, each recording its 8 rows; the cache
+// ends up with all 32 and parses.
+TEST(BenchInputs, ConcurrentJobsShareOneTuningCache) {
+  const std::string dir = fresh_dir("shared_cache");
+  const std::string cache = dir + "/tune.json";
+  std::string jobs;
+  for (int m : {64, 72, 80, 88})
+    jobs += mpirun(1) + " " + bench() + " -m " + std::to_string(m) + " -n 32 -k 32 -w 0 -i 1 --tune-cache " + cache +
+            " > " + dir + "/job" + std::to_string(m) + ".txt 2>&1 & ";
+  const CommandResult r = run_command("sh -c '" + jobs + "wait'", 120);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  for (int m : {64, 72, 80, 88}) {
+    const std::string out = read_file(dir + "/job" + std::to_string(m) + ".txt");
+    EXPECT_NE(out.find("8 measured rows recorded in " + cache), std::string::npos) << out;
+  }
+  const std::string text = read_file(cache);
+  EXPECT_EQ(count_of(text, "\"time_us\""), 32u) << text;
+  for (int m : {64, 72, 80, 88}) EXPECT_EQ(count_of(text, "\"m\": " + std::to_string(m) + ","), 8u) << "M=" << m;
+}
+
 }  // namespace
