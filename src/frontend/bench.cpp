@@ -5,6 +5,7 @@
 #include "bench.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -82,6 +83,9 @@ void Bench::validate() {
       }
     }
     check_outputs_writable(o_, host.proc() == 0);
+    // A cache that does not parse would lose this run's rows at the end: refused now.
+    if (host.proc() == 0 && !o_.tune_cache_path.empty() && std::filesystem::exists(o_.tune_cache_path))
+      load_tuning_cache(o_.tune_cache_path);
   } catch (const UsageError& e) {
     error = e.what();
   }

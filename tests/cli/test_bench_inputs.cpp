@@ -30,6 +30,7 @@ TEST_P(BenchBadInput, IsRefusedOnEveryRankBeforeAnyWork) {
   std::ofstream(dir + "/lanes.json")
       << R"({"entries":[{"op":"ag_gemm","m":64,"n":64,"k":64,"world_size":2,"dtype":"f32","algo":"ring",)"
       << R"("gemm_lanes":100000,"time_us":5}]})";
+  std::ofstream(dir + "/corrupt.json") << R"({"entries": [{"op": "ag_gemm", "m")";
   std::string args = b.args;
   for (size_t at; (at = args.find("DIR")) != std::string::npos;) args.replace(at, 3, dir);
   if (args.find("-i ") == std::string::npos) args += " -i 2";
@@ -51,6 +52,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"--gemm-lanes 100000", "--gemm-lanes: Value 100000 not in range 1 to 64"},
         BadInput{"-m 64 -n 64 -k 64 --algo auto --tune-cache DIR/lanes.json",
                  "tuning cache DIR/lanes.json: entry 0: gemm_lanes 100000 is not 1..64"},
+        BadInput{"-m 64 -n 64 -k 64 --algo ring --tune-cache DIR/corrupt.json",
+                 "tuning cache DIR/corrupt.json is not valid JSON"},
         BadInput{"-m 64 -n 64 -k 64 --json /nonexistent/r.json", "--json /nonexistent/r.json: cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --trace DIR", "--trace DIR: cannot be written (it is a directory)"},
         BadInput{"-m 64 -n 64 -k 64 --timeline /nonexistent/t.svg", "--timeline /nonexistent/t.svg: cannot be written"},
