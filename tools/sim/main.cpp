@@ -7,6 +7,8 @@
 //              --profile h200-nvlink|FILE.json --timeline FILE.svg --trace FILE.json --json FILE
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -32,6 +34,27 @@ std::string svg_path(const std::string& base, const Prediction& p, bool several)
   const size_t dot = base.rfind('.');
   const std::string stem = dot == std::string::npos ? base : base.substr(0, dot);
   return stem + "-" + to_string(p.problem.op) + "-" + to_string(p.options.algo) + ".svg";
+}
+
+// The simulator walks every step of every rank's plan: about P^2 steps for a ring (twice that for
+// bidir), S * P^2 for S pipelined stages. Bounded so that every run ends in seconds (a ring at
+// P = 1024, 1M steps, takes about 6 s and 1 GB here).
+constexpr double kMaxSimulatedSteps = 4e6;
+
+void check_simulated_size(const Problem& p, const PlanOptions& x) {
+  const double P = p.world;
+  const double stages = x.algo == Algo::pipelined ? (x.stages > 0 ? x.stages : P) : 1;
+  const double steps = x.algo == Algo::sequential ? 2 * P : (x.algo == Algo::bidir ? 2 : 1) * stages * P * P;
+  if (steps <= kMaxSimulatedSteps) return;
+  std::string hint = x.algo == Algo::pipelined
+                         ? "give --stages " + std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
+                               " or fewer, or a smaller P"
+                         : "use a smaller P";
+  char n[32];
+  std::snprintf(n, sizeof n, "%.3g", steps);
+  throw UsageError(to_string(p.op) + " " + to_string(x.algo) + " at P = " + std::to_string(p.world) +
+                   " would simulate about " + n + " steps, more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
+                   ": " + hint);
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -82,6 +105,7 @@ int run(const SimOptions& o) {
       x.merge = op == Op::ag_gemm && a == Algo::ring ? o.merge : 1;
       cases.push_back(x);
     }
+    for (const PlanOptions& x : cases) check_simulated_size(p, x);
     for (const PlanOptions& x : cases) {
       Prediction row = x.algo == Algo::sequential && x.gemm_lanes == seq.options.gemm_lanes && x.post == seq.options.post
                            ? seq
