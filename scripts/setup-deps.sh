@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev                      # GEMMs of the cpu backend and the f64 reference
   libcli11-dev nlohmann-json3-dev      # collmm-bench's command line, JSON and traces
   libgtest-dev                         # tests
+  clang libclang-rt-14-dev             # the fuzz target (libFuzzer), tests/fuzz
 )
 
 missing=()

@@ -44,6 +44,10 @@ class Context {
   Dtype out_dtype(Dtype in) const;
   Executor& executor();
 
+  // Both calls are collective (every rank calls them with the same sizes and options) and throw
+  // UsageError for a bad call: a null a, b or c (found on the rank that passes it, before any data
+  // moves), sizes or options the ranks disagree on or that no plan can split (found on every rank).
+
   // Column-parallel linear: C_r = AllGather(A) @ B_r.
   //   a        [M_r, K]           rows block r of A, M_r = block_size(M, P, r)
   //   b        [K, N_r] (kn) or [N_r, K] (nk), columns block r of B, N_r = block_size(N, P, r)

@@ -9,20 +9,29 @@
 #include <vector>
 
 #include "collmm/data.hpp"
+#include "collmm/memory.hpp"
 #include "collmm/plan.hpp"
 
 namespace collmm {
 
-// Process-level coordination (MPI_COMM_WORLD, or a single process).
+// Process-level coordination (MPI_COMM_WORLD, or a single process). Every collective of a
+// multi-process HostComm is bounded: a process that waits longer than its timeout for the others
+// says so (naming its rank and the phase set last) and ends the whole job (abort).
 class HostComm {
  public:
   virtual ~HostComm() = default;
+  // What the job is doing, named by a timeout's message: "setup: option agreement", ...
+  void set_phase(std::string phase) { phase_ = std::move(phase); }
+  const std::string& phase() const { return phase_; }
   virtual int proc() const = 0;   // this process, 0..procs()-1
   virtual int procs() const = 0;
   virtual void barrier() = 0;
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;  // every process's string
   virtual std::vector<double> allgather(const std::vector<double>& mine) = 0;  // concatenated in process order; all same length
   [[noreturn]] virtual void abort(int code) = 0;  // ends every process of the job
+
+ private:
+  std::string phase_ = "setup";
 };
 std::unique_ptr<HostComm> make_single_process_comm();
 
@@ -56,6 +65,9 @@ struct BackendOptions {
   bool graph = false;            // cuda: capture one iteration in a CUDA graph and replay it
   std::string gemm_algo = "heuristic";  // cuda: heuristic (cuBLASLt's first answer) | timed (fastest of its top 8, timed once per shape)
   int timeout_s = 300;           // a run that takes longer aborts the job (a rank died or hangs)
+  // Tests of the job's teardown: this rank fails (throws) or stops (SIGSTOP) while the backend
+  // starts (cuda: right before its NCCL communicators are made). -1: none.
+  int debug_fail_rank = -1, debug_hang_rank = -1;
 };
 
 // What a backend offers when it plays the peers of its ranks (cuda --transport host): it makes
@@ -97,6 +109,11 @@ class Executor {
 
   // The peers this backend plays (null where the peers are real processes or emulated ranks).
   virtual PlayedPeers* played_peers() { return nullptr; }
+
+  // Throws UsageError when this process's need (host memory, and device memory per local rank)
+  // does not fit what this node (and its devices) have free now, counting the other processes
+  // on the node that need as much. Called before anything is allocated.
+  virtual void check_memory(const MemoryNeed& need) const = 0;
 
   // Allocates the buffers of these plans (plans[i] belongs to local_ranks()[i]); replaces earlier ones.
   virtual void prepare(const std::vector<Plan>& plans, Dtype dtype) = 0;

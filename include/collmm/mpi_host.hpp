@@ -2,6 +2,7 @@
 // thread level check. Used by the cpu backend (its transport) and by cuda's multi-process bootstrap.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include <mpi.h>
@@ -11,9 +12,20 @@
 namespace collmm {
 
 // Initializes MPI once (asking for MPI_THREAD_MULTIPLE) and returns MPI_COMM_WORLD as a HostComm;
-// MPI_Finalize runs when the last one is destroyed. Throws UsageError if the MPI library provides a
-// thread level below `needed` (e.g. MPI_THREAD_SERIALIZED), naming both levels.
-std::unique_ptr<HostComm> make_mpi_host_comm(int needed_thread_level);
+// MPI_Finalize runs when the last one is destroyed, after a barrier bounded like every collective.
+// Throws UsageError if the MPI library provides a thread level below `needed` (e.g.
+// MPI_THREAD_SERIALIZED), naming both levels. Every collective (barrier, allgather) is non-blocking
+// MPI tested until done, napping between tests: a process that waits more than `timeout_s` seconds
+// prints "collmm: rank r of P: ... <phase> ..." and aborts the job (MPI_Abort, exit code 3).
+std::unique_ptr<HostComm> make_mpi_host_comm(int needed_thread_level, int timeout_s = 300);
+
+// Tests `request` until it completes (true) or `deadline` passes (false). Spins (yielding) for the
+// first `spin`, then naps, up to 1 ms at a time, so a process left waiting does not hold a core.
+bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
+                    std::chrono::microseconds spin = std::chrono::microseconds(1000));
+
+// CPU seconds (user + system) this thread has used so far.
+double thread_cpu_seconds();
 
 // Ranks of MPI_COMM_WORLD on this node (MPI_COMM_TYPE_SHARED): how many, and which one is this.
 int mpi_node_size();

@@ -44,8 +44,19 @@ struct TuningCache {
   // Adds a measurement, replacing one of the same configuration.
   void record(const TuningEntry&);
 };
-TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad file
+// The cache file (tuning_cache.cpp). Every entry is checked: a known op, algo and dtype, sizes and
+// P within collmm/sizes.hpp's bounds, stages >= 0, gemm_lanes 1..kMaxGemmLanes, merge >= 1, a time
+// > 0; a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ...").
+TuningCache parse_tuning_cache(const std::string& text, const std::string& path);
+TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad or unreadable file
+// Writes the whole cache atomically: a temporary file beside it, then rename.
 void save_tuning_cache(const TuningCache&, const std::string& path);
+// What several jobs sharing one cache do: under an exclusive lock (flock on "<path>.lock", waited
+// for up to `lock_timeout_s`), reads what the file holds now (another writer's entries too),
+// records `entries` into it and saves it atomically. Nothing another writer added is lost and no
+// reader ever sees a half-written file. Throws std::runtime_error when the lock is not had in time
+// or the file cannot be written; UsageError when the file there is not a tuning cache.
+void update_tuning_cache(const std::string& path, const std::vector<TuningEntry>& entries, int lock_timeout_s = 60);
 
 struct Alternative {
   Algo algo = Algo::ring;

@@ -1,9 +1,16 @@
-// mpi_host.cpp: MPI_COMM_WORLD as a HostComm; MPI init with the thread-level check; node-local
-// rank and size; the checked-call helper.
+// mpi_host.cpp: MPI_COMM_WORLD as a HostComm whose every collective is bounded by a deadline;
+// MPI init with the thread-level check; node-local rank and size; the checked-call helper.
 #include "collmm/mpi_host.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <iostream>
 #include <sstream>
+#include <thread>
 
 namespace collmm {
 namespace {
@@ -22,43 +29,57 @@ int g_users = 0;  // live MpiHostComm objects; MPI_Finalize when the last goes
 
 class MpiHostComm : public HostComm {
  public:
-  MpiHostComm() {
+  explicit MpiHostComm(int timeout_s) : timeout_s_(timeout_s) {
     ++g_users;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
   }
+  // MPI_Finalize waits for every process: a bounded barrier first, so that a process stopped or
+  // gone while the others finish ends the job instead of leaving them waiting. Destroyed while an
+  // exception unwinds (a failure on this process, its message not yet printed): no finalize at all;
+  // the process exits after printing, un-finalized, and mpirun ends the whole job.
   ~MpiHostComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (--g_users == 0 && !finalized) MPI_Finalize();
+    if (--g_users > 0 || finalized || std::uncaught_exceptions() > 0) return;
+    set_phase("the end of the job (waiting for every rank before MPI_Finalize)");
+    try {
+      barrier();
+    } catch (const std::exception& e) {
+      std::cerr << ("collmm: rank " + std::to_string(rank_) + ": " + e.what() + "; aborting the job\n") << std::flush;
+      abort(3);
+    }
+    MPI_Finalize();
   }
   int proc() const override { return rank_; }
   int procs() const override { return size_; }
-  void barrier() override { COLLMM_MPI(MPI_Barrier(MPI_COMM_WORLD)); }
+  void barrier() override {
+    MPI_Request request;
+    COLLMM_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+    wait(request);
+  }
 
   std::vector<std::string> allgather(const std::string& mine) override {
-    int len = static_cast<int>(mine.size());
-    std::vector<int> lens(size_), displs(size_);
-    COLLMM_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
-    int total = 0;
-    for (int i = 0; i < size_; ++i) displs[i] = total, total += lens[i];
+    std::vector<int> lens, displs;
+    const int total = gather_lengths(static_cast<int>(mine.size()), lens, displs);
     std::string all(static_cast<size_t>(total), '\0');
-    COLLMM_MPI(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
-                              MPI_COMM_WORLD));
+    MPI_Request request;
+    COLLMM_MPI(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), lens.data(),
+                               displs.data(), MPI_CHAR, MPI_COMM_WORLD, &request));
+    wait(request);
     std::vector<std::string> out;
     for (int i = 0; i < size_; ++i) out.push_back(all.substr(displs[i], lens[i]));
     return out;
   }
 
   std::vector<double> allgather(const std::vector<double>& mine) override {
-    int len = static_cast<int>(mine.size());
-    std::vector<int> lens(size_), displs(size_);
-    COLLMM_MPI(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
-    int total = 0;
-    for (int i = 0; i < size_; ++i) displs[i] = total, total += lens[i];
+    std::vector<int> lens, displs;
+    const int total = gather_lengths(static_cast<int>(mine.size()), lens, displs);
     std::vector<double> all(static_cast<size_t>(total));
-    COLLMM_MPI(MPI_Allgatherv(mine.data(), len, MPI_DOUBLE, all.data(), lens.data(), displs.data(),
-                              MPI_DOUBLE, MPI_COMM_WORLD));
+    MPI_Request request;
+    COLLMM_MPI(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), lens.data(),
+                               displs.data(), MPI_DOUBLE, MPI_COMM_WORLD, &request));
+    wait(request);
     return all;
   }
 
@@ -68,6 +89,33 @@ class MpiHostComm : public HostComm {
   }
 
  private:
+  // Every process's length; their offsets; the total.
+  int gather_lengths(int mine, std::vector<int>& lens, std::vector<int>& displs) {
+    lens.assign(static_cast<size_t>(size_), 0);
+    displs.assign(static_cast<size_t>(size_), 0);
+    MPI_Request request;
+    COLLMM_MPI(MPI_Iallgather(&mine, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &request));
+    wait(request);
+    int total = 0;
+    for (int i = 0; i < size_; ++i) displs[i] = total, total += lens[i];
+    return total;
+  }
+
+  // A collective that does not complete within the timeout: a peer died or hangs. Say where, end the job.
+  // The message gives the CPU time the wait took, so that tests can tell napping from spinning.
+  void wait(MPI_Request& request) {
+    const double cpu0 = thread_cpu_seconds();
+    if (mpi_wait_until(request, std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_))) return;
+    char cpu[64];
+    std::snprintf(cpu, sizeof cpu, "%.2f", thread_cpu_seconds() - cpu0);
+    std::cerr << ("collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": no answer from every rank within " +
+                  std::to_string(timeout_s_) + " s (--timeout) in " + phase() +
+                  ": a rank died or hangs; aborting the job (this wait took " + cpu + " CPU s)\n")
+              << std::flush;
+    abort(3);
+  }
+
+  int timeout_s_ = 300;
   int rank_ = 0, size_ = 1;
 };
 
@@ -83,7 +131,33 @@ void mpi_check(int code, const char* call, const char* file, int line) {
   throw std::runtime_error(msg.str());
 }
 
-std::unique_ptr<HostComm> make_mpi_host_comm(int needed) {
+double thread_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
+                    std::chrono::microseconds spin) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point spin_end = Clock::now() + spin;
+  std::chrono::microseconds nap(20);
+  for (;;) {
+    int done = 0;
+    COLLMM_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return true;
+    const Clock::time_point now = Clock::now();
+    if (now > deadline) return false;
+    if (now < spin_end) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+std::unique_ptr<HostComm> make_mpi_host_comm(int needed, int timeout_s) {
   int initialized = 0, provided = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -98,7 +172,8 @@ std::unique_ptr<HostComm> make_mpi_host_comm(int needed) {
         << " (its comm lane calls MPI from its own thread); use an MPI built with thread support";
     throw UsageError(msg.str());
   }
-  return std::make_unique<MpiHostComm>();
+  if (timeout_s < 1) throw UsageError("--timeout must be >= 1 s (got " + std::to_string(timeout_s) + ")");
+  return std::make_unique<MpiHostComm>(timeout_s);
 }
 
 static MPI_Comm node_comm() {

@@ -3,6 +3,8 @@
 // agreement check of every rank's problem before any data moves, and the watchdog that aborts the
 // job when a run outlives BackendOptions::timeout_s.
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -56,11 +58,15 @@ std::vector<std::pair<std::string, std::string>> signature(const Plan& plan, Dty
 class CpuExecutor : public Executor {
  public:
   explicit CpuExecutor(const BackendOptions& options)
-      : options_(options), host_(make_mpi_host_comm(MPI_THREAD_SERIALIZED)), transport_() {
+      : options_(options), host_(make_mpi_host_comm(MPI_THREAD_SERIALIZED, options.timeout_s)), transport_() {
     if (options.threads < 0) throw UsageError("--threads must be >= 1 (got " + std::to_string(options.threads) + ")");
     if (options.timeout_s < 1) throw UsageError("timeout must be >= 1 s (got " + std::to_string(options.timeout_s) + ")");
     blas_threads_ = default_blas_threads(options.threads);
     set_blas_threads(blas_threads_);
+    if (transport_.rank() == options.debug_hang_rank) std::raise(SIGSTOP);
+    if (transport_.rank() == options.debug_fail_rank)
+      throw std::runtime_error("rank " + std::to_string(transport_.rank()) +
+                               " failing on purpose (--debug-die-rank, --debug-phase init)");
   }
   ~CpuExecutor() override { pool_.reset(); }  // lane threads go before the transport and MPI
 
@@ -70,11 +76,25 @@ class CpuExecutor : public Executor {
   HostComm& host() override { return *host_; }
   bool supports(Dtype d) const override { return gemm_supports(d); }
   Dtype out_dtype(Dtype in) const override { return gemm_out_dtype(in); }
-  // Empty unless this rank is confined to one core, where its comm thread and GEMMs take turns.
+  // Empty unless the timings cannot show overlap: this rank confined to one core (its comm thread
+  // and its GEMMs take turns), or more ranks x BLAS threads on this node than it has cores.
   std::string timing_note() const override {
-    if (affinity_cores() >= 2) return {};
-    return "each rank may use only 1 core (mpirun binds ranks to cores when -np <= 2; try --bind-to none "
-           "or --map-by slot:PE=N): its comm thread and its GEMMs share that core, so little overlap is possible";
+    if (affinity_cores() < 2)
+      return "each rank may use only 1 core (mpirun binds ranks to cores when -np <= 2; try --bind-to none "
+             "or --map-by slot:PE=N): its comm thread and its GEMMs share that core, so little overlap is possible";
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int ranks = mpi_node_size();
+    if (ranks * blas_threads_ <= cores) return {};
+    return std::to_string(ranks) + " ranks x " + std::to_string(blas_threads_) + " BLAS thread(s) on the " +
+           std::to_string(cores) + " cores of this node: ranks take turns on the cores, so these times (and E) "
+           "are not overlap figures";
+  }
+
+  // The plan's buffers are host memory here: one sum, against MemAvailable shared by the node's processes.
+  void check_memory(const MemoryNeed& need) const override {
+    int64_t bytes = need.host_bytes;
+    for (int64_t b : need.device_bytes) bytes += b;
+    check_host_memory(bytes, mpi_node_size());
   }
 
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override {
@@ -106,7 +126,12 @@ class CpuExecutor : public Executor {
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override {
     if (!pool_) throw std::runtime_error("cpu backend: run() before prepare()");
     const Clock::time_point deadline = Clock::now() + std::chrono::seconds(options_.timeout_s);
-    if (!transport_.barrier_until(deadline)) watchdog("in the barrier that starts the run");
+    const double cpu0 = thread_cpu_seconds();
+    if (!transport_.barrier_until(deadline)) {
+      char cpu[96];
+      std::snprintf(cpu, sizeof cpu, "in the barrier that starts the run (this wait took %.2f CPU s)", thread_cpu_seconds() - cpu0);
+      watchdog(cpu);
+    }
     std::vector<bool> skip(plan_.steps.size(), false);
     for (size_t i = 0; i < skip.size(); ++i) {
       const bool gemm = plan_.steps[i].kind == StepKind::gemm;

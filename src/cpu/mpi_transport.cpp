@@ -117,12 +117,9 @@ void MpiTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, con
 bool MpiTransport::barrier_until(std::chrono::steady_clock::time_point deadline) {
   MPI_Request request;
   COLLMM_MPI(MPI_Ibarrier(comm_, &request));
-  for (;;) {
-    int done = 0;
-    COLLMM_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-  }
+  // Ranks reach the start of a run within milliseconds of each other: spin that long, so that
+  // every rank starts its clock at once; nap when one is late (stopped or gone).
+  return mpi_wait_until(request, deadline, std::chrono::milliseconds(200));
 }
 
 }  // namespace collmm::cpu

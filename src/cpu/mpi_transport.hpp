@@ -53,7 +53,7 @@ class MpiTransport {
   // for rank 0, then counts[1] for rank 1, ...; the sum of every rank's part for this rank lands in
   // `recv` (counts[rank] elements).
   void reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts);
-  // MPI_Ibarrier, tested until it completes (true) or the deadline passes (false).
+  // MPI_Ibarrier, tested until it completes (true) or the deadline passes (false), napping between tests.
   bool barrier_until(std::chrono::steady_clock::time_point deadline);
 
  private:

@@ -9,11 +9,14 @@
 //  --transport nccl, torchrun  RANK, WORLD_SIZE, LOCAL_RANK and NCCL_COMM_ID from the environment
 //                           (every rank derives the same id from NCCL_COMM_ID); the HostComm is NCCL.
 //  otherwise                one process, one rank, GPU 0.
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 
 #include "check.hpp"
+#include "collmm/deadline.hpp"
 #include "collmm/mpi_host.hpp"
 #include "cuda_executor.hpp"
 #include "nccl_host_comm.hpp"
@@ -58,6 +61,31 @@ ncclUniqueId id_from(const std::string& bytes) {
 std::string id_bytes(const ncclUniqueId& id) { return std::string(id.internal, sizeof id.internal); }
 
 cuda::NcclSettings nccl_settings(const BackendOptions& o) { return {o.nccl_min_ctas, o.nccl_max_ctas}; }
+
+// NCCL's communicator setup waits for every rank with no timeout, and a rank that fails in it
+// must not unwind into MPI_Finalize (which waits for every rank too). So: bounded by a
+// DeadlineGuard, and any failure ends the job at once, after a message naming the rank: MPI_Abort
+// under mpirun (`host`), exit under torchrun (which then ends the other ranks).
+template <class Setup>
+void nccl_setup(const BackendOptions& o, HostComm* host, int rank, Setup setup) {
+  auto end_job = [host](int code) {
+    if (host) host->abort(code);
+    std::_Exit(code);
+  };
+  const std::string who = "collmm cuda: rank " + std::to_string(rank) + ": ";
+  try {
+    DeadlineGuard guard(o.timeout_s,
+                        who + "NCCL setup (ncclCommInitRankConfig) did not finish within " + std::to_string(o.timeout_s) +
+                            " s (--timeout): a rank died or hangs; aborting the job",
+                        [&] { end_job(3); });
+    if (rank == o.debug_hang_rank) std::raise(SIGSTOP);
+    if (rank == o.debug_fail_rank) throw std::runtime_error("failing on purpose (--debug-die-rank, --debug-phase init)");
+    setup();
+  } catch (const std::exception& e) {
+    std::cerr << (who + "NCCL setup failed: " + e.what() + "; aborting the job\n") << std::flush;
+    end_job(1);
+  }
+}
 
 }  // namespace
 
@@ -106,7 +134,8 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
 
   if (o.gpus > 0 || (!launched_by_mpi() && !env("RANK"))) {  // -g G (or one GPU), maybe under mpirun
     const int G = o.gpus > 0 ? o.gpus : 1;
-    s.host = launched_by_mpi() ? make_mpi_host_comm(MPI_THREAD_FUNNELED) : make_single_process_comm();
+    s.host = launched_by_mpi() ? make_mpi_host_comm(MPI_THREAD_FUNNELED, o.timeout_s) : make_single_process_comm();
+    s.processes_per_node = launched_by_mpi() ? mpi_node_size() : 1;
     const int per_node = launched_by_mpi() ? mpi_node_size() : 1;
     const int node_rank = launched_by_mpi() ? mpi_node_rank() : 0;
     if (G * per_node > gpus)
@@ -116,30 +145,38 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     for (int i = 0; i < G; ++i) s.ranks.push_back(s.host->proc() * G + i), s.devices.push_back(node_rank * G + i);
     ncclUniqueId id;
     if (s.host->proc() == 0) COLLMM_NCCL(ncclGetUniqueId(&id));
+    s.host->set_phase("setup: sharing NCCL's unique id");
     id = id_from(s.host->allgather(s.host->proc() == 0 ? id_bytes(id) : std::string(sizeof id.internal, '\0'))[0]);
-    s.comms = cuda::make_nccl_comms(id, s.world, s.ranks[0], s.devices, nccl_settings(o));
+    nccl_setup(o, launched_by_mpi() ? s.host.get() : nullptr, s.ranks[0],
+               [&] { s.comms = cuda::make_nccl_comms(id, s.world, s.ranks[0], s.devices, nccl_settings(o)); });
   } else if (launched_by_mpi()) {  // mpirun: one rank per process
-    s.host = make_mpi_host_comm(MPI_THREAD_FUNNELED);
+    s.host = make_mpi_host_comm(MPI_THREAD_FUNNELED, o.timeout_s);
+    s.processes_per_node = mpi_node_size();
+    s.processes_per_device = (mpi_node_size() + gpus - 1) / gpus;
     s.world = s.host->procs();
     s.ranks = {s.host->proc()};
     s.devices = {mpi_node_rank() % gpus};
     ncclUniqueId id;
     if (s.host->proc() == 0) COLLMM_NCCL(ncclGetUniqueId(&id));
+    s.host->set_phase("setup: sharing NCCL's unique id");
     id = id_from(s.host->allgather(s.host->proc() == 0 ? id_bytes(id) : std::string(sizeof id.internal, '\0'))[0]);
-    s.comms = cuda::make_nccl_comms(id, s.world, s.ranks[0], s.devices, nccl_settings(o));
+    nccl_setup(o, s.host.get(), s.ranks[0],
+               [&] { s.comms = cuda::make_nccl_comms(id, s.world, s.ranks[0], s.devices, nccl_settings(o)); });
   } else {  // torchrun
     if (!env("WORLD_SIZE") || !env("NCCL_COMM_ID"))
       throw UsageError("RANK is set but WORLD_SIZE or NCCL_COMM_ID is not: under torchrun set NCCL_COMM_ID=host:port");
     s.world = env_int("WORLD_SIZE");
     s.ranks = {env_int("RANK")};
     s.devices = {(env("LOCAL_RANK") ? env_int("LOCAL_RANK") : s.ranks[0]) % gpus};
-    ncclUniqueId id;
-    COLLMM_NCCL(ncclGetUniqueId(&id));  // derived from NCCL_COMM_ID, the same on every rank
-    s.comms = cuda::make_nccl_comms(id, s.world, s.ranks[0], s.devices, nccl_settings(o));
-    ncclComm_t host_comm;
-    COLLMM_CUDA(cudaSetDevice(s.devices[0]));
-    COLLMM_NCCL(ncclCommSplit(s.comms[0], 0, s.ranks[0], &host_comm, nullptr));
-    s.host = cuda::make_nccl_host_comm(host_comm, s.devices[0]);
+    ncclComm_t host_comm = nullptr;
+    nccl_setup(o, nullptr, s.ranks[0], [&] {
+      ncclUniqueId id;
+      COLLMM_NCCL(ncclGetUniqueId(&id));  // derived from NCCL_COMM_ID, the same on every rank
+      s.comms = cuda::make_nccl_comms(id, s.world, s.ranks[0], s.devices, nccl_settings(o));
+      COLLMM_CUDA(cudaSetDevice(s.devices[0]));
+      COLLMM_NCCL(ncclCommSplit(s.comms[0], 0, s.ranks[0], &host_comm, nullptr));  // inherits blocking
+    });
+    s.host = cuda::make_nccl_host_comm(host_comm, s.devices[0], o.timeout_s);
   }
   if (o.world > 0 && o.world != s.world)
     throw UsageError("world " + std::to_string(o.world) + " asked for, but the job has " + std::to_string(s.world) + " ranks");

@@ -24,7 +24,8 @@ void check_cublas(cublasStatus_t code, const char* call, const char* file, int l
 }
 
 void check_nccl(ncclResult_t code, const char* call, const char* file, int line) {
-  if (code != ncclSuccess && code != ncclInProgress)
+  // Communicators are blocking (make_nccl_comms): ncclInProgress would be a call left unfinished.
+  if (code != ncclSuccess)
     fail("NCCL", std::string(ncclGetErrorString(code)) + " (" + ncclGetLastError(nullptr) + ")", call, file, line);
 }
 

@@ -22,11 +22,13 @@ CudaExecutor::CudaExecutor(CudaSetup setup) : s_(std::move(setup)) {}
 CudaExecutor::~CudaExecutor() {
   link_.reset();
   inputs_.reset();
+  issue_threads_.reset();
   for (auto& [filter, list] : graphs_)
     for (auto g : list)
       if (g) cudaGraphExecDestroy(g);
   ranks_.clear();
-  for (auto c : s_.comms) ncclCommDestroy(c);
+  if (!comms_aborted_)
+    for (auto c : s_.comms) ncclCommDestroy(c);
 }
 
 int CudaExecutor::ranks_per_device() const {
@@ -61,6 +63,26 @@ std::string CudaExecutor::timing_note() const {
   if (gpus.size() < s_.devices.size())
     note += "; ranks sharing a GPU copy with SMs and share its SMs for GEMMs: these timings are not overlap figures";
   return note;
+}
+
+// Device: the buffers of the ranks on each GPU (plus cuBLASLt workspaces and NCCL's own buffers,
+// 512 MiB per rank), times the processes sharing that GPU, against its free memory now.
+void CudaExecutor::check_memory(const MemoryNeed& need) const {
+  check_host_memory(need.host_bytes, s_.processes_per_node);
+  std::map<int, int64_t> per_device;
+  for (size_t i = 0; i < s_.devices.size() && i < need.device_bytes.size(); ++i)
+    per_device[s_.devices[i]] += need.device_bytes[i] + (int64_t(512) << 20);
+  for (const auto& [device, bytes] : per_device) {
+    size_t free = 0, total = 0;
+    COLLMM_CUDA(cudaSetDevice(device));
+    COLLMM_CUDA(cudaMemGetInfo(&free, &total));
+    const double want = static_cast<double>(bytes) * s_.processes_per_device;
+    if (want > static_cast<double>(free))
+      throw UsageError("this run needs about " + gib(want) + " on GPU " + std::to_string(device) + " (" +
+                       std::to_string(s_.processes_per_device) + " process(es) on it), but only " +
+                       gib(static_cast<double>(free)) + " of its " + gib(static_cast<double>(total)) +
+                       " is free: use smaller sizes or more GPUs (nothing was allocated)");
+  }
 }
 
 void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
@@ -100,8 +122,10 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
           COLLMM_CUDA(e);
       }
   }
-  for (size_t i = 0; i < plans.size(); ++i)
+  for (size_t i = 0; i < plans.size(); ++i) {
     ranks_.push_back(std::make_unique<RankDevice>(s_.devices[i], plans[i], dtype, s_.engine));
+    if (s_.transport == Transport::nccl) ranks_.back()->reserve_scratch(nccl_scratch_bytes(*ranks_.back()));
+  }
 }
 
 // The rank runs its plan with collectives lowered to rings (the link moves chunks between
@@ -248,21 +272,41 @@ void CudaExecutor::launch_local(StepFilter filter) {
   COLLMM_CUDA(cudaGraphLaunch(list[0], r0.lane(0)));
 }
 
+// The vector stays as it is (other issue threads may still read it); the destructor skips
+// communicators that were aborted.
+void CudaExecutor::abort_comms() {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (comms_aborted_) return;
+  comms_aborted_ = true;
+  for (auto c : s_.comms) ncclCommAbort(c);
+}
+
+// Polls every rank's finish event and its communicator's asynchronous error (a peer's abort or a
+// broken connection surfaces there at once, instead of as a timeout), napping between polls.
 void CudaExecutor::wait_all() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s_.timeout_s);
-  for (auto& r : ranks_) {
-    COLLMM_CUDA(cudaSetDevice(r->device()));
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    RankDevice& r = *ranks_[i];
+    COLLMM_CUDA(cudaSetDevice(r.device()));
+    std::chrono::microseconds nap(20);
     for (;;) {
-      const cudaError_t e = cudaEventQuery(r->done_event());
+      const cudaError_t e = cudaEventQuery(r.done_event());
       if (e == cudaSuccess) break;
       if (e != cudaErrorNotReady) COLLMM_CUDA(e);
+      ncclResult_t async = ncclSuccess;
+      if (i < s_.comms.size() && !comms_aborted_) COLLMM_NCCL(ncclCommGetAsyncError(s_.comms[i], &async));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        abort_comms();
+        throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + ": NCCL reports " +
+                                 ncclGetErrorString(async) + " (a peer failed or aborted); NCCL communicators aborted");
+      }
       if (std::chrono::steady_clock::now() > deadline) {
-        for (auto c : s_.comms) ncclCommAbort(c);
-        s_.comms.clear();
-        throw std::runtime_error("cuda executor: rank " + std::to_string(r->rank()) + " did not finish within " +
+        abort_comms();
+        throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + " did not finish within " +
                                  std::to_string(s_.timeout_s) + " s (a peer died or hangs); NCCL communicators aborted");
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(200));
     }
   }
 }
@@ -284,23 +328,11 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
   } else if (ranks_.size() == 1) {
     launch_rank(0, filter);
     issue_us_ = since_us(t0);
-  } else {  // -g G: one host thread per GPU, as nccl-tests does
-    std::vector<std::exception_ptr> errors(ranks_.size());
-    std::vector<double> walls(ranks_.size(), 0);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < ranks_.size(); ++i)
-      threads.emplace_back([&, i] {
-        try {
-          const auto start = std::chrono::steady_clock::now();
-          launch_rank(i, filter);
-          walls[i] = since_us(start);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+  } else {  // -g G: one host thread per GPU, as nccl-tests does, made once
+    if (!issue_threads_) issue_threads_ = std::make_unique<IssueThreads>(static_cast<int>(ranks_.size()));
+    // A rank that fails leaves its peers waiting in NCCL for it: abort every communicator at once.
+    const std::vector<double> walls = issue_threads_->run_all([&](size_t i) { launch_rank(i, filter); },
+                                                              [&] { abort_comms(); });
     issue_us_ = *std::max_element(walls.begin(), walls.end());
   }
   wait_all();

@@ -12,10 +12,12 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "collmm/executor.hpp"
 #include "host_link.hpp"
+#include "issue_threads.hpp"
 #include "rank_device.hpp"
 
 namespace collmm::cuda {
@@ -34,6 +36,8 @@ struct CudaSetup {
   bool graph = false;
   int timeout_s = 300;
   LinkCopy link_copy = LinkCopy::engine;  // host: copy engines or an SM copy kernel
+  int processes_per_node = 1;    // processes of the job on this node (they share its host memory)
+  int processes_per_device = 1;  // processes sharing one GPU (several NCCL ranks on one GPU)
 };
 
 class CudaExecutor final : public Executor, public PlayedPeers {
@@ -60,6 +64,7 @@ class CudaExecutor final : public Executor, public PlayedPeers {
   void stage(uint64_t seed) override;
   Comparison check_sent() override;
 
+  void check_memory(const MemoryNeed& need) const override;
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override;
   void write(int i, int buffer, const void* bytes, size_t nbytes) override;
   void read(int i, int buffer, void* bytes, size_t nbytes) override;
@@ -74,6 +79,7 @@ class CudaExecutor final : public Executor, public PlayedPeers {
   RankRun unlowered(const RankRun& run) const;
   void launch_local(StepFilter filter);
   void wait_all();
+  void abort_comms();  // ncclCommAbort on every communicator (once; any thread)
   RankDevice& rank_at(int i, int buffer, size_t nbytes);
 
   CudaSetup s_;
@@ -88,6 +94,9 @@ class CudaExecutor final : public Executor, public PlayedPeers {
   std::vector<int> origin_;
   size_t given_steps_ = 0;
   Dtype dtype_ = Dtype::f32;
+  std::unique_ptr<IssueThreads> issue_threads_;  // -g G: one per local rank, made at the first run
+  std::mutex abort_mutex_;
+  bool comms_aborted_ = false;
 };
 
 }  // namespace collmm::cuda

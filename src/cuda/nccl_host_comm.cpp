@@ -1,10 +1,18 @@
-// nccl_host_comm.cpp: HostComm over NCCL (see nccl_host_comm.hpp).
+// nccl_host_comm.cpp: HostComm over NCCL (see nccl_host_comm.hpp): small all-gathers staged
+// through pinned host memory and device buffers kept between calls (grown when a call needs more),
+// each waited for with a deadline: the stream and the communicator's asynchronous error are
+// polled, napping between polls, and a wait past the timeout or an NCCL error aborts the
+// communicator and ends this process (under torchrun, the job) with a message naming the rank and
+// the phase.
 #include "nccl_host_comm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -14,7 +22,7 @@ namespace {
 
 class NcclHostComm : public HostComm {
  public:
-  NcclHostComm(ncclComm_t comm, int device) : comm_(comm), device_(device) {
+  NcclHostComm(ncclComm_t comm, int device, int timeout_s) : comm_(comm), device_(device), timeout_s_(timeout_s) {
     COLLMM_NCCL(ncclCommUserRank(comm_, &rank_));
     COLLMM_NCCL(ncclCommCount(comm_, &size_));
     COLLMM_CUDA(cudaSetDevice(device_));
@@ -23,6 +31,9 @@ class NcclHostComm : public HostComm {
   ~NcclHostComm() override {
     cudaSetDevice(device_);
     cudaStreamDestroy(stream_);
+    cudaFree(send_);
+    cudaFree(recv_);
+    cudaFreeHost(host_);
     ncclCommDestroy(comm_);
   }
   int proc() const override { return rank_; }
@@ -66,31 +77,72 @@ class NcclHostComm : public HostComm {
     return out;
   }
 
+  // Room for `bytes` per rank: device send and receive buffers and a pinned host buffer for both
+  // directions, kept between calls.
+  void reserve(size_t bytes) {
+    if (bytes <= capacity_) return;
+    const size_t cap = std::max(bytes, size_t(4096));
+    cudaFree(send_);
+    cudaFree(recv_);
+    cudaFreeHost(host_);
+    send_ = recv_ = host_ = nullptr;
+    capacity_ = 0;
+    COLLMM_CUDA(cudaMalloc(&send_, cap));
+    COLLMM_CUDA(cudaMalloc(&recv_, cap * size_));
+    COLLMM_CUDA(cudaMallocHost(&host_, cap * size_));
+    capacity_ = cap;
+  }
+
   // Every rank gives the same number of bytes; returns them in rank order.
   std::vector<char> gather_bytes(const std::vector<char>& mine) {
     COLLMM_CUDA(cudaSetDevice(device_));
-    char *send = nullptr, *recv = nullptr;
-    COLLMM_CUDA(cudaMalloc(&send, mine.size()));
-    COLLMM_CUDA(cudaMalloc(&recv, mine.size() * size_));
-    COLLMM_CUDA(cudaMemcpy(send, mine.data(), mine.size(), cudaMemcpyHostToDevice));
-    COLLMM_NCCL(ncclAllGather(send, recv, mine.size(), ncclUint8, comm_, stream_));
-    COLLMM_CUDA(cudaStreamSynchronize(stream_));
-    std::vector<char> all(mine.size() * size_);
-    COLLMM_CUDA(cudaMemcpy(all.data(), recv, all.size(), cudaMemcpyDeviceToHost));
-    cudaFree(send);
-    cudaFree(recv);
-    return all;
+    reserve(mine.size());
+    std::memcpy(host_, mine.data(), mine.size());
+    COLLMM_CUDA(cudaMemcpyAsync(send_, host_, mine.size(), cudaMemcpyHostToDevice, stream_));
+    COLLMM_NCCL(ncclAllGather(send_, recv_, mine.size(), ncclUint8, comm_, stream_));
+    COLLMM_CUDA(cudaMemcpyAsync(host_, recv_, mine.size() * size_, cudaMemcpyDeviceToHost, stream_));
+    wait();
+    const char* h = static_cast<const char*>(host_);
+    return std::vector<char>(h, h + mine.size() * size_);
+  }
+
+  // The stream done, or the job ended: past the deadline, or on an NCCL error (a peer aborted).
+  void wait() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
+    std::chrono::microseconds nap(20);
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) COLLMM_CUDA(e);
+      ncclResult_t async = ncclSuccess;
+      COLLMM_NCCL(ncclCommGetAsyncError(comm_, &async));
+      if (async != ncclSuccess && async != ncclInProgress)
+        fail(std::string("NCCL reports ") + ncclGetErrorString(async) + " (a rank failed or aborted)");
+      if (std::chrono::steady_clock::now() > deadline)
+        fail("no answer from every rank within " + std::to_string(timeout_s_) + " s (--timeout): a rank died or hangs");
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& why) {
+    std::cerr << ("collmm cuda: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": in " + phase() +
+                  ": " + why + "; aborting\n")
+              << std::flush;
+    abort(3);
   }
 
   ncclComm_t comm_;
-  int device_, rank_ = 0, size_ = 1;
+  int device_, timeout_s_, rank_ = 0, size_ = 1;
   cudaStream_t stream_ = nullptr;
+  void *send_ = nullptr, *recv_ = nullptr, *host_ = nullptr;
+  size_t capacity_ = 0;  // bytes per rank the buffers hold
 };
 
 }  // namespace
 
-std::unique_ptr<HostComm> make_nccl_host_comm(ncclComm_t comm, int device) {
-  return std::make_unique<NcclHostComm>(comm, device);
+std::unique_ptr<HostComm> make_nccl_host_comm(ncclComm_t comm, int device, int timeout_s) {
+  return std::make_unique<NcclHostComm>(comm, device, timeout_s);
 }
 
 }  // namespace collmm::cuda

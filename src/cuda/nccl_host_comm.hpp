@@ -1,6 +1,6 @@
 // nccl_host_comm.hpp: a HostComm over an NCCL communicator, for jobs started by torchrun (no MPI):
 // the front end's bookkeeping (barrier, allgather of strings and doubles) goes through small NCCL
-// all-gathers on a stream of its own.
+// all-gathers on a stream of its own, each bounded by `timeout_s` like the MPI HostComm's.
 #pragma once
 
 #include <nccl.h>
@@ -12,6 +12,6 @@
 namespace collmm::cuda {
 
 // Takes ownership of `comm` (one rank per process, on GPU `device`).
-std::unique_ptr<HostComm> make_nccl_host_comm(ncclComm_t comm, int device);
+std::unique_ptr<HostComm> make_nccl_host_comm(ncclComm_t comm, int device, int timeout_s);
 
 }  // namespace collmm::cuda

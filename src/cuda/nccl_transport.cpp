@@ -2,6 +2,7 @@
 // creation with CTA bounds. See nccl_transport.hpp.
 #include "nccl_transport.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +20,19 @@ bool equal_and_adjacent(const std::vector<Slice>& parts) {
   return true;
 }
 
+// Parts of equal rows in one buffer, parts[q] starting `stride` rows after parts[q - 1], stride
+// larger than a part (not back to back): the stride in rows, else 0.
+int64_t uniform_stride(const std::vector<Slice>& parts) {
+  if (parts.size() < 2) return 0;
+  const int64_t stride = parts[1].row - parts[0].row;
+  if (stride <= parts[0].rows) return 0;
+  for (size_t q = 1; q < parts.size(); ++q)
+    if (parts[q].buf != parts[0].buf || parts[q].rows != parts[0].rows ||
+        parts[q].row != parts[0].row + static_cast<int64_t>(q) * stride)
+      return 0;
+  return stride;
+}
+
 void sendrecv(RankDevice& r, ncclComm_t comm, const Step& s, cudaStream_t st) {
   COLLMM_NCCL(ncclGroupStart());
   for (const Transfer& t : s.sends) COLLMM_NCCL(ncclSend(r.ptr(t.slice), r.bytes(t.slice), ncclUint8, t.peer, comm, st));
@@ -32,6 +46,15 @@ void allgather(RankDevice& r, ncclComm_t comm, const Step& s, cudaStream_t st) {
     throw std::runtime_error("allgather: rank " + std::to_string(me) + " contributes a slice of another size than its part");
   if (equal_and_adjacent(s.parts)) {
     COLLMM_NCCL(ncclAllGather(r.ptr(s.a), r.ptr(s.parts[0]), r.bytes(s.a), ncclUint8, comm, st));
+    return;
+  }
+  const int64_t stride = uniform_stride(s.parts);
+  const size_t part = r.bytes(s.parts[0]);
+  if (stride > 0 && part > 0 && r.scratch_bytes() >= part * s.parts.size()) {
+    COLLMM_NCCL(ncclAllGather(r.ptr(s.a), r.scratch(), part, ncclUint8, comm, st));
+    const size_t row_bytes = part / static_cast<size_t>(s.parts[0].rows);
+    COLLMM_CUDA(cudaMemcpy2DAsync(r.ptr(s.parts[0]), static_cast<size_t>(stride) * row_bytes, r.scratch(), part, part,
+                                  s.parts.size(), cudaMemcpyDeviceToDevice, st));
     return;
   }
   COLLMM_NCCL(ncclGroupStart());
@@ -87,12 +110,21 @@ void issue_nccl_step(RankDevice& r, ncclComm_t comm, int i) {
   }
 }
 
+size_t nccl_scratch_bytes(const RankDevice& r) {
+  size_t most = 0;
+  for (const Step& s : r.plan().steps)
+    if (s.kind == StepKind::allgather && !equal_and_adjacent(s.parts) && uniform_stride(s.parts) > 0)
+      most = std::max(most, r.bytes(s.parts[0]) * s.parts.size());
+  return most;
+}
+
 std::vector<ncclComm_t> make_nccl_comms(const ncclUniqueId& id, int world, int first_rank,
                                         const std::vector<int>& devices, const NcclSettings& s) {
   std::vector<ncclComm_t> comms(devices.size());
   COLLMM_NCCL(ncclGroupStart());
   for (size_t i = 0; i < devices.size(); ++i) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;  // calls return when enqueued: the error check accepts ncclSuccess only
     if (s.min_ctas > 0) config.minCTAs = s.min_ctas;
     if (s.max_ctas > 0) config.maxCTAs = s.max_ctas;
     COLLMM_CUDA(cudaSetDevice(devices[i]));

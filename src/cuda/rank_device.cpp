@@ -88,6 +88,17 @@ RankDevice::~RankDevice() {
   for (void* p : workspaces_) cudaFree(p);
   for (auto st : lanes_) cudaStreamDestroy(st);
   for (void* p : buffers_) cudaFree(p);
+  if (scratch_) cudaFree(scratch_);
+}
+
+void RankDevice::reserve_scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return;
+  DeviceGuard guard(device_);
+  if (scratch_) COLLMM_CUDA(cudaFree(scratch_));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  COLLMM_CUDA(cudaMalloc(&scratch_, bytes));
+  scratch_bytes_ = bytes;
 }
 
 Dtype RankDevice::dtype_of(int buf) const {

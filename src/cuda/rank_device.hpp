@@ -72,6 +72,12 @@ class RankDevice {
 
   void poison();  // NaN (all bytes 0xff) into C, gathered and work buffers
 
+  // Device scratch a transport may stage a step's data in (allocated at prepare, outside any run
+  // or graph capture); grows only.
+  void reserve_scratch(size_t bytes);
+  char* scratch() const { return static_cast<char*>(scratch_); }
+  size_t scratch_bytes() const { return scratch_bytes_; }
+
  private:
   int device_;
   Plan plan_;
@@ -84,6 +90,8 @@ class RankDevice {
   std::vector<bool> skip_;
   cudaEvent_t begin_ = nullptr, finish_ = nullptr, t_begin_ = nullptr, t_finish_ = nullptr;
   std::unique_ptr<GemmEngine> engine_;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace collmm::cuda

@@ -5,12 +5,15 @@
 #include "bench.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include "collmm/agreement.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/svg.hpp"
+#include "bench_calibrate.hpp"
+#include "preflight.hpp"
 #include "report.hpp"
 
 namespace collmm {
@@ -52,33 +55,68 @@ Bench::Bench(Executor& executor, BenchOptions options) : ex_(executor), o_(std::
 
 void Bench::validate() {
   HostComm& host = ex_.host();
+  host.set_phase("setup: the ranks' agreement on the options");
   check_processes_agree(host, agreement_keys(o_));
   std::string error;
+  std::vector<std::pair<Op, PlanOptions>> cases;  // every case the run will prepare
   try {
     if (o_.iters < 1) throw UsageError("--iters must be >= 1 (got " + std::to_string(o_.iters) + ")");
     if (o_.warmup < 0) throw UsageError("--warmup must be >= 0 (got " + std::to_string(o_.warmup) + ")");
+    if (!o_.calibrate_path.empty() && o_.iters < kCalibrateMinIters)
+      throw UsageError("--calibrate needs -i >= " + std::to_string(kCalibrateMinIters) + " (got " +
+                       std::to_string(o_.iters) + "): its fits take the median of that many runs per size, "
+                       "and fewer are too noisy to fit");
     if (!ex_.supports(o_.dtype))
       throw UsageError("the " + ex_.backend() + " backend has no " + to_string(o_.dtype) + " GEMM in this build");
     if (!o_.profile.empty()) profile_ = load_profile(o_.profile);
     predict_ = !o_.profile.empty();
     for (Op op : o_.ops) {
       const Problem p = problem_of(o_, op, ex_.world_size());
-      for (Algo algo : algos_to_run(o_)) {
-        const PlanOptions po = plan_options_of(o_, op, algo);
+      for (Algo algo : o_.algo_auto ? std::vector<Algo>{Algo::sequential} : algos_to_run(o_)) {
+        const PlanOptions po = algo == Algo::sequential ? plan_options_of(o_, algo) : plan_options_of(o_, op, algo);
         try {
           for (int r : ex_.local_ranks()) make_plan(p, po, r);
         } catch (const UsageError& e) {
           throw UsageError(to_string(op) + " " + to_string(algo) + ": " + e.what());
         }
+        cases.emplace_back(op, po);
       }
     }
+    check_outputs_writable(o_, host.proc() == 0);
+    // A cache that does not parse would lose this run's rows at the end: refused now.
+    if (host.proc() == 0 && !o_.tune_cache_path.empty() && std::filesystem::exists(o_.tune_cache_path))
+      load_tuning_cache(o_.tune_cache_path);
   } catch (const UsageError& e) {
     error = e.what();
   }
   raise_if_any_process_failed(host, error);
-  if (!o_.algo_auto) return;
-  picks_.clear();
-  for (Op op : o_.ops) picks_.push_back(choose_on_process0(host, problem_of(o_, op, ex_.world_size()), o_, error));
+  if (o_.algo_auto) {
+    picks_.clear();
+    for (Op op : o_.ops) picks_.push_back(choose_on_process0(host, problem_of(o_, op, ex_.world_size()), o_, error));
+    raise_if_any_process_failed(host, error);
+    try {
+      for (size_t i = 0; i < o_.ops.size(); ++i) {
+        const Problem p = problem_of(o_, o_.ops[i], ex_.world_size());
+        try {
+          for (int r : ex_.local_ranks()) make_plan(p, picks_[i].options, r);
+        } catch (const UsageError& e) {
+          const std::string from = picks_[i].source == "measured" ? "the entry of tuning cache " + o_.tune_cache_path
+                                                                  : "the cost model";
+          throw UsageError("--algo auto for " + to_string(o_.ops[i]) + ": the pick of " + from + ": " + e.what());
+        }
+        cases.emplace_back(o_.ops[i], picks_[i].options);
+      }
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+    raise_if_any_process_failed(host, error);
+  }
+  // Memory last: every case is known. Refused here, before anything is allocated.
+  try {
+    ex_.check_memory(memory_need(o_, cases, ex_.world_size(), ex_.local_ranks(), ex_.out_dtype(o_.dtype)));
+  } catch (const UsageError& e) {
+    error = e.what();
+  }
   raise_if_any_process_failed(host, error);
 }
 
@@ -119,6 +157,8 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
       finish(std::move(r));
     }
   }
+  inject_fault(o_, ex_.local_ranks(), "output");
+  host.set_phase("the output of the results");
   if (printer) {
     print_table_summary(out, results);
     if (!o_.json_path.empty()) write_text(o_.json_path, results_json(info, results).dump(2) + "\n");

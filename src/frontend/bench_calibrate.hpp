@@ -9,6 +9,10 @@
 
 namespace collmm {
 
+// The fewest timed runs (-i) --calibrate takes per measured point: its line fits (link and
+// collective times against the size) need medians steadier than a couple of runs give.
+constexpr int kCalibrateMinIters = 10;
+
 // Collective. Starts from --profile (or the backend's default profile) and measures:
 //  - host issue (first): every algorithm of the asked ops at the bench's shape, run whole; the
 //    host wall time the executor spent enqueueing (Executor::last_issue_us, median of --iters)

@@ -162,6 +162,13 @@ void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, 
   if (PlayedPeers* peers = ex.played_peers()) peers->stage(seed);  // what the played peers send
 }
 
+void inject_fault(const BenchOptions& o, const std::vector<int>& local_ranks, const std::string& phase) {
+  if (phase != o.debug_phase) return;
+  for (int r : local_ranks) {
+    if (r == o.debug_die_rank) std::raise(SIGKILL);
+    if (r == o.debug_hang_rank) std::raise(SIGSTOP);
+  }
+}
 
 double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
   for (int w = 0; w < warmup; ++w) ex.run(filter, false);
@@ -210,32 +217,36 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   result.problem = problem_of(o, op, ex.world_size());
   result.dtype = o.dtype;
 
+  const std::string name = to_string(op) + " " + result.label;
+  HostComm& host = ex.host();
   std::vector<Plan> plans;
   for (int r : ex.local_ranks()) plans.push_back(make_plan(result.problem, plan_options, r));
   result.stages = stages_of(plans.at(0));
+  inject_fault(o, ex.local_ranks(), "setup");
+  host.set_phase("the setup of " + name + " (the ranks' agreement on its plan)");
   ex.prepare(plans, o.dtype);
   upload_inputs(ex, plans, o.seed, o.dtype);
-
-  for (int r : ex.local_ranks()) {  // a crash or a hang, for tests of the job's teardown
-    if (r == o.debug_die_rank) std::raise(SIGKILL);
-    if (r == o.debug_hang_rank) std::raise(SIGSTOP);
-  }
+  inject_fault(o, ex.local_ranks(), "run");
 
   std::vector<RankRun> median_runs;
+  host.set_phase("the timed runs of " + name + " (gathering the times)");
   result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs);
-  result.timeline = gather_timeline(ex.host(), make_timeline(plans, median_runs));
+  host.set_phase("the timed runs of " + name + " (gathering the timeline)");
+  result.timeline = gather_timeline(host, make_timeline(plans, median_runs));
   result.overlap = measure_overlap(result.timeline);
   if (o.gemm_rate) {
     result.t_gemm_plan_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
     result.gemm_busy_us = gemm_busy_us(result.timeline);
   }
   if (work.alone) {
+    host.set_phase("the GEMM-only and comm-only runs of " + name);
     result.t_gemm_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
     result.t_comm_us = time_iterations(ex, StepFilter::comm_only, o.warmup, o.iters);
   }
 
   // One more whole iteration for the check (on poisoned outputs) and the saved files: the
   // standalone runs above leave C half done. Run on every process alike (--save is per process).
+  host.set_phase("the checked run of " + name);
   if (work.check) ex.poison();
   ex.run(StepFilter::all, false);
   if (work.check) check_outputs(ex, plans, *work.check, o.dtype, result);

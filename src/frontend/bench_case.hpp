@@ -71,6 +71,10 @@ void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, 
 CaseResult run_case(Executor&, const BenchOptions&, Op, const PlanOptions&, const CaseWork&,
                     const std::string& label = "");
 
+// The --debug-die-rank / --debug-hang-rank hooks: when `phase` is the option's debug_phase and this
+// process drives the named rank, it kills itself (SIGKILL) or stops (SIGSTOP).
+void inject_fault(const BenchOptions&, const std::vector<int>& local_ranks, const std::string& phase);
+
 // warmup + iters iterations with this filter; the median over the timed ones of the slowest rank
 // of the job (collective). Used by the cases and by --calibrate.
 double time_iterations(Executor&, StepFilter, int warmup, int iters);

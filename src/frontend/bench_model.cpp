@@ -50,8 +50,7 @@ AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchO
 }
 
 void record_measurements(const std::string& path, const std::vector<CaseResult>& results) {
-  TuningCache cache;
-  if (std::filesystem::exists(path)) cache = load_tuning_cache(path);
+  std::vector<TuningEntry> entries;
   for (const CaseResult& r : results) {
     if (r.plan.post != Post::comm_first || !(r.time_us > 0)) continue;
     TuningEntry e;
@@ -64,9 +63,9 @@ void record_measurements(const std::string& path, const std::vector<CaseResult>&
     e.gemm_lanes = r.algo == Algo::sequential ? 1 : r.plan.gemm_lanes;
     e.merge = r.plan.merge;
     e.time_us = r.time_us;
-    cache.record(e);
+    entries.push_back(e);
   }
-  save_tuning_cache(cache, path);
+  update_tuning_cache(path, entries);
 }
 
 }  // namespace collmm

@@ -36,7 +36,8 @@ struct AutoPick {
 AutoPick choose_on_process0(HostComm&, const Problem&, const BenchOptions&, std::string& error);
 
 // Adds every measured row (op, M, N, K, P, dtype, algo, stages, gemm lanes, time_us) to the cache
-// file, creating it when absent. Rows posted gemm-first are left out: --algo auto's candidates
+// file (under its lock, merged with what other jobs added, written atomically: update_tuning_cache),
+// creating it when absent. Rows posted gemm-first are left out: --algo auto's candidates
 // are all comm-first, and the cache has no posting order.
 void record_measurements(const std::string& path, const std::vector<CaseResult>&);
 

@@ -48,6 +48,8 @@ Dtype Context::out_dtype(Dtype in) const { return executor_->out_dtype(in); }
 Executor& Context::executor() { return *executor_; }
 
 void Context::run(const Problem& problem, const MatmulOptions& mo, Dtype dtype, const void* a, const void* b) {
+  const std::string op = "collmm::Context::" + to_string(problem.op);
+  if (!a || !b) throw UsageError(op + ": " + (a ? "b" : "a") + " is a null pointer");
   if (!executor_->supports(dtype))
     throw UsageError("the " + executor_->backend() + " backend has no " + to_string(dtype) + " GEMM");
   PlanOptions po;
@@ -82,6 +84,7 @@ void Context::run(const Problem& problem, const MatmulOptions& mo, Dtype dtype, 
 
 void Context::ag_gemm(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       void* gathered, const MatmulOptions& options) {
+  if (!c) throw UsageError("collmm::Context::ag_gemm: c is a null pointer");
   const Problem p{Op::ag_gemm, m, n, k, world_size(), options.b_layout};
   run(p, options, dtype, a, b);
   const Plan& plan = prepared_->plan;
@@ -99,6 +102,7 @@ void Context::ag_gemm(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* 
 
 void Context::gemm_rs(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       const MatmulOptions& options) {
+  if (!c) throw UsageError("collmm::Context::gemm_rs: c is a null pointer");
   const Problem p{Op::gemm_rs, m, n, k, world_size(), options.b_layout};
   run(p, options, dtype, a, b);
   executor_->read(0, kBufC, c, bytes_of(prepared_->plan.buffers[kBufC], out_dtype(dtype)));

@@ -34,6 +34,15 @@ std::string sci(double v) {
   return s.str();
 }
 
+// E within [0, 1] as a number; outside it is no overlap figure: "<0" (slower than sequential) or
+// ">1" (more hidden than there was: timing noise, or ranks sharing cores).
+std::string efficiency_cell(double e) {
+  if (!std::isfinite(e)) return "N/A";
+  if (e < 0) return "<0";
+  if (e > 1) return ">1";
+  return signed_fixed(e, 2);
+}
+
 struct Column {
   const char* name;
   int width;
@@ -62,7 +71,7 @@ std::vector<Column> columns(bool predicted) {
       {"t_gemm_us", 11, [](const CaseResult& r) { return fixed(r.t_gemm_us, 1); }},
       {"t_comm_us", 11, [](const CaseResult& r) { return fixed(r.t_comm_us, 1); }},
       {"speedup", 8, [](const CaseResult& r) { return fixed(r.speedup, 2); }},
-      {"E", 7, [](const CaseResult& r) { return signed_fixed(r.efficiency, 2); }},
+      {"E", 7, [](const CaseResult& r) { return efficiency_cell(r.efficiency); }},
       {"hidden%", 8, [](const CaseResult& r) { return has_comm(r) ? fixed(100 * r.overlap.mean_fraction, 1) : "N/A"; }},
       {"#wrong", 7, [](const CaseResult& r) { return r.checked ? std::to_string(r.wrong) : "N/A"; }},
       {"max_rel_err", 12, [](const CaseResult& r) { return r.checked ? sci(r.max_rel_err) : "N/A"; }},
@@ -87,7 +96,8 @@ void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo&
   if (!info.timing_note.empty()) out << "# note: " << info.timing_note << "\n";
   out << "# time_us: median over iterations of the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us:\n"
          "# the sequential plan's GEMMs alone and its comm alone. speedup: T_sequential / time.\n"
-         "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm), 1 = all of it hidden.\n"
+         "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm), 1 = all of it hidden;\n"
+         "# <0: slower than sequential; >1: not an overlap figure (timing noise or ranks sharing cores).\n"
          "# hidden%: comm time covered by a GEMM on the same rank / comm time, mean over ranks, read off\n"
          "# the step times of the median timed iteration.\n";
   if (info.predicted)

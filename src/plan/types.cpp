@@ -2,6 +2,10 @@
 // checks every algorithm shares.
 #include "collmm/types.hpp"
 
+#include <tuple>
+
+#include "collmm/sizes.hpp"
+
 #include <algorithm>
 #include <sstream>
 
@@ -114,9 +118,18 @@ LocalShape local_shape(const Problem& p, int r) {
 
 void validate(const Problem& p, const PlanOptions& o) {
   std::ostringstream msg;
-  if (p.world < 1) msg << "world size must be >= 1 (got " << p.world << "). ";
+  if (p.world < 1 || p.world > kMaxWorld)
+    msg << "world size must be 1.." << kMaxWorld << " (got " << p.world << "). ";
   if (p.m < 1 || p.n < 1 || p.k < 1)
     msg << "M, N and K must all be >= 1 (got M=" << p.m << " N=" << p.n << " K=" << p.k << "). ";
+  if (p.m > kMaxSize || p.n > kMaxSize || p.k > kMaxSize)
+    msg << "M, N and K must all be <= " << kMaxSize << " (got M=" << p.m << " N=" << p.n << " K=" << p.k << "). ";
+  if (!msg.str().empty()) throw UsageError(msg.str());
+  for (auto [x, y, name] : {std::tuple{p.m, p.k, "M*K"}, std::tuple{p.k, p.n, "K*N"}, std::tuple{p.m, p.n, "M*N"}}) {
+    int64_t product = 0;
+    if (__builtin_mul_overflow(x, y, &product) || product > kMaxElements)
+      msg << name << " = " << x << "*" << y << " elements is more than " << kMaxElements << ". ";
+  }
   if (!msg.str().empty()) throw UsageError(msg.str());
   const int P = p.world;
   if (p.m < P)
@@ -130,7 +143,8 @@ void validate(const Problem& p, const PlanOptions& o) {
     msg << "K=" << p.k << " is smaller than the " << P
         << " ranks: gemm_rs gives every rank at least one column of A. ";
   if (o.stages < 0) msg << "stages must be >= 1 (got " << o.stages << "). ";
-  if (o.gemm_lanes < 1) msg << "gemm lanes must be >= 1 (got " << o.gemm_lanes << "). ";
+  if (o.gemm_lanes < 1 || o.gemm_lanes > kMaxGemmLanes)
+    msg << "gemm lanes must be 1.." << kMaxGemmLanes << " (got " << o.gemm_lanes << "). ";
   if (o.merge < 1) msg << "merge must be >= 1 (got " << o.merge << "). ";
   if (o.merge > 1 && !(p.op == Op::ag_gemm && o.algo == Algo::ring))
     msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " "

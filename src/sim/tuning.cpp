@@ -1,18 +1,16 @@
-// tuning.cpp: `--algo auto` (collmm/tuning.hpp): candidates simulated by the cost model, a measured
-// tuning cache that overrides the model for the shapes it holds, and the cache's JSON form.
+// tuning.cpp: `--algo auto` (collmm/tuning.hpp): candidates simulated by the cost model and a
+// measured tuning cache that overrides the model for the shapes it holds (the cache's file:
+// tuning_cache.cpp).
 #include "collmm/tuning.hpp"
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "collmm/sim.hpp"
 
 namespace collmm {
 namespace {
-
-using nlohmann::json;
 
 bool same_config(const Alternative& a, const TuningEntry& e) {
   return a.algo == e.algo && a.stages == e.stages && a.gemm_lanes == e.gemm_lanes && a.merge == e.merge;
@@ -28,63 +26,6 @@ PlanOptions options_of(Algo algo, int stages, int lanes, int merge) {
 }
 
 }  // namespace
-
-std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
-  std::vector<TuningEntry> out;
-  for (const TuningEntry& e : entries)
-    if (e.op == p.op && e.m == p.m && e.n == p.n && e.k == p.k && e.world == p.world && e.dtype == d)
-      out.push_back(e);
-  return out;
-}
-
-void TuningCache::record(const TuningEntry& e) {
-  for (TuningEntry& x : entries)
-    if (x.op == e.op && x.m == e.m && x.n == e.n && x.k == e.k && x.world == e.world && x.dtype == e.dtype &&
-        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes && x.merge == e.merge) {
-      x.time_us = e.time_us;
-      return;
-    }
-  entries.push_back(e);
-}
-
-TuningCache load_tuning_cache(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError("cannot read tuning cache " + path);
-  TuningCache cache;
-  try {
-    json j;
-    in >> j;
-    for (const json& e : j.at("entries")) {
-      TuningEntry t;
-      t.op = parse_op(e.at("op").get<std::string>());
-      t.m = e.at("m").get<int64_t>();
-      t.n = e.at("n").get<int64_t>();
-      t.k = e.at("k").get<int64_t>();
-      t.world = e.at("world_size").get<int>();
-      t.dtype = parse_dtype(e.at("dtype").get<std::string>());
-      t.algo = parse_algo(e.at("algo").get<std::string>());
-      t.stages = e.value("stages", 0);
-      t.gemm_lanes = e.value("gemm_lanes", 1);
-      t.merge = e.value("merge", 1);
-      t.time_us = e.at("time_us").get<double>();
-      cache.entries.push_back(t);
-    }
-  } catch (const json::exception& e) {
-    throw UsageError("tuning cache " + path + ": " + e.what());
-  }
-  return cache;
-}
-
-void save_tuning_cache(const TuningCache& cache, const std::string& path) {
-  json entries = json::array();
-  for (const TuningEntry& e : cache.entries)
-    entries.push_back({{"op", to_string(e.op)}, {"m", e.m}, {"n", e.n}, {"k", e.k}, {"world_size", e.world},
-                       {"dtype", to_string(e.dtype)}, {"algo", to_string(e.algo)}, {"stages", e.stages},
-                       {"gemm_lanes", e.gemm_lanes}, {"merge", e.merge}, {"time_us", e.time_us}});
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write tuning cache " + path);
-  out << json{{"entries", entries}}.dump(2) << "\n";
-}
 
 PlanOptions Choice::options() const { return options_of(algo, stages, gemm_lanes, merge); }
 

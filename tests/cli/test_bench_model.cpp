@@ -24,6 +24,11 @@ CommandResult bench_run(int np, const std::string& args) {
   return run_command(mpirun(np) + " " + bench() + kShape + " " + args, 60);
 }
 
+// --calibrate takes -i >= 10 (kCalibrateMinIters).
+CommandResult calibrate_run(int np, const std::string& args) {
+  return run_command(mpirun(np) + " " + bench() + " -m 48 -n 40 -k 36 -w 1 -i 10 --threads 1 --backend cpu " + args, 90);
+}
+
 // Steps of every rank's plan (all of them run with StepFilter::all).
 size_t plan_steps(collmm::Op op, collmm::Algo algo, int world) {
   collmm::Problem p;
@@ -131,7 +136,7 @@ TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
 
 TEST(BenchCalibrate, WritesALoadableProfile) {
   const std::string dir = fresh_dir("bench_calibrate");
-  const CommandResult two = bench_run(2, "--op all --calibrate " + dir + "/cal.json");
+  const CommandResult two = calibrate_run(2, "--op all --calibrate " + dir + "/cal.json");
   ASSERT_EQ(two.rc, 0) << two.output;
   const collmm::Profile p = collmm::load_profile(dir + "/cal.json");
   EXPECT_EQ(p.gemm.model, collmm::GemmModel::table);
@@ -145,7 +150,7 @@ TEST(BenchCalibrate, WritesALoadableProfile) {
   EXPECT_NE(use.output.find("pred/meas"), std::string::npos) << use.output;
 
   // One rank: no link to time, said so; still a loadable profile.
-  const CommandResult one = bench_run(1, "--op ag_gemm --calibrate " + dir + "/one.json");
+  const CommandResult one = calibrate_run(1, "--op ag_gemm --calibrate " + dir + "/one.json");
   ASSERT_EQ(one.rc, 0) << one.output;
   EXPECT_NE(one.output.find("no link to time"), std::string::npos) << one.output;
   EXPECT_GE(collmm::load_profile(dir + "/one.json").gemm.table.size(), 6u);

@@ -85,4 +85,25 @@ TEST(Context, ShapesThatDisagreeAreRefusedOnEveryRank) {
   }
 }
 
+// Null pointers are refused (every rank passes the same ones here) before anything runs.
+TEST(Context, NullPointersAreUsageErrors) {
+  Context& ctx = context();
+  std::vector<float> a(64, 1.f), b(64, 1.f), c(256);
+  auto message = [](auto call) {
+    try {
+      call();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no UsageError");
+  };
+  EXPECT_EQ(message([&] { ctx.ag_gemm(8, 4, 4, Dtype::f32, nullptr, b.data(), c.data()); }),
+            "collmm::Context::ag_gemm: a is a null pointer");
+  EXPECT_EQ(message([&] { ctx.ag_gemm(8, 4, 4, Dtype::f32, a.data(), nullptr, c.data()); }),
+            "collmm::Context::ag_gemm: b is a null pointer");
+  EXPECT_EQ(message([&] { ctx.gemm_rs(8, 4, 4, Dtype::f32, a.data(), b.data(), nullptr); }),
+            "collmm::Context::gemm_rs: c is a null pointer");
+  EXPECT_EQ(run_and_compare(Op::ag_gemm, 8, 5, 4, Dtype::f32, MatmulOptions{}).wrong, 0) << "usable afterwards";
+}
+
 }  // namespace

@@ -178,6 +178,7 @@ class IdleExecutor : public Executor {
   HostComm& host() override { return *host_; }
   bool supports(Dtype d) const override { return d == Dtype::f32; }
   Dtype out_dtype(Dtype in) const override { return in; }
+  void check_memory(const MemoryNeed&) const override {}
   void prepare(const std::vector<Plan>& plans, Dtype) override {
     buffers_.clear();
     for (const BufferSpec& b : plans.at(0).buffers) buffers_.emplace_back(static_cast<size_t>(b.rows * b.cols), 0.f);

@@ -1,6 +1,8 @@
 // cli.cpp: the options of collmm-bench, their help texts, and the names -> enums step.
 #include "cli.hpp"
 
+#include "cli_size.hpp"
+
 namespace collmm {
 namespace {
 
@@ -23,7 +25,7 @@ CLI::Validator at_least(long lo) {
 }
 
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
-  const auto size = CLI::AsSizeValue(false);  // 8K = 8192, 1M = 1048576
+  const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", o.backend.backend, "cpu | cuda")->capture_default_str();
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
   app.add_option("--algo", names.algo,
@@ -74,7 +76,9 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->check(at_least(1))
       ->capture_default_str()
       ->type_name("G");
-  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMMs rotate over this many lanes")->check(at_least(1))->capture_default_str();
+  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
+      ->check(CLI::Range(1, kMaxGemmLanes))
+      ->capture_default_str();
   app.add_option("--threads", o.backend.threads, "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")->check(at_least(0))->capture_default_str();
   app.add_option("--timeout", o.backend.timeout_s, "seconds one iteration may take before the job is aborted (a rank died or hangs)")->check(at_least(1))->capture_default_str();
 
@@ -101,10 +105,13 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--nccl-max-ctas", o.backend.nccl_max_ctas, "cuda: NCCL maximum CTAs (0: NCCL's default)")->group(cuda)->check(at_least(0));
   app.add_flag("--graph", o.backend.graph, "cuda: capture one iteration in a CUDA graph and replay it")->group(cuda);
 
-  // For tests of the job's teardown: rank R kills itself (SIGKILL) or stops (SIGSTOP) before its
-  // first timed run.
+  // For tests of the job's teardown: rank R kills itself (SIGKILL) or stops (SIGSTOP) in a phase:
+  // init (as the backend starts; cuda: before its NCCL setup; "die" there is a failure that
+  // throws), setup (before its first plan's agreement), run (before its first timed run), output
+  // (before the results are written).
   app.add_option("--debug-die-rank", o.debug_die_rank)->group("");
   app.add_option("--debug-hang-rank", o.debug_hang_rank)->group("");
+  app.add_option("--debug-phase", o.debug_phase)->check(CLI::IsMember({"init", "setup", "run", "output"}))->group("");
 }
 
 }  // namespace
@@ -135,6 +142,10 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   o.dtype = named("--dtype", parse_dtype, names.dtype);
   o.plan.post = named("--post", parse_post, names.post);
   o.b_layout = named("--b-layout", parse_b_layout, names.b_layout);
+  if (o.debug_phase == "init") {  // the backend's own hooks
+    o.backend.debug_fail_rank = o.debug_die_rank;
+    o.backend.debug_hang_rank = o.debug_hang_rank;
+  }
   return o;
 }
 

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!options.calibrate_path.empty()) {
+      executor->host().set_phase("the calibration (--calibrate)");
       run_calibration(*executor, options, std::cout);
       return 0;
     }

@@ -7,10 +7,13 @@
 //              --profile h200-nvlink|FILE.json --timeline FILE.svg --trace FILE.json --json FILE
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include "chrome_trace.hpp"
+#include "cli_size.hpp"
 #include "collmm/svg.hpp"
 #include "collmm/tuning.hpp"
 #include "table.hpp"
@@ -31,6 +34,27 @@ std::string svg_path(const std::string& base, const Prediction& p, bool several)
   const size_t dot = base.rfind('.');
   const std::string stem = dot == std::string::npos ? base : base.substr(0, dot);
   return stem + "-" + to_string(p.problem.op) + "-" + to_string(p.options.algo) + ".svg";
+}
+
+// The simulator walks every step of every rank's plan: about P^2 steps for a ring (twice that for
+// bidir), S * P^2 for S pipelined stages. Bounded so that every run ends in seconds (a ring at
+// P = 1024, 1M steps, takes about 6 s and 1 GB here).
+constexpr double kMaxSimulatedSteps = 4e6;
+
+void check_simulated_size(const Problem& p, const PlanOptions& x) {
+  const double P = p.world;
+  const double stages = x.algo == Algo::pipelined ? (x.stages > 0 ? x.stages : P) : 1;
+  const double steps = x.algo == Algo::sequential ? 2 * P : (x.algo == Algo::bidir ? 2 : 1) * stages * P * P;
+  if (steps <= kMaxSimulatedSteps) return;
+  std::string hint = x.algo == Algo::pipelined
+                         ? "give --stages " + std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
+                               " or fewer, or a smaller P"
+                         : "use a smaller P";
+  char n[32];
+  std::snprintf(n, sizeof n, "%.3g", steps);
+  throw UsageError(to_string(p.op) + " " + to_string(x.algo) + " at P = " + std::to_string(p.world) +
+                   " would simulate about " + n + " steps, more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
+                   ": " + hint);
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -81,6 +105,7 @@ int run(const SimOptions& o) {
       x.merge = op == Op::ag_gemm && a == Algo::ring ? o.merge : 1;
       cases.push_back(x);
     }
+    for (const PlanOptions& x : cases) check_simulated_size(p, x);
     for (const PlanOptions& x : cases) {
       Prediction row = x.algo == Algo::sequential && x.gemm_lanes == seq.options.gemm_lanes && x.post == seq.options.post
                            ? seq
@@ -123,14 +148,17 @@ int main(int argc, char** argv) {
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
   app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
   app.add_option("--algo", o.algo, "sequential, pipelined, ring, bidir, all, or auto (the model's pick)")->capture_default_str();
-  app.add_option("-m", o.m, "M (global)")->capture_default_str();
-  app.add_option("-n", o.n, "N (global)")->capture_default_str();
-  app.add_option("-k", o.k, "K (global)")->capture_default_str();
-  app.add_option("-P,--world", o.world, "ranks (1..1024 and more)")->capture_default_str()->check(CLI::PositiveNumber);
+  const CLI::Validator size = collmm::size_transform();  // as collmm-bench: 8K = 8192
+  app.add_option("-m", o.m, "M (global; suffixes K, M: 8K = 8192)")->transform(size)->capture_default_str();
+  app.add_option("-n", o.n, "N (global)")->transform(size)->capture_default_str();
+  app.add_option("-k", o.k, "K (global)")->transform(size)->capture_default_str();
+  app.add_option("-P,--world", o.world, "ranks (1.." + std::to_string(collmm::kMaxWorld) + ")")
+      ->capture_default_str()
+      ->check(CLI::Range(1, collmm::kMaxWorld));
   app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
   app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")->capture_default_str();
   app.add_option("--stages", o.stages, "pipelined: stages (0: P)")->capture_default_str();
-  app.add_option("--gemm-lanes", o.gemm_lanes, "GEMM lanes")->capture_default_str();
+  app.add_option("--gemm-lanes", o.gemm_lanes, "GEMM lanes")->capture_default_str()->check(CLI::Range(1, collmm::kMaxGemmLanes));
   app.add_option("--merge", o.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
@@ -139,7 +167,13 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "the predicted table as JSON");
   app.add_option("--tuning-cache", o.tuning_cache, "measured tuning cache JSON that refines --algo auto");
   app.add_option("--save-profile", o.save_profile, "write the profile used as JSON (a start for your own)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "collmm-sim: " << e.what() << "\nRun with --help for more information.\n";
+    return 2;
+  }
   try {
     return collmm::run(o);
   } catch (const collmm::UsageError& e) {

@@ -1,0 +1,29 @@
+// collmm/deadline.hpp: a watchdog for a call that has no timeout of its own (NCCL communicator
+// setup waits for every rank, forever): a thread that, unless the guard is gone first, prints a
+// message naming the rank and what it was doing once the deadline passes, then ends the job
+// through `on_timeout` (which must not return: MPI_Abort, or _Exit where there is no MPI).
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace collmm {
+
+class DeadlineGuard {
+ public:
+  DeadlineGuard(int timeout_s, std::string message, std::function<void()> on_timeout);
+  ~DeadlineGuard();  // the guarded call finished: the watchdog stands down
+  DeadlineGuard(const DeadlineGuard&) = delete;
+  DeadlineGuard& operator=(const DeadlineGuard&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace collmm

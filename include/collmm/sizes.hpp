@@ -1,0 +1,22 @@
+// collmm/sizes.hpp: sizes as users type them ("8192", "8K", "1M") and the bounds every problem
+// must keep: each size, each product of two sizes (the element count of A, B or C) and P, so that
+// no byte count overflows and no plan asks for more lanes or ranks than a machine can run.
+// collmm-bench and collmm-sim parse -m, -n and -k with parse_size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace collmm {
+
+constexpr int64_t kMaxSize = int64_t(1) << 40;           // M, N and K each
+constexpr int64_t kMaxElements = int64_t(1) << 56;       // M*K, K*N and M*N (bytes fit int64 at 8 per element)
+constexpr int kMaxWorld = 1024;                          // P
+constexpr int kMaxGemmLanes = 64;                        // --gemm-lanes (threads on cpu, streams on cuda)
+
+// A decimal count with an optional binary suffix K, M, G or T (either case: 8K = 8192, 1M =
+// 1048576). Throws UsageError naming the text for anything else: a sign, spaces, an empty string,
+// another suffix, or a value above kMaxSize.
+int64_t parse_size(const std::string& text);
+
+}  // namespace collmm

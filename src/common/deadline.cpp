@@ -1,0 +1,29 @@
+// deadline.cpp: DeadlineGuard (collmm/deadline.hpp).
+#include "collmm/deadline.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+
+namespace collmm {
+
+DeadlineGuard::DeadlineGuard(int timeout_s, std::string message, std::function<void()> on_timeout) {
+  thread_ = std::thread([this, timeout_s, message = std::move(message), on_timeout = std::move(on_timeout)] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (cv_.wait_for(lock, std::chrono::seconds(timeout_s), [this] { return done_; })) return;
+    std::cerr << (message + "\n") << std::flush;
+    on_timeout();
+    std::_Exit(3);  // on_timeout must not return; never leave the job waiting if it does
+  });
+}
+
+DeadlineGuard::~DeadlineGuard() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+}  // namespace collmm

@@ -1,0 +1,91 @@
+// preflight.cpp: output paths and memory checked before any work (preflight.hpp).
+#include "preflight.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace collmm {
+namespace {
+
+void check_file_writable(const std::string& path, const std::string& option) {
+  if (path.empty()) return;
+  auto refuse = [&](const std::string& why) {
+    throw UsageError(option + " " + path + ": cannot be written (" + why + "); nothing was run");
+  };
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) refuse("it is a directory");
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) refuse(std::strerror(errno));
+    ::close(fd);
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) refuse(std::strerror(errno));
+  ::close(fd);
+  ::unlink(path.c_str());
+}
+
+void check_dir_writable(const std::string& dir, const std::string& option) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // several processes race here; check the result
+  if (!std::filesystem::is_directory(dir))
+    throw UsageError(option + ": cannot create directory " + dir + (ec ? " (" + ec.message() + ")" : "") + "; nothing was run");
+  const std::string probe = dir + "/.collmm-probe-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw UsageError(option + ": cannot write into " + dir + " (" + std::strerror(errno) + "); nothing was run");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+int64_t elems(const BufferSpec& b) { return b.rows * b.cols; }
+
+bool is_input(Role r) { return r == Role::a || r == Role::b || r == Role::gathered; }
+
+}  // namespace
+
+void check_outputs_writable(const BenchOptions& o, bool writer) {
+  if (writer) {
+    check_file_writable(o.json_path, "--json");
+    check_file_writable(o.trace_path, "--trace");
+    check_file_writable(o.timeline_path, "--timeline");
+    check_file_writable(o.tune_cache_path, "--tune-cache");
+    check_file_writable(o.calibrate_path, "--calibrate");
+  }
+  check_dir_writable(o.save_dir, "--save");
+}
+
+MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, PlanOptions>>& cases, int world,
+                       const std::vector<int>& local_ranks, Dtype out_dtype) {
+  MemoryNeed need;
+  need.device_bytes.assign(local_ranks.size(), 0);
+  int64_t host_extra = 0;
+  const int64_t in_size = static_cast<int64_t>(dtype_size(o.dtype));
+  const int64_t out_size = static_cast<int64_t>(dtype_size(out_dtype));
+  for (const auto& [op, options] : cases) {
+    const Problem p = problem_of(o, op, world);
+    int64_t extra = 0;
+    for (size_t i = 0; i < local_ranks.size(); ++i) {
+      const Plan plan = make_plan(p, options, local_ranks[i]);
+      int64_t bytes = 0;
+      for (const BufferSpec& b : plan.buffers) bytes += elems(b) * (is_input(b.role) ? in_size : out_size);
+      need.device_bytes[i] = std::max(need.device_bytes[i], bytes);
+      const LocalShape s = local_shape(p, local_ranks[i]);
+      extra += (s.a_rows * s.a_cols + s.b_rows * s.b_cols) * (8 + in_size);  // generated, then encoded
+      if (o.check) extra += s.c_rows * s.c_cols * 8 * 2;                       // the reference and the read-back C
+    }
+    if (o.check && op == Op::ag_gemm) extra += p.m * p.k * 8 * 2;  // the gathered A's reference and read-back
+    host_extra = std::max(host_extra, extra);
+  }
+  need.host_bytes = host_extra;
+  return need;
+}
+
+}  // namespace collmm

@@ -1,0 +1,25 @@
+// preflight.hpp: collmm-bench's checks before any work, beside the plans' own (collmm/types.hpp):
+// every output path can be written (so that a finished run never loses its results to a typo), and
+// the memory the run needs fits the machine (collmm/memory.hpp). Both throw UsageError.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "collmm/memory.hpp"
+
+namespace collmm {
+
+// --json, --trace, --timeline, --tune-cache and --calibrate (checked where `writer`: process 0
+// writes them) and --save DIR (every process: created if absent). A file is probed by opening it
+// for appending, or by creating and removing it where it does not exist yet; nothing is truncated.
+void check_outputs_writable(const BenchOptions&, bool writer);
+
+// The peak need of this process over the cases: the plans' buffers of its local ranks (the largest
+// case: each case's buffers replace the last one's), and in host memory the inputs as generated
+// (f64 and encoded) and, with --check, the f64 reference (the local C's and ag_gemm's gathered A).
+MemoryNeed memory_need(const BenchOptions&, const std::vector<std::pair<Op, PlanOptions>>& cases, int world,
+                       const std::vector<int>& local_ranks, Dtype out_dtype);
+
+}  // namespace collmm

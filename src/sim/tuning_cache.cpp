@@ -1,0 +1,164 @@
+// tuning_cache.cpp: the measured tuning cache's file (collmm/tuning.hpp): parsed and checked entry
+// by entry, written atomically (temporary file + rename), and updated under a lock so that jobs
+// sharing one cache neither lose each other's entries nor leave a corrupt file.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "collmm/sizes.hpp"
+#include "collmm/tuning.hpp"
+
+namespace collmm {
+namespace {
+
+using nlohmann::json;
+
+TuningEntry entry_from_json(const json& e) {
+  TuningEntry t;
+  t.op = parse_op(e.at("op").get<std::string>());
+  t.m = e.at("m").get<int64_t>();
+  t.n = e.at("n").get<int64_t>();
+  t.k = e.at("k").get<int64_t>();
+  t.world = e.at("world_size").get<int>();
+  t.dtype = parse_dtype(e.at("dtype").get<std::string>());
+  t.algo = parse_algo(e.at("algo").get<std::string>());
+  t.stages = e.value("stages", 0);
+  t.gemm_lanes = e.value("gemm_lanes", 1);
+  t.merge = e.value("merge", 1);
+  t.time_us = e.at("time_us").get<double>();
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw UsageError(what);
+  };
+  need(t.m >= 1 && t.n >= 1 && t.k >= 1 && t.m <= kMaxSize && t.n <= kMaxSize && t.k <= kMaxSize,
+       "m, n and k must be 1.." + std::to_string(kMaxSize));
+  need(t.world >= 1 && t.world <= kMaxWorld, "world_size " + std::to_string(t.world) + " is not 1.." + std::to_string(kMaxWorld));
+  need(t.stages >= 0, "stages " + std::to_string(t.stages) + " is negative");
+  need(t.gemm_lanes >= 1 && t.gemm_lanes <= kMaxGemmLanes,
+       "gemm_lanes " + std::to_string(t.gemm_lanes) + " is not 1.." + std::to_string(kMaxGemmLanes));
+  need(t.merge >= 1 && t.merge <= kMaxWorld, "merge " + std::to_string(t.merge) + " is not 1.." + std::to_string(kMaxWorld));
+  need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
+  return t;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read tuning cache " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// An exclusive flock on `path`, released (and the descriptor closed) when it goes.
+class FileLock {
+ public:
+  FileLock(const std::string& path, int timeout_s) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot open lock file " + path + ": " + std::strerror(errno));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) fail(std::string("flock: ") + std::strerror(errno));
+      if (std::chrono::steady_clock::now() > deadline)
+        fail("another job has held it for " + std::to_string(timeout_s) + " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~FileLock() { ::close(fd_); }  // closing releases the lock
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  [[noreturn]] void fail(const std::string& why) {
+    ::close(fd_);
+    throw std::runtime_error("cannot lock " + path_ + ": " + why);
+  }
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
+std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
+  std::vector<TuningEntry> out;
+  for (const TuningEntry& e : entries)
+    if (e.op == p.op && e.m == p.m && e.n == p.n && e.k == p.k && e.world == p.world && e.dtype == d)
+      out.push_back(e);
+  return out;
+}
+
+void TuningCache::record(const TuningEntry& e) {
+  for (TuningEntry& x : entries)
+    if (x.op == e.op && x.m == e.m && x.n == e.n && x.k == e.k && x.world == e.world && x.dtype == e.dtype &&
+        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes && x.merge == e.merge) {
+      x.time_us = e.time_us;
+      return;
+    }
+  entries.push_back(e);
+}
+
+TuningCache parse_tuning_cache(const std::string& text, const std::string& path) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw UsageError("tuning cache " + path + " is not valid JSON");
+  TuningCache cache;
+  if (!j.is_object() || !j.contains("entries") || !j.at("entries").is_array())
+    throw UsageError("tuning cache " + path + ": no \"entries\" list");
+  size_t i = 0;
+  for (const json& e : j.at("entries")) {
+    try {
+      cache.entries.push_back(entry_from_json(e));
+    } catch (const json::exception& x) {
+      throw UsageError("tuning cache " + path + ": entry " + std::to_string(i) + ": " + x.what());
+    } catch (const UsageError& x) {
+      throw UsageError("tuning cache " + path + ": entry " + std::to_string(i) + ": " + x.what());
+    }
+    ++i;
+  }
+  return cache;
+}
+
+TuningCache load_tuning_cache(const std::string& path) { return parse_tuning_cache(read_all(path), path); }
+
+void save_tuning_cache(const TuningCache& cache, const std::string& path) {
+  json entries = json::array();
+  for (const TuningEntry& e : cache.entries)
+    entries.push_back({{"op", to_string(e.op)}, {"m", e.m}, {"n", e.n}, {"k", e.k}, {"world_size", e.world},
+                       {"dtype", to_string(e.dtype)}, {"algo", to_string(e.algo)}, {"stages", e.stages},
+                       {"gemm_lanes", e.gemm_lanes}, {"merge", e.merge}, {"time_us", e.time_us}});
+  const std::string text = json{{"entries", entries}}.dump(2) + "\n";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write tuning cache " + tmp);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("error writing tuning cache " + tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + why);
+  }
+}
+
+void update_tuning_cache(const std::string& path, const std::vector<TuningEntry>& entries, int lock_timeout_s) {
+  FileLock lock(path + ".lock", lock_timeout_s);
+  TuningCache cache;
+  if (::access(path.c_str(), F_OK) == 0) cache = load_tuning_cache(path);
+  for (const TuningEntry& e : entries) cache.record(e);
+  save_tuning_cache(cache, path);
+}
+
+}  // namespace collmm

@@ -1,0 +1,160 @@
+// test_bench_inputs.cpp: every bad input of issue 12 §2 is refused before any work, on every rank,
+// with a message saying what is wrong and exit code 2: sizes that overflow, a run the memory cannot
+// hold, --gemm-lanes out of bounds (from the flag or a tuning-cache entry), output paths that cannot
+// be written, --calibrate with too few runs; collmm-sim's bounds and size suffixes; the table's E
+// and its note where ranks share cores.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "collmm/sizes.hpp"
+#include "collmm/types.hpp"
+#include "harness.hpp"
+
+using namespace collmm_cli_test;
+
+namespace {
+
+struct BadInput {
+  const char* args;
+  const char* message;
+};
+
+class BenchBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BenchBadInput, IsRefusedOnEveryRankBeforeAnyWork) {
+  const BadInput& b = GetParam();
+  const std::string dir = fresh_dir("bad_input");
+  std::ofstream(dir + "/lanes.json")
+      << R"({"entries":[{"op":"ag_gemm","m":64,"n":64,"k":64,"world_size":2,"dtype":"f32","algo":"ring",)"
+      << R"("gemm_lanes":100000,"time_us":5}]})";
+  std::ofstream(dir + "/corrupt.json") << R"({"entries": [{"op": "ag_gemm", "m")";
+  std::string args = b.args;
+  for (size_t at; (at = args.find("DIR")) != std::string::npos;) args.replace(at, 3, dir);
+  if (args.find("-i ") == std::string::npos) args += " -i 2";
+  const CommandResult r = run_command(mpirun(2) + " " + bench() + " -w 1 " + args, 60);
+  std::string message = b.message;
+  for (size_t at; (at = message.find("DIR")) != std::string::npos;) message.replace(at, 3, dir);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_EQ(count_of(r.output, message), 2u) << "expected '" << message << "' from both ranks in:\n" << r.output;
+  EXPECT_EQ(r.output.find("# collmm-bench"), std::string::npos) << "no table may start:\n" << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BenchBadInput,
+    ::testing::Values(
+        BadInput{"-m 4611686018427387904 -n 8 -k 8", "-m: size '4611686018427387904': more than 1099511627776"},
+        BadInput{"-m 1T -n 1T -k 8", "M*N = 1099511627776*1099511627776 elements is more than"},
+        BadInput{"-m 8Q", "-m: size '8Q': unknown suffix"},
+        BadInput{"-m 64K -n 64K -k 64K --dtype f64", "of host memory per process"},
+        BadInput{"--gemm-lanes 100000", "--gemm-lanes: Value 100000 not in range 1 to 64"},
+        BadInput{"-m 64 -n 64 -k 64 --algo auto --tune-cache DIR/lanes.json",
+                 "tuning cache DIR/lanes.json: entry 0: gemm_lanes 100000 is not 1..64"},
+        BadInput{"-m 64 -n 64 -k 64 --algo ring --tune-cache DIR/corrupt.json",
+                 "tuning cache DIR/corrupt.json is not valid JSON"},
+        BadInput{"-m 64 -n 64 -k 64 --json /nonexistent/r.json", "--json /nonexistent/r.json: cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --trace DIR", "--trace DIR: cannot be written (it is a directory)"},
+        BadInput{"-m 64 -n 64 -k 64 --timeline /nonexistent/t.svg", "--timeline /nonexistent/t.svg: cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --tune-cache /nonexistent/c.json", "--tune-cache /nonexistent/c.json: cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --calibrate /nonexistent/p.json -i 20",
+                 "--calibrate /nonexistent/p.json: cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --save /dev/null/x", "--save: cannot create directory /dev/null/x"},
+        BadInput{"-m 64 -n 64 -k 64 --calibrate DIR/p.json", "--calibrate needs -i >= 10 (got 2)"}));
+
+// An existing output file is probed (before the memory check refuses this run) without being truncated.
+TEST(BenchInputs, AProbedOutputKeepsItsContentUntilWritten) {
+  const std::string dir = fresh_dir("probe");
+  std::ofstream(dir + "/r.json") << "old";
+  const CommandResult r = run_command(mpirun(2) + " " + bench() + " -m 64K -n 64K -k 64K --dtype f64 -w 1 --json " +
+                                          dir + "/r.json",
+                                      60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_EQ(read_file(dir + "/r.json"), "old");
+}
+
+TEST(ParseSize, SuffixesAndBounds) {
+  using collmm::parse_size;
+  EXPECT_EQ(parse_size("8192"), 8192);
+  EXPECT_EQ(parse_size("8K"), 8192);
+  EXPECT_EQ(parse_size("8k"), 8192);
+  EXPECT_EQ(parse_size("1M"), 1048576);
+  EXPECT_EQ(parse_size("2G"), int64_t(2) << 30);
+  EXPECT_EQ(parse_size("1T"), collmm::kMaxSize);
+  for (const char* bad : {"", "K", "-1", " 8", "8 ", "8KB", "2T", "99999999999999999999", "1.5K", "0x10"})
+    EXPECT_THROW(parse_size(bad), collmm::UsageError) << "'" << bad << "'";
+}
+
+struct SimCase {
+  const char* args;
+  int rc;
+  const char* message;
+};
+
+class SimInput : public ::testing::TestWithParam<SimCase> {};
+
+TEST_P(SimInput, BoundedWithAMessage) {
+  const SimCase& c = GetParam();
+  const CommandResult r = run_command(std::string(COLLMM_SIM) + " " + c.args, 60);
+  EXPECT_EQ(r.rc, c.rc) << r.output;
+  EXPECT_NE(r.output.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n" << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SimInput,
+    ::testing::Values(SimCase{"-P 100000", 2, "--world: Value 100000 not in range 1 to 1024"},
+                      SimCase{"-P 0", 2, "--world: Value 0 not in range 1 to 1024"},
+                      SimCase{"-m 1M -n 8 -k 8 -P 2 --algo ring --profile cpu-2core", 0, "1048576"},
+                      SimCase{"-m 4611686018427387904", 2, "more than 1099511627776"},
+                      SimCase{"-m 1T -n 1T -k 1T", 2, "M*K = 1099511627776*1099511627776 elements is more than"},
+                      SimCase{"--gemm-lanes 100000", 2, "--gemm-lanes: Value 100000 not in range 1 to 64"},
+                      SimCase{"-P 1024 --algo all", 2,
+                              "ag_gemm pipelined at P = 1024 would simulate about 1.07e+09 steps, more than 4000000: "
+                              "give --stages 3 or fewer"}));
+
+// The README's demo on a small machine: more ranks than cores. The header says the times are no
+// overlap figures, and no E outside [0, 1] is printed as a number.
+TEST(BenchInputs, RanksSharingCoresAreNoOverlapFigures) {
+  const CommandResult r =
+      run_command(mpirun(4) + " " + bench() + " --threads 1 -m 256 -n 256 -k 256 -w 1 -i 3", 120);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const bool shared = std::thread::hardware_concurrency() < 4;
+  EXPECT_EQ(r.output.find("ranks take turns on the cores") != std::string::npos, shared) << r.output;
+  std::istringstream lines(r.output);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cells(line);
+    std::vector<std::string> c;
+    for (std::string x; cells >> x;) c.push_back(x);
+    if (c.size() < 17 || (c[0] != "ag_gemm" && c[0] != "gemm_rs")) continue;
+    ++rows;
+    const std::string& e = c[13];  // op algo M N K P dtype stages time TFLOP/s t_gemm t_comm speedup E
+    if (e == "N/A" || e == "<0" || e == ">1") continue;
+    const double v = std::stod(e);
+    EXPECT_TRUE(v >= 0 && v <= 1) << "E = " << e << " in: " << line;
+  }
+  EXPECT_EQ(rows, 8) << r.output;
+}
+
+// Jobs sharing one tuning cache (issue 12 §3): four at once, each recording its 8 rows; the cache
+// ends up with all 32 and parses.
+TEST(BenchInputs, ConcurrentJobsShareOneTuningCache) {
+  const std::string dir = fresh_dir("shared_cache");
+  const std::string cache = dir + "/tune.json";
+  std::string jobs;
+  for (int m : {64, 72, 80, 88})
+    jobs += mpirun(1) + " " + bench() + " -m " + std::to_string(m) + " -n 32 -k 32 -w 0 -i 1 --tune-cache " + cache +
+            " > " + dir + "/job" + std::to_string(m) + ".txt 2>&1 & ";
+  const CommandResult r = run_command("sh -c '" + jobs + "wait'", 120);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  for (int m : {64, 72, 80, 88}) {
+    const std::string out = read_file(dir + "/job" + std::to_string(m) + ".txt");
+    EXPECT_NE(out.find("8 measured rows recorded in " + cache), std::string::npos) << out;
+  }
+  const std::string text = read_file(cache);
+  EXPECT_EQ(count_of(text, "\"time_us\""), 32u) << text;
+  for (int m : {64, 72, 80, 88}) EXPECT_EQ(count_of(text, "\"m\": " + std::to_string(m) + ","), 8u) << "M=" << m;
+}
+
+}  // namespace
