@@ -3,9 +3,11 @@
 //   hang: rank 1 skips the comm (gemm_only) while rank 0 waits for it (comm_only): rank 0's
 //         watchdog must name its rank and the sendrecv step it is stuck in, then abort the job.
 //   die:  rank 1 exits before the run; rank 0 must not wait forever.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "collmm/data.hpp"
 #include "collmm/executor.hpp"
@@ -32,7 +34,10 @@ int main(int argc, char** argv) {
   ex->write(0, kBufA, a.data(), a.size());
   if (mode == "die" && r == 1) std::_Exit(7);
   ex->run(r == 0 || mode == "die" ? StepFilter::comm_only : StepFilter::gemm_only, false);
-  ex->host().barrier();  // rank 1 of `hang` waits here for a rank 0 that never comes
+  // Rank 1 of `hang` waits (longer than rank 0's watchdog, so that rank 0's message is the one
+  // that ends the job; a host barrier here would end it at the same --timeout, naming rank 1).
+  if (mode == "hang" && r == 1) std::this_thread::sleep_for(std::chrono::seconds(30));
+  ex->host().barrier();
   std::cerr << "rank " << r << ": the faulty job finished, which it must not\n";
   return 0;
 }
