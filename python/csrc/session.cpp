@@ -1,0 +1,74 @@
+// session.cpp: per-group executors for the ops, their prepared plan and "auto" choices.
+#include "session.hpp"
+
+#include <algorithm>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
+
+#include "c10d_transport.hpp"
+#include "collmm/cost_model.hpp"
+#include "collmm/tuning.hpp"
+#include "gemm_engine.hpp"
+#include "host_executor.hpp"
+
+namespace collmm::torch_ext {
+namespace {
+
+bool same(const Problem& a, const Problem& b) {
+  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.b_layout == b.b_layout;
+}
+
+bool same(const PlanOptions& a, const PlanOptions& b) {
+  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
+         a.merge == b.merge;
+}
+
+}  // namespace
+
+Session::Session(c10::intrusive_ptr<c10d::ProcessGroup> group) : rank_(group->getRank()), world_(group->getSize()) {
+  // BLAS threads: as many as torch's own intra-op pool.
+  cpu::set_blas_threads(std::max(1, at::get_num_threads()));
+  executor_ = cpu::make_host_executor(BackendOptions{}, std::make_unique<C10dHostComm>(group),
+                                      std::make_unique<C10dTransport>(group));
+}
+
+PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name) {
+  if (algo_name != "auto") {
+    PlanOptions o;
+    o.algo = parse_algo(algo_name);
+    return o;
+  }
+  const auto key = std::make_tuple(static_cast<int>(problem.op), problem.m, problem.n, problem.k,
+                                   static_cast<int>(problem.b_layout), static_cast<int>(dtype));
+  auto it = auto_.find(key);
+  if (it == auto_.end()) {
+    static const Profile profile = builtin_profile("cpu-2core");
+    it = auto_.emplace(key, choose(problem, dtype, profile).options()).first;
+  }
+  return it->second;
+}
+
+const Plan& Session::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {
+  if (prepared_ && same(plan_.problem, problem) && same(plan_.options, options) && dtype_ == dtype) return plan_;
+  prepared_ = false;
+  plan_ = make_plan(problem, options, rank_);
+  dtype_ = dtype;
+  executor_->prepare({plan_}, dtype);
+  prepared_ = true;
+  return plan_;
+}
+
+SessionLock session_for(const std::string& group_name) {
+  static std::mutex mutex;
+  // Never destroyed: a group torn down during static destruction at exit can hang or crash.
+  static auto& sessions = *new std::map<std::string, std::pair<c10d::ProcessGroup*, std::unique_ptr<Session>>>();
+  std::unique_lock<std::mutex> lock(mutex);
+  const c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
+  auto& entry = sessions[group_name];
+  if (!entry.second || entry.first != group.get())  // a new group under an old name: start again
+    entry = {group.get(), std::make_unique<Session>(group)};
+  return SessionLock{std::move(lock), *entry.second};
+}
+
+}  // namespace collmm::torch_ext

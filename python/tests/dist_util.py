@@ -1,0 +1,75 @@
+"""Runs a test function on `world` real processes joined by a gloo group (torch.multiprocessing,
+spawn), and fails the calling test with every rank's traceback when any rank raised, died or did
+not finish within the timeout (then every rank is killed: nothing hangs)."""
+import os
+import tempfile
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _worker(rank, world, fn, init_file, result_dir, args):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        import collmm  # noqa: F401  (registers the ops)
+
+        fn(rank, world, *args)
+        err = ""
+    except BaseException:  # noqa: BLE001 - reported to the parent
+        err = traceback.format_exc()
+    with open(os.path.join(result_dir, f"rank{rank}.txt"), "w") as f:
+        f.write(err)
+    dist.destroy_process_group()
+
+
+def run_world(world: int, fn, *args, timeout: float = 300.0) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        ctx = mp.start_processes(
+            _worker, args=(world, fn, os.path.join(d, "init"), d, args), nprocs=world, join=False, start_method="spawn"
+        )
+        deadline = time.monotonic() + timeout
+        try:
+            while not ctx.join(timeout=1.0):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"world {world}: not done after {timeout} s (a rank hangs)")
+        except mp.ProcessRaisedException as e:  # not expected: _worker catches
+            raise AssertionError(str(e)) from None
+        finally:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.kill()
+        errors = []
+        for r in range(world):
+            path = os.path.join(d, f"rank{r}.txt")
+            if not os.path.exists(path):
+                errors.append(f"rank {r}: no result (the process died)")
+            elif open(path).read():
+                errors.append(f"rank {r}:\n{open(path).read()}")
+        assert not errors, f"world {world}:\n" + "\n".join(errors)
+
+
+def block(total: int, world: int, q: int) -> slice:
+    """Rank q's block of a dimension of `total` (collmm's split: the first total % world ranks one more)."""
+    start = sum(total // world + (1 if i < total % world else 0) for i in range(q))
+    return slice(start, start + total // world + (1 if q < total % world else 0))
+
+
+def seeded(seed: int, *shape, dtype=torch.float32) -> torch.Tensor:
+    """The same random tensor on every rank."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+TOL = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 3e-2}
+
+
+def assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, want {tuple(want.shape)}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, want {want.dtype}"
+    tol = TOL[want.dtype]
+    torch.testing.assert_close(got.double(), want.double(), rtol=tol, atol=tol * max(1.0, want.double().abs().max().item()),
+                               msg=lambda m: f"{what}: {m}")
