@@ -18,4 +18,12 @@ torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
 
 from .ops import ALGOS, block_size, fused_all_gather_matmul, fused_matmul_reduce_scatter  # noqa: E402
 
-__all__ = ["ALGOS", "block_size", "fused_all_gather_matmul", "fused_matmul_reduce_scatter"]
+
+def set_cpu_executor(kind: str) -> None:
+    """Which executor runs the ops on CPU tensors, for groups first used after this call:
+    "host" (the default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen
+    GEMMs on the calling thread, the group's comm asynchronous beside them: what CUDA tensors get)."""
+    torch.ops.collmm.set_cpu_executor(kind)
+
+
+__all__ = ["ALGOS", "block_size", "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "set_cpu_executor"]

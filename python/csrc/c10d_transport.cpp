@@ -103,32 +103,54 @@ bool C10dTransport::barrier_until(std::chrono::steady_clock::time_point deadline
   }
 }
 
-C10dHostComm::C10dHostComm(c10::intrusive_ptr<c10d::ProcessGroup> group) : group_(std::move(group)) {}
+namespace {
+
+c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
+  if (device.is_cpu()) return device;
+  try {
+    group.getBackend(c10::DeviceType::CPU);
+    return c10::Device(c10::kCPU);
+  } catch (const std::exception&) {  // no CPU backend in this group
+    return device;
+  }
+}
+
+}  // namespace
+
+C10dHostComm::C10dHostComm(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device)
+    : group_(std::move(group)), device_(host_comm_device(*group_, device)) {}
 int C10dHostComm::proc() const { return group_->getRank(); }
 int C10dHostComm::procs() const { return group_->getSize(); }
-void C10dHostComm::barrier() { group_->barrier()->wait(); }
+void C10dHostComm::barrier() { allgather(std::vector<double>{0.0}); }
 
 std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
-  std::vector<at::Tensor> in{at::tensor(c10::ArrayRef<double>(mine), at::kDouble)};
+  const at::TensorOptions opts = at::TensorOptions().dtype(at::kDouble).device(device_);
+  std::vector<at::Tensor> in{at::tensor(c10::ArrayRef<double>(mine), at::kDouble).to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, at::kDouble));
+  for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, opts));
   group_->allgather(out, in)->wait();
   std::vector<double> all;
-  for (const at::Tensor& t : out[0]) all.insert(all.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  for (const at::Tensor& d : out[0]) {
+    const at::Tensor t = d.cpu();
+    all.insert(all.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  }
   return all;
 }
 
 std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
   const std::vector<double> lengths = allgather(std::vector<double>{static_cast<double>(mine.size())});
   const int64_t most = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
-  std::vector<at::Tensor> in{at::zeros({std::max<int64_t>(most, 1)}, at::kByte)};
-  std::memcpy(in[0].data_ptr(), mine.data(), mine.size());
+  at::Tensor padded = at::zeros({std::max<int64_t>(most, 1)}, at::kByte);
+  std::memcpy(padded.data_ptr(), mine.data(), mine.size());
+  std::vector<at::Tensor> in{padded.to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({std::max<int64_t>(most, 1)}, at::kByte));
+  for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({std::max<int64_t>(most, 1)}, in[0].options()));
   group_->allgather(out, in)->wait();
   std::vector<std::string> all;
-  for (size_t q = 0; q < out[0].size(); ++q)
-    all.emplace_back(static_cast<const char*>(out[0][q].data_ptr()), static_cast<size_t>(lengths[q]));
+  for (size_t q = 0; q < out[0].size(); ++q) {
+    const at::Tensor t = out[0][q].cpu();
+    all.emplace_back(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(lengths[q]));
+  }
   return all;
 }
 

@@ -33,11 +33,13 @@ class C10dTransport : public cpu::Transport {
   std::map<int, int> sent_, received_;  // messages so far, per peer: the next tag
 };
 
-// The group as the process-level HostComm. abort() prints nothing more and ends this process
-// (std::abort): the watchdog calls it when a run hangs, so a test fails instead of hanging.
+// The group as the process-level HostComm. Its collectives run on CPU tensors where the group has
+// a CPU backend (gloo; "cpu:gloo,cuda:nccl"), else on tensors of `device` (an NCCL-only group:
+// then each one waits for the device). abort() ends this process (std::abort): the watchdog calls
+// it when a run hangs, so a test fails instead of hanging.
 class C10dHostComm : public HostComm {
  public:
-  explicit C10dHostComm(c10::intrusive_ptr<c10d::ProcessGroup> group);
+  C10dHostComm(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device);
   int proc() const override;
   int procs() const override;
   void barrier() override;
@@ -47,6 +49,7 @@ class C10dHostComm : public HostComm {
 
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::Device device_;
 };
 
 }  // namespace collmm::torch_ext

@@ -1,8 +1,9 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul and
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops,
-// plus `algo`) and their CPU kernels: every rank checks its own tensors, the ranks agree on the
-// problem (python/csrc/session.hpp, collmm/agreement.hpp), then collmm's plan runs on the caller's
-// tensors through the host executor, with the group as its transport. A user error raises
+// plus `algo`) and their CPU and CUDA kernels: every rank checks its own tensors, the ranks agree
+// on the problem (python/csrc/session.hpp, collmm/agreement.hpp), then collmm's plan runs on the
+// caller's tensors through the session's executor (CPU: the host executor with the group as its
+// transport; CUDA: the ATen executor, aten_executor.hpp). A user error raises
 // ValueError("collmm: ...") on every rank before any data moves.
 //
 //   fused_all_gather_matmul(A_shard [M_r, ..., K], Bs [[K, N_r], ...], gather_dim=0, group_name)
@@ -57,9 +58,8 @@ std::optional<BLayout> layout_of(const at::Tensor& b) {
 std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name) {
   std::ostringstream e;
   if (a.dim() < 2) e << name << " must have 2 or more dims (got " << dims(a.sizes()) << ")";
-  else if (!a.device().is_cpu()) e << name << " is on " << a.device() << "; this kernel runs on CPU tensors";
   else if (a.size(-1) == 0) e << name << " " << dims(a.sizes()) << " has no columns";
-  else if (!dtype_of(a.scalar_type())) e << name << " is " << a.scalar_type() << "; the cpu backend has float32, float64, bfloat16";
+  else if (!dtype_of(a.scalar_type())) e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
   else if (!a.is_contiguous()) e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides());
   else if (dim != 0 && dim != -a.dim()) e << dim_name << " must be 0 (collmm splits the rows of the flattened leading dims); got " << dim;
   return e.str();
@@ -115,6 +115,8 @@ int gathered_buffer(const Plan& plan) {
   throw std::runtime_error("collmm: the " + to_string(plan.options.algo) + " plan keeps no gathered A");
 }
 
+}  // namespace
+
 // Runs `fn`; a UsageError becomes ValueError("collmm: ...") in Python.
 template <class F>
 auto user_errors_as_value_errors(F fn) -> decltype(fn()) {
@@ -125,14 +127,12 @@ auto user_errors_as_value_errors(F fn) -> decltype(fn()) {
   }
 }
 
-}  // namespace
-
-std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul_cpu(
+std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
     const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
     c10::string_view algo_view) {
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
-    SessionLock s = session_for(std::string(group_name));
+    SessionLock s = session_for(std::string(group_name), a_shard.device());
     HostComm& host = s.session.host();
     std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
@@ -176,11 +176,11 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
   });
 }
 
-at::Tensor matmul_reduce_scatter_cpu(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op_view,
+at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op_view,
                                      int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view) {
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
-    SessionLock s = session_for(std::string(group_name));
+    SessionLock s = session_for(std::string(group_name), a.device());
     HostComm& host = s.session.host();
     std::string misfit = check_a(a, "A", scatter_dim, "scatter_dim");
     const int64_t k_r = a.dim() ? a.size(-1) : 0;
@@ -230,9 +230,20 @@ TORCH_LIBRARY(collmm, m) {
         "bool return_A=True, str algo=\"auto\") -> (Tensor?, Tensor[])");
   m.def("fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
         "str algo=\"auto\") -> Tensor");
+  // Which executor the ops use for CPU tensors in groups first used after this call: "host" (the
+  // default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen GEMMs on the
+  // calling thread, the group's comm asynchronous: the executor of CUDA tensors).
+  m.def("set_cpu_executor(str kind) -> ()", [](c10::string_view kind) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_cpu_executor(std::string(kind)); });
+  });
 }
 
 TORCH_LIBRARY_IMPL(collmm, CPU, m) {
-  m.impl("fused_all_gather_matmul", &collmm::torch_ext::all_gather_matmul_cpu);
-  m.impl("fused_matmul_reduce_scatter", &collmm::torch_ext::matmul_reduce_scatter_cpu);
+  m.impl("fused_all_gather_matmul", &collmm::torch_ext::all_gather_matmul);
+  m.impl("fused_matmul_reduce_scatter", &collmm::torch_ext::matmul_reduce_scatter);
+}
+
+TORCH_LIBRARY_IMPL(collmm, CUDA, m) {
+  m.impl("fused_all_gather_matmul", &collmm::torch_ext::all_gather_matmul);
+  m.impl("fused_matmul_reduce_scatter", &collmm::torch_ext::matmul_reduce_scatter);
 }

@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
+#include "aten_executor.hpp"
 #include "c10d_transport.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/tuning.hpp"
@@ -24,13 +25,20 @@ bool same(const PlanOptions& a, const PlanOptions& b) {
          a.merge == b.merge;
 }
 
+ExecutorKind g_cpu_kind = ExecutorKind::host;  // guarded by g_mutex
+std::mutex g_mutex;
+
 }  // namespace
 
-Session::Session(c10::intrusive_ptr<c10d::ProcessGroup> group) : rank_(group->getRank()), world_(group->getSize()) {
-  // BLAS threads: as many as torch's own intra-op pool.
-  cpu::set_blas_threads(std::max(1, at::get_num_threads()));
-  executor_ = cpu::make_host_executor(BackendOptions{}, std::make_unique<C10dHostComm>(group),
-                                      std::make_unique<C10dTransport>(group));
+Session::Session(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device, ExecutorKind kind)
+    : cuda_(device.is_cuda()), rank_(group->getRank()), world_(group->getSize()) {
+  auto host = std::make_unique<C10dHostComm>(group, device);
+  if (kind == ExecutorKind::aten) {
+    executor_ = make_aten_executor(group, device, std::move(host));
+    return;
+  }
+  cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // as many as torch's intra-op pool
+  executor_ = cpu::make_host_executor(BackendOptions{}, std::move(host), std::make_unique<C10dTransport>(group));
 }
 
 PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name) {
@@ -43,8 +51,8 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
                                    static_cast<int>(problem.b_layout), static_cast<int>(dtype));
   auto it = auto_.find(key);
   if (it == auto_.end()) {
-    static const Profile profile = builtin_profile("cpu-2core");
-    it = auto_.emplace(key, choose(problem, dtype, profile).options()).first;
+    static const Profile cpu = builtin_profile("cpu-2core"), gpu = builtin_profile("h200-nvlink");
+    it = auto_.emplace(key, choose(problem, dtype, cuda_ ? gpu : cpu).options()).first;
   }
   return it->second;
 }
@@ -59,16 +67,23 @@ const Plan& Session::prepare(const Problem& problem, const PlanOptions& options,
   return plan_;
 }
 
-SessionLock session_for(const std::string& group_name) {
-  static std::mutex mutex;
+SessionLock session_for(const std::string& group_name, c10::Device device) {
   // Never destroyed: a group torn down during static destruction at exit can hang or crash.
-  static auto& sessions = *new std::map<std::string, std::pair<c10d::ProcessGroup*, std::unique_ptr<Session>>>();
-  std::unique_lock<std::mutex> lock(mutex);
+  static auto& sessions =
+      *new std::map<std::pair<std::string, std::string>, std::pair<c10d::ProcessGroup*, std::unique_ptr<Session>>>();
+  std::unique_lock<std::mutex> lock(g_mutex);
   const c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
-  auto& entry = sessions[group_name];
+  const ExecutorKind kind = device.is_cpu() ? g_cpu_kind : ExecutorKind::aten;
+  auto& entry = sessions[{group_name, device.str() + (kind == ExecutorKind::aten ? "/aten" : "/host")}];
   if (!entry.second || entry.first != group.get())  // a new group under an old name: start again
-    entry = {group.get(), std::make_unique<Session>(group)};
+    entry = {group.get(), std::make_unique<Session>(group, device, kind)};
   return SessionLock{std::move(lock), *entry.second};
+}
+
+void set_cpu_executor(const std::string& kind) {
+  if (kind != "host" && kind != "aten") throw UsageError("cpu executor must be host or aten (got " + kind + ")");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_cpu_kind = kind == "host" ? ExecutorKind::host : ExecutorKind::aten;
 }
 
 }  // namespace collmm::torch_ext
