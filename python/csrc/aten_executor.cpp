@@ -171,7 +171,7 @@ class AtenExecutor : public Executor {
       std::vector<at::Tensor> v{rows(t.slice)};
       p.works.push_back(group_->send(v, t.peer, sent_[t.peer]++));
     }
-    if (coalesce()) p.works.push_back(group_->endCoalescing(device_.type()));
+    if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
     std::erase_if(p.works, [](const auto& w) { return !w; });
     return p;
   }

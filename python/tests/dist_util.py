@@ -11,9 +11,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _worker(rank, world, fn, init_file, result_dir, args):
+def _worker(rank, world, fn, init_file, result_dir, args, backend, share_gpu):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    if share_gpu:  # several NCCL ranks on one GPU: each its own "host", NCCL over loopback sockets
+        os.environ.update(NCCL_HOSTID=f"h{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+    if "nccl" in backend:
+        torch.cuda.set_device(0 if share_gpu else rank)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         import collmm  # noqa: F401  (registers the ops)
 
@@ -26,10 +30,13 @@ def _worker(rank, world, fn, init_file, result_dir, args):
     dist.destroy_process_group()
 
 
-def run_world(world: int, fn, *args, timeout: float = 300.0) -> None:
+def run_world(world: int, fn, *args, backend: str = "gloo", share_gpu: bool = False, timeout: float = 300.0) -> None:
+    """fn(rank, world, *args) on `world` processes of a `backend` group. With NCCL, rank r drives
+    GPU r, or every rank GPU 0 when share_gpu (device-notes.md: NCCL_HOSTID per rank)."""
     with tempfile.TemporaryDirectory() as d:
         ctx = mp.start_processes(
-            _worker, args=(world, fn, os.path.join(d, "init"), d, args), nprocs=world, join=False, start_method="spawn"
+            _worker, args=(world, fn, os.path.join(d, "init"), d, args, backend, share_gpu), nprocs=world, join=False,
+            start_method="spawn",
         )
         deadline = time.monotonic() + timeout
         try:
@@ -70,6 +77,7 @@ TOL = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 3e-2}
 def assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, want {tuple(want.shape)}"
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, want {want.dtype}"
+    got, want = got.detach().cpu(), want.detach().cpu()
     tol = TOL[want.dtype]
     torch.testing.assert_close(got.double(), want.double(), rtol=tol, atol=tol * max(1.0, want.double().abs().max().item()),
                                msg=lambda m: f"{what}: {m}")

@@ -12,7 +12,7 @@ from dist_util import assert_close, block, run_world, seeded
 ALGOS = ("auto", "sequential", "pipelined", "ring", "bidir")
 
 
-def mlp_cases(rank, world):
+def mlp_cases(rank, world, device="cpu"):
     from collmm.torch import ColumnParallelLinear, RowParallelLinear
 
     for algo in ALGOS:
@@ -20,9 +20,10 @@ def mlp_cases(rank, world):
             what = f"mlp {algo} {shape} rank {rank}/{world}"
             k, hidden = shape[-1], 2 * world + 1
             torch.manual_seed(0)  # the same unsharded layers on every rank
-            lin1, lin2 = nn.Linear(k, hidden, dtype=torch.float64), nn.Linear(hidden, k, bias=False, dtype=torch.float64)
-            x_full = seeded(10, *shape, dtype=torch.float64).requires_grad_()
-            target = seeded(11, *shape, dtype=torch.float64)
+            lin1 = nn.Linear(k, hidden, dtype=torch.float64).to(device)
+            lin2 = nn.Linear(hidden, k, bias=False, dtype=torch.float64).to(device)
+            x_full = seeded(10, *shape, dtype=torch.float64).to(device).requires_grad_()
+            target = seeded(11, *shape, dtype=torch.float64).to(device)
             y_full = lin2(torch.nn.functional.gelu(lin1(x_full)))
             (y_full * target).sum().backward()
 

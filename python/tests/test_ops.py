@@ -17,7 +17,7 @@ def as_layout(b: torch.Tensor, layout: str) -> torch.Tensor:
     return b.contiguous() if layout == "kn" else b.t().contiguous().t()
 
 
-def ag_cases(rank, world):
+def ag_cases(rank, world, device="cpu"):
     group = dist.group.WORLD.group_name
     cases = [(d, algo, layout) for d in (torch.float32, torch.float64) for algo in ALGOS for layout in ("kn", "nk")]
     cases += [(torch.bfloat16, "ring", "nk"), (torch.bfloat16, "sequential", "kn")]
@@ -25,11 +25,12 @@ def ag_cases(rank, world):
         what = f"ag {dtype} {algo} {layout} rank {rank}/{world}"
         m, k, n = 4 * world + 1, 6, 3 * world + 2  # neither M nor N divisible by the world size (world > 1)
         a_full, b_full, b2 = seeded(1, m, k, dtype=dtype), seeded(2, k, n, dtype=dtype), seeded(3, k, 5, dtype=dtype)
-        a = a_full[block(m, world, rank)].clone()
+        a = a_full[block(m, world, rank)].to(device)
         b_r = b_full[:, block(n, world, rank)]
-        b = as_layout(b_r, layout)
+        b = as_layout(b_r.to(device), layout)
         a_before, b_before = a.clone(), b.clone()
-        gathered, (c, c2) = torch.ops.collmm.fused_all_gather_matmul(a, [b, b2], 0, group, return_A=True, algo=algo)
+        gathered, (c, c2) = torch.ops.collmm.fused_all_gather_matmul(a, [b, b2.to(device)], 0, group, return_A=True,
+                                                                     algo=algo)
         assert_close(gathered, a_full, what + " gathered A")
         assert_close(c, (a_full.double() @ b_r.double()).to(dtype), what + " A @ Bs[0]")
         assert_close(c2, (a_full.double() @ b2.double()).to(dtype), what + " A @ Bs[1]")
@@ -39,13 +40,13 @@ def ag_cases(rank, world):
         what = f"ag 3-D {algo} rank {rank}/{world}"
         s, bt, k, n = 2 * world, 3, 4, 7
         x_full, w = seeded(4, s, bt, k), seeded(5, n, k)  # w as nn.Linear stores it
-        x = x_full[block(s, world, rank)].contiguous()
-        none, (y,) = torch.ops.collmm.fused_all_gather_matmul(x, [w.t()], 0, group, return_A=False, algo=algo)
+        x = x_full[block(s, world, rank)].to(device)
+        none, (y,) = torch.ops.collmm.fused_all_gather_matmul(x, [w.to(device).t()], 0, group, return_A=False, algo=algo)
         assert none is None, what
         assert_close(y, (x_full.double() @ w.t().double()).float(), what)
 
 
-def rs_cases(rank, world):
+def rs_cases(rank, world, device="cpu"):
     group = dist.group.WORLD.group_name
     cases = [(d, algo, layout, op) for d in (torch.float32, torch.float64) for algo in ALGOS
              for layout in ("kn", "nk") for op in ("sum", "avg")]
@@ -54,9 +55,9 @@ def rs_cases(rank, world):
         what = f"rs {dtype} {algo} {layout} {reduce_op} rank {rank}/{world}"
         m, k, n = 3 * world + 1, 4 * world + 1, 5  # M and K not divisible by the world size (world > 1)
         a_full, b_full = seeded(6, m, k, dtype=dtype), seeded(7, k, n, dtype=dtype)
-        a = a_full[:, block(k, world, rank)].contiguous()
+        a = a_full[:, block(k, world, rank)].contiguous().to(device)
         b_r = b_full[block(k, world, rank)]
-        b = as_layout(b_r, layout)
+        b = as_layout(b_r.to(device), layout)
         c = torch.ops.collmm.fused_matmul_reduce_scatter(a, b, reduce_op, 0, group, algo=algo)
         want = a_full.double() @ b_full.double()
         if reduce_op == "avg":
@@ -68,8 +69,9 @@ def rs_cases(rank, world):
         what = f"rs 3-D {algo} rank {rank}/{world}"
         s, bt, k, n = 2 * world, 2, 3 * world + 1, 4
         h_full, w = seeded(8, s, bt, k), seeded(9, n, k)
-        h = h_full[..., block(k, world, rank)].contiguous()
-        y = torch.ops.collmm.fused_matmul_reduce_scatter(h, w[:, block(k, world, rank)].contiguous().t(), "sum", 0, group, algo=algo)
+        h = h_full[..., block(k, world, rank)].contiguous().to(device)
+        w_r = w[:, block(k, world, rank)].contiguous().to(device)
+        y = torch.ops.collmm.fused_matmul_reduce_scatter(h, w_r.t(), "sum", 0, group, algo=algo)
         assert_close(y, (h_full.double() @ w.t().double()).float()[block(s, world, rank)], what)
 
 
