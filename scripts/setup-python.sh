@@ -52,6 +52,6 @@ if ! torch_imports; then
 fi
 "$py" -c "import torch; print('setup-python: torch', torch.__version__)"
 
-"$py" -c "import pytest, scikit_build_core" >/dev/null 2>&1 || "${pip[@]}" pytest scikit-build-core
+"$py" -c "import pytest, numpy, scikit_build_core" >/dev/null 2>&1 || "${pip[@]}" pytest numpy scikit-build-core
 echo "setup-python: building collmm (pip install --no-build-isolation .)"
 "${pip[@]}" --no-build-isolation .

@@ -1,7 +1,7 @@
 """collmm's ops beside PyTorch's own ways of doing the same job, one table (nccl-tests style).
 
-    torchrun --nproc-per-node P python/bench/bench.py [--device cuda] [--dtype bf16] [-m M -n N -k K]
-             [--op ag|rs|all] [--algo all|auto|ring|...] [--iters I --warmup W] [--json FILE]
+    torchrun --nproc-per-node P python/bench/bench.py [--device cuda [--share-gpu]] [--dtype bf16]
+             [-m M -n N -k K] [--op ag|rs|all] [--algo all|auto|ring|...] [--iters I --warmup W] [--json FILE]
 
 Rows per op (global sizes: A [M, K], B [K, N]; ag: rank r holds rows block r of A and columns block
 r of B; rs: columns block r of A and rows block r of B):
@@ -17,6 +17,7 @@ to its largest element. M, N and K must divide by P (the torch rows need equal s
 """
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -40,6 +41,8 @@ def parse_args():
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", default=None)
+    p.add_argument("--share-gpu", action="store_true",
+                   help="every rank on GPU 0 (NCCL_HOSTID per rank, device-notes.md): correctness, not timings")
     return p.parse_args()
 
 
@@ -121,7 +124,10 @@ def main():
     args = parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
-        torch.cuda.set_device(int(__import__("os").environ.get("LOCAL_RANK", "0")))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if args.share_gpu:
+            os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+        torch.cuda.set_device(0 if args.share_gpu else local_rank)
         device = torch.device("cuda", torch.cuda.current_device())
         dist.init_process_group("cpu:gloo,cuda:nccl")
     else:

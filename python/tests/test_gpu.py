@@ -11,43 +11,9 @@ import pytest
 import torch
 
 from dist_util import run_world
+from gpu_cases import gpu_cases, no_host_sync_case
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
-
-
-def gpu_cases(rank, world, share_gpu):
-    from test_layers import mlp_cases
-    from test_ops import ag_cases, rs_cases
-
-    device = torch.device("cuda", 0 if share_gpu else rank)
-    ag_cases(rank, world, device)
-    rs_cases(rank, world, device)
-    mlp_cases(rank, world, device)
-
-
-def no_host_sync_case(rank, world, share_gpu):
-    """With a gloo side for the agreement, the op only enqueues work: it returns while a long GEMM
-    queued before it is still running, and the result is right afterwards."""
-    import time
-
-    from dist_util import assert_close, block, seeded
-
-    device = torch.device("cuda", 0 if share_gpu else rank)
-    group = torch.distributed.group.WORLD.group_name
-    big = torch.randn(8192, 8192, device=device)
-    a_full, b = seeded(30, 64 * world, 256), seeded(31, 256, 128)
-    a = a_full[block(64 * world, world, rank)].to(device)
-    torch.ops.collmm.fused_all_gather_matmul(a, [b.to(device)], 0, group, algo="ring")  # plan prepared
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    busy = big @ big @ big  # ~ms of work queued on the current stream
-    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b.to(device)], 0, group, algo="ring")
-    issued = time.perf_counter() - t0
-    torch.cuda.synchronize()
-    done = time.perf_counter() - t0
-    assert issued < 0.5 * done, f"the op waited for the device: issued after {issued:.4f} s, done after {done:.4f} s"
-    assert_close(c, (a_full.double() @ b.double()).float(), "ring on CUDA")
-    del busy
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
