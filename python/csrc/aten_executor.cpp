@@ -33,8 +33,8 @@ struct Pending {
 
 class AtenExecutor : public Executor {
  public:
-  AtenExecutor(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device, std::unique_ptr<HostComm> host)
-      : group_(std::move(group)), device_(device), host_(std::move(host)) {}
+  AtenExecutor(c10d::ProcessGroup* group, c10::Device device, std::unique_ptr<HostComm> host)
+      : group_(group), device_(device), host_(std::move(host)) {}
 
   std::string backend() const override { return "aten"; }
   int world_size() const override { return group_->getSize(); }
@@ -211,7 +211,7 @@ class AtenExecutor : public Executor {
     return p;
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
   std::unique_ptr<HostComm> host_;
   Plan plan_;
@@ -222,9 +222,9 @@ class AtenExecutor : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_aten_executor(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device,
+std::unique_ptr<Executor> make_aten_executor(c10d::ProcessGroup* group, c10::Device device,
                                              std::unique_ptr<HostComm> host) {
-  return std::make_unique<AtenExecutor>(std::move(group), device, std::move(host));
+  return std::make_unique<AtenExecutor>(group, device, std::move(host));
 }
 
 }  // namespace collmm::torch_ext

@@ -20,7 +20,7 @@
 
 namespace collmm::torch_ext {
 
-std::unique_ptr<Executor> make_aten_executor(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device,
+std::unique_ptr<Executor> make_aten_executor(c10d::ProcessGroup* group, c10::Device device,
                                              std::unique_ptr<HostComm> host);
 
 }  // namespace collmm::torch_ext

@@ -28,7 +28,7 @@ void wait_all(std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
 
 }  // namespace
 
-C10dTransport::C10dTransport(c10::intrusive_ptr<c10d::ProcessGroup> group) : group_(std::move(group)) {}
+C10dTransport::C10dTransport(c10d::ProcessGroup* group) : group_(group) {}
 int C10dTransport::rank() const { return group_->getRank(); }
 int C10dTransport::size() const { return group_->getSize(); }
 
@@ -117,8 +117,8 @@ c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
 
 }  // namespace
 
-C10dHostComm::C10dHostComm(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device)
-    : group_(std::move(group)), device_(host_comm_device(*group_, device)) {}
+C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device)
+    : group_(group), device_(host_comm_device(*group_, device)) {}
 int C10dHostComm::proc() const { return group_->getRank(); }
 int C10dHostComm::procs() const { return group_->getSize(); }
 void C10dHostComm::barrier() { allgather(std::vector<double>{0.0}); }

@@ -17,7 +17,7 @@ namespace collmm::torch_ext {
 
 class C10dTransport : public cpu::Transport {
  public:
-  explicit C10dTransport(c10::intrusive_ptr<c10d::ProcessGroup> group);
+  explicit C10dTransport(c10d::ProcessGroup* group);
   int rank() const override;
   int size() const override;
   // recv and send of every message posted (ProcessGroup::recv/send; the tag counts this pair's
@@ -29,7 +29,7 @@ class C10dTransport : public cpu::Transport {
   bool barrier_until(std::chrono::steady_clock::time_point deadline) override;
 
  private:
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   std::map<int, int> sent_, received_;  // messages so far, per peer: the next tag
 };
 
@@ -39,7 +39,7 @@ class C10dTransport : public cpu::Transport {
 // it when a run hangs, so a test fails instead of hanging.
 class C10dHostComm : public HostComm {
  public:
-  C10dHostComm(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device);
+  C10dHostComm(c10d::ProcessGroup* group, c10::Device device);
   int proc() const override;
   int procs() const override;
   void barrier() override;
@@ -48,7 +48,7 @@ class C10dHostComm : public HostComm {
   [[noreturn]] void abort(int code) override;
 
  private:
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
 };
 

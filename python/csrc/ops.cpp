@@ -155,12 +155,16 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const Plan& plan = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
 
     Executor& ex = s.session.executor();
-    const at::Tensor gathered = at::empty({m, k}, a_shard.options());
+    // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
+    // stays in the executor's scratch, allocated once per plan.
+    const bool keep_gathered = return_a || bs.size() > 1;
+    const at::Tensor gathered = keep_gathered ? at::empty({m, k}, a_shard.options()) : at::Tensor();
     const at::Tensor c = at::empty({m, n_r}, a_shard.options().dtype(scalar_type(ex.out_dtype(dtype))));
     bind(ex, kBufA, a_shard);
     bind(ex, kBufB, bs[0]);
     bind(ex, kBufC, c);
-    bind(ex, gathered_buffer(plan), gathered);
+    if (keep_gathered) bind(ex, gathered_buffer(plan), gathered);
+    else ex.bind(0, gathered_buffer(plan), nullptr, 0);
     ex.run(StepFilter::all, false);
 
     const int64_t rest = c10::multiply_integers(inner);

@@ -30,7 +30,7 @@ std::mutex g_mutex;
 
 }  // namespace
 
-Session::Session(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device, ExecutorKind kind)
+Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind)
     : cuda_(device.is_cuda()), rank_(group->getRank()), world_(group->getSize()) {
   auto host = std::make_unique<C10dHostComm>(group, device);
   if (kind == ExecutorKind::aten) {
@@ -68,16 +68,21 @@ const Plan& Session::prepare(const Problem& problem, const PlanOptions& options,
 }
 
 SessionLock session_for(const std::string& group_name, c10::Device device) {
-  // Never destroyed: a group torn down during static destruction at exit can hang or crash.
-  static auto& sessions =
-      *new std::map<std::pair<std::string, std::string>, std::pair<c10d::ProcessGroup*, std::unique_ptr<Session>>>();
+  // Never destroyed: sessions (their lane threads) live until the process ends.
+  static auto& sessions = *new std::map<std::pair<std::string, std::string>,
+                                        std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
   std::unique_lock<std::mutex> lock(g_mutex);
-  const c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
+  c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
   const ExecutorKind kind = device.is_cpu() ? g_cpu_kind : ExecutorKind::aten;
-  auto& entry = sessions[{group_name, device.str() + (kind == ExecutorKind::aten ? "/aten" : "/host")}];
-  if (!entry.second || entry.first != group.get())  // a new group under an old name: start again
-    entry = {group.get(), std::make_unique<Session>(group, device, kind)};
-  return SessionLock{std::move(lock), *entry.second};
+  auto key = std::make_pair(group_name, device.str() + (kind == ExecutorKind::aten ? "/aten" : "/host"));
+  auto it = sessions.find(key);
+  // A weak reference: the group may be destroyed between calls; a new group under an old name
+  // (or at an old address: the weak reference keeps the address taken) starts a new session.
+  if (it == sessions.end() || it->second.first.lock().get() != group.get()) {
+    it = sessions.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group), nullptr)).first;
+    it->second.second = std::make_unique<Session>(group.get(), device, kind);
+  }
+  return SessionLock{std::move(lock), std::move(group), *it->second.second};
 }
 
 void set_cpu_executor(const std::string& kind) {

@@ -22,7 +22,7 @@ enum class ExecutorKind { host, aten };
 
 class Session {
  public:
-  Session(c10::intrusive_ptr<c10d::ProcessGroup> group, c10::Device device, ExecutorKind kind);
+  Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind);
 
   Executor& executor() { return *executor_; }
   HostComm& host() { return executor_->host(); }
@@ -49,8 +49,11 @@ class Session {
 
 // The session of the group named `group_name` (c10d::resolve_process_group) for tensors on
 // `device`, made on first use. Holds a lock for the call: one op at a time per process.
+// The session keeps no reference to its group between calls (a group the user destroys is
+// destroyed, its threads joined); the lock holds one for the call.
 struct SessionLock {
   std::unique_lock<std::mutex> lock;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
   Session& session;
 };
 SessionLock session_for(const std::string& group_name, c10::Device device);
