@@ -145,7 +145,8 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const BLayout layout = *layout_of(bs[0]);
     const int64_t m_r = a_shard.numel() / k, n_r = bs[0].size(1);
     const at::IntArrayRef inner = a_shard.sizes().slice(1, a_shard.dim() - 2);
-    check_processes_agree(host, {{"K (A_shard's last dim)", std::to_string(k)}, {"A_shard's middle dims", dims(inner)},
+    check_processes_agree(host, {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
+                                 {"K (A_shard's last dim)", std::to_string(k)}, {"A_shard's middle dims", dims(inner)},
                                  {"dtype", to_string(dtype)}, {"Bs[0] layout", to_string(layout)},
                                  {"number of Bs", std::to_string(bs.size())}, {"algo", algo},
                                  {"return_A", return_a ? "True" : "False"}});
@@ -198,7 +199,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
     const BLayout layout = *layout_of(b);
     const int64_t m = k_r ? a.numel() / k_r : 0, n = b.size(1);
     const at::IntArrayRef inner = a.sizes().slice(1, a.dim() - 2);
-    check_processes_agree(host, {{"M (A's leading dims flattened)", std::to_string(m)}, {"A's middle dims", dims(inner)},
+    check_processes_agree(host, {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                 {"M (A's leading dims flattened)", std::to_string(m)}, {"A's middle dims", dims(inner)},
                                  {"N (B's columns)", std::to_string(n)}, {"dtype", to_string(dtype)},
                                  {"B layout", to_string(layout)}, {"reduce_op", reduce_op}, {"algo", algo}});
     const int64_t k = agreed_split(host, k_r, "the columns of A (rows of B)");

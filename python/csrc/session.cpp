@@ -73,6 +73,12 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
                                         std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
   std::unique_lock<std::mutex> lock(g_mutex);
   c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
+  try {
+    group->getBackend(device.type());
+  } catch (const std::exception&) {  // c10::Error: no backend registered for this device type
+    throw UsageError("the group '" + group_name + "' has no backend for " + c10::DeviceTypeName(device.type(), true) +
+                     " tensors (gloo for CPU, NCCL for CUDA; both: init_process_group(\"cpu:gloo,cuda:nccl\"))");
+  }
   const ExecutorKind kind = device.is_cpu() ? g_cpu_kind : ExecutorKind::aten;
   auto key = std::make_pair(group_name, device.str() + (kind == ExecutorKind::aten ? "/aten" : "/host"));
   auto it = sessions.find(key);

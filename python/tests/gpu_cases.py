@@ -14,6 +14,13 @@ def gpu_cases(rank, world, share_gpu):
     from op_cases import ag_cases, rs_cases
 
     device = torch.device("cuda", 0 if share_gpu else rank)
+    if torch.distributed.get_backend() == "nccl":  # CPU tensors on an NCCL-only group: collmm's error, at once
+        try:
+            torch.ops.collmm.fused_all_gather_matmul(torch.ones(2, 2), [torch.ones(2, 2)], 0,
+                                                     torch.distributed.group.WORLD.group_name)
+            raise AssertionError("CPU tensors on an NCCL-only group: no error")
+        except ValueError as e:
+            assert "has no backend for cpu" in str(e), str(e)
     ag_cases(rank, world, device)
     rs_cases(rank, world, device)
     mlp_cases(rank, world, device)
