@@ -153,9 +153,9 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const int64_t m = agreed_split(host, m_r, "the rows of A_shard (leading dims flattened)");
     const int64_t n = agreed_split(host, n_r, "the columns of Bs[0]");
     const Problem problem{Op::ag_gemm, m, n, k, s.session.world(), layout};
-    const Plan& plan = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
-
-    Executor& ex = s.session.executor();
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
+    const Plan& plan = prepared.plan;
+    Executor& ex = *prepared.executor;
     // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
     // stays in the executor's scratch, allocated once per plan.
     const bool keep_gathered = return_a || bs.size() > 1;
@@ -212,9 +212,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
                          std::to_string(block_size(m, p, q)) + " rows: not whole slices of dim 0 (each " +
                          std::to_string(rest) + " rows); scatter a 2-D A instead");
     const Problem problem{Op::gemm_rs, m, n, k, p, layout};
-    s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
-
-    Executor& ex = s.session.executor();
+    Executor& ex = *s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype).executor;
     at::Tensor c = at::empty({block_size(m, p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
     bind(ex, kBufA, a);
     bind(ex, kBufB, b);

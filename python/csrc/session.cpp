@@ -2,6 +2,7 @@
 #include "session.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
@@ -16,13 +17,13 @@
 namespace collmm::torch_ext {
 namespace {
 
-bool same(const Problem& a, const Problem& b) {
-  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.b_layout == b.b_layout;
-}
-
-bool same(const PlanOptions& a, const PlanOptions& b) {
-  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
-         a.merge == b.merge;
+// Everything a prepared plan depends on, as one key.
+std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
+  std::ostringstream k;
+  k << to_string(p.op) << ' ' << p.m << ' ' << p.n << ' ' << p.k << ' ' << p.world << ' ' << to_string(p.b_layout) << ' '
+    << to_string(o.algo) << ' ' << o.stages << ' ' << to_string(o.post) << ' ' << o.gemm_lanes << ' ' << o.merge << ' '
+    << to_string(d);
+  return k.str();
 }
 
 ExecutorKind g_cpu_kind = ExecutorKind::host;  // guarded by g_mutex
@@ -31,14 +32,15 @@ std::mutex g_mutex;
 }  // namespace
 
 Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind)
-    : cuda_(device.is_cuda()), rank_(group->getRank()), world_(group->getSize()) {
-  auto host = std::make_unique<C10dHostComm>(group, device);
-  if (kind == ExecutorKind::aten) {
-    executor_ = make_aten_executor(group, device, std::move(host));
-    return;
-  }
-  cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // as many as torch's intra-op pool
-  executor_ = cpu::make_host_executor(BackendOptions{}, std::move(host), std::make_unique<C10dTransport>(group));
+    : group_(group), device_(device), kind_(kind), host_(std::make_unique<C10dHostComm>(group, device)),
+      rank_(group->getRank()), world_(group->getSize()) {
+  if (kind == ExecutorKind::host) cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // torch's intra-op pool
+}
+
+std::unique_ptr<Executor> Session::make_executor() {
+  auto host = std::make_unique<C10dHostComm>(group_, device_);
+  if (kind_ == ExecutorKind::aten) return make_aten_executor(group_, device_, std::move(host));
+  return cpu::make_host_executor(BackendOptions{}, std::move(host), std::make_unique<C10dTransport>(group_));
 }
 
 PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name) {
@@ -52,19 +54,19 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
   auto it = auto_.find(key);
   if (it == auto_.end()) {
     static const Profile cpu = builtin_profile("cpu-2core"), gpu = builtin_profile("h200-nvlink");
-    it = auto_.emplace(key, choose(problem, dtype, cuda_ ? gpu : cpu).options()).first;
+    it = auto_.emplace(key, choose(problem, dtype, device_.is_cuda() ? gpu : cpu).options()).first;
   }
   return it->second;
 }
 
-const Plan& Session::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {
-  if (prepared_ && same(plan_.problem, problem) && same(plan_.options, options) && dtype_ == dtype) return plan_;
-  prepared_ = false;
-  plan_ = make_plan(problem, options, rank_);
-  dtype_ = dtype;
-  executor_->prepare({plan_}, dtype);
-  prepared_ = true;
-  return plan_;
+Prepared& Session::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {
+  const std::string key = key_of(problem, options, dtype);
+  auto it = prepared_.find(key);
+  if (it != prepared_.end()) return it->second;
+  if (prepared_.size() >= kMaxPrepared) prepared_.erase(prepared_.begin());  // the same one on every rank
+  Prepared p{make_executor(), make_plan(problem, options, rank_)};
+  p.executor->prepare({p.plan}, dtype);
+  return prepared_.emplace(key, std::move(p)).first->second;
 }
 
 SessionLock session_for(const std::string& group_name, c10::Device device) {

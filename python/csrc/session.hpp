@@ -20,12 +20,17 @@ namespace collmm::torch_ext {
 
 enum class ExecutorKind { host, aten };
 
+// A plan made and prepared on an executor of its own, kept for the next call of that shape.
+struct Prepared {
+  std::unique_ptr<Executor> executor;
+  Plan plan;
+};
+
 class Session {
  public:
   Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind);
 
-  Executor& executor() { return *executor_; }
-  HostComm& host() { return executor_->host(); }
+  HostComm& host() { return *host_; }  // the ops' own agreement checks
   int rank() const { return rank_; }
   int world() const { return world_; }
 
@@ -33,17 +38,22 @@ class Session {
   // profile cpu-2core on CPU and h200-nvlink on CUDA, remembered per shape; else the algorithm
   // with its defaults).
   PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name);
-  // Makes and prepares this rank's plan unless it is the one prepared last (collective: the
-  // executor checks that every rank prepares the same problem). Returns it.
-  const Plan& prepare(const Problem& problem, const PlanOptions& options, Dtype dtype);
+  // This rank's plan for (problem, options, dtype) on an executor prepared for it: made on first
+  // use (collective: the executor checks that every rank prepares the same problem), then reused,
+  // so a model whose layers alternate shapes (forward, backward) prepares each shape once. At most
+  // kMaxPrepared are kept.
+  Prepared& prepare(const Problem& problem, const PlanOptions& options, Dtype dtype);
 
  private:
-  std::unique_ptr<Executor> executor_;
-  bool cuda_ = false;
+  static constexpr size_t kMaxPrepared = 16;
+  std::unique_ptr<Executor> make_executor();
+
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
+  c10::Device device_;
+  ExecutorKind kind_;
+  std::unique_ptr<HostComm> host_;
   int rank_ = 0, world_ = 1;
-  Plan plan_;
-  Dtype dtype_ = Dtype::f32;
-  bool prepared_ = false;
+  std::map<std::string, Prepared> prepared_;
   std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int>, PlanOptions> auto_;
 };
 
