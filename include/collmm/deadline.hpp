@@ -12,6 +12,9 @@
 
 namespace collmm {
 
+// CPU seconds (user + system) this thread has used so far (what a wait cost, in messages and tests).
+double thread_cpu_seconds();
+
 class DeadlineGuard {
  public:
   DeadlineGuard(int timeout_s, std::string message, std::function<void()> on_timeout);

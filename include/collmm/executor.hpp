@@ -119,6 +119,17 @@ class Executor {
   virtual void prepare(const std::vector<Plan>& plans, Dtype dtype) = 0;
   // Copies raw elements (of the buffer's dtype) in or out of buffer `buffer` of local rank i.
   virtual void write(int i, int buffer, const void* bytes, size_t nbytes) = 0;
+  // Whether bind() works on this backend (cpu: host memory; cuda: not yet).
+  virtual bool can_bind() const { return false; }
+  // Runs on the caller's memory: from now on buffer `buffer` of local rank i is the `nbytes` bytes
+  // at `data` (row-major, the buffer's shape and dtype), read and written in place by every later
+  // run(), write(), read() and poison(), until prepare() or bind() again (data = nullptr: the
+  // executor's own memory again). Inputs (A, B) are only read. Throws UsageError when the size is
+  // not the buffer's or the backend cannot bind.
+  virtual void bind(int i, int buffer, void* data, size_t nbytes) {
+    (void)i, (void)buffer, (void)data, (void)nbytes;
+    throw UsageError("the " + backend() + " backend cannot run on the caller's memory (bind)");
+  }
   virtual void read(int i, int buffer, void* bytes, size_t nbytes) = 0;
   // Fills C, gathered and work buffers of every local rank with NaN.
   virtual void poison() = 0;

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include "collmm/deadline.hpp"
 #include "collmm/executor.hpp"
 
 namespace collmm {
@@ -23,9 +24,6 @@ std::unique_ptr<HostComm> make_mpi_host_comm(int needed_thread_level, int timeou
 // first `spin`, then naps, up to 1 ms at a time, so a process left waiting does not hold a core.
 bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
                     std::chrono::microseconds spin = std::chrono::microseconds(1000));
-
-// CPU seconds (user + system) this thread has used so far.
-double thread_cpu_seconds();
 
 // Ranks of MPI_COMM_WORLD on this node (MPI_COMM_TYPE_SHARED): how many, and which one is this.
 int mpi_node_size();

@@ -131,12 +131,6 @@ void mpi_check(int code, const char* call, const char* file, int line) {
   throw std::runtime_error(msg.str());
 }
 
-double thread_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_THREAD, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
                     std::chrono::microseconds spin) {
   using Clock = std::chrono::steady_clock;

@@ -13,48 +13,36 @@
 #include <mpi.h>
 
 #include "collmm/types.hpp"
+#include "transport.hpp"
 
 namespace collmm::cpu {
 
-// `rows` rows of `row_bytes` bytes each, contiguous, starting at `data`; to or from rank `peer`.
-struct Message {
-  void* data = nullptr;
-  int64_t rows = 0;
-  size_t row_bytes = 0;
-  int peer = -1;
-};
-
-// Where rank q's rows land in an allgather: rows [row, row + rows) of one buffer.
-struct RowRange {
-  int64_t row = 0, rows = 0;
-};
-
-class MpiTransport {
+class MpiTransport : public Transport {
  public:
   MpiTransport();  // MPI must be initialized (make_mpi_host_comm)
-  ~MpiTransport();
+  ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
 
   // One group: every receive and every send posted (MPI_Irecv, MPI_Isend, in list order), then
   // waited for with MPI_Testall, yielding the core between tests. The k-th send to q matches q's
   // k-th receive from this rank. The collectives are the library's blocking ones: its own
   // algorithms, measured as they are (the non-blocking ones were 1.7-2.4x slower in Open MPI 4.1).
-  void sendrecv(const std::vector<Message>& sends, const std::vector<Message>& recvs);
+  void sendrecv(const std::vector<Message>& sends, const std::vector<Message>& recvs) override;
   // MPI_Allgatherv of rows of `row_bytes` bytes: this rank's `mine_rows` rows at `mine` land in
   // parts[rank] of the buffer starting at `base`, and every rank's rows in its part. MPI_IN_PLACE
   // when `mine` already is this rank's part.
   void allgather(const void* mine, int64_t mine_rows, unsigned char* base, size_t row_bytes,
-                 const std::vector<RowRange>& parts);
+                 const std::vector<RowRange>& parts) override;
   // MPI_Reduce_scatter, MPI_SUM over `dtype` elements (f32, f64): `send` holds counts[0] elements
   // for rank 0, then counts[1] for rank 1, ...; the sum of every rank's part for this rank lands in
   // `recv` (counts[rank] elements).
-  void reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts);
+  void reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts) override;
   // MPI_Ibarrier, tested until it completes (true) or the deadline passes (false), napping between tests.
-  bool barrier_until(std::chrono::steady_clock::time_point deadline);
+  bool barrier_until(std::chrono::steady_clock::time_point deadline) override;
 
  private:
   MPI_Datatype row_type(size_t row_bytes);  // a contiguous type of row_bytes bytes, cached

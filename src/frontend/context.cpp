@@ -1,5 +1,6 @@
 // context.cpp: collmm::Context (collmm/collmm.hpp): one local rank's plan, prepared once per
-// (problem, options, dtype), inputs written in, one iteration run, outputs read back.
+// (problem, options, dtype), then one iteration run on the caller's buffers (Executor::bind) where
+// the backend can (cpu), else with inputs written in and outputs read back (cuda).
 #include "collmm/collmm.hpp"
 
 #include <stdexcept>
@@ -47,9 +48,7 @@ int Context::world_size() const { return executor_->world_size(); }
 Dtype Context::out_dtype(Dtype in) const { return executor_->out_dtype(in); }
 Executor& Context::executor() { return *executor_; }
 
-void Context::run(const Problem& problem, const MatmulOptions& mo, Dtype dtype, const void* a, const void* b) {
-  const std::string op = "collmm::Context::" + to_string(problem.op);
-  if (!a || !b) throw UsageError(op + ": " + (a ? "b" : "a") + " is a null pointer");
+void Context::prepare(const Problem& problem, const MatmulOptions& mo, Dtype dtype) {
   if (!executor_->supports(dtype))
     throw UsageError("the " + executor_->backend() + " backend has no " + to_string(dtype) + " GEMM");
   PlanOptions po;
@@ -59,53 +58,74 @@ void Context::run(const Problem& problem, const MatmulOptions& mo, Dtype dtype, 
   po.gemm_lanes = mo.gemm_lanes;
   po.merge = mo.merge;
   Prepared& pr = *prepared_;
-  if (!pr.valid || !same(pr.plan.problem, problem) || !same(pr.plan.options, po) || pr.dtype != dtype) {
-    pr.valid = false;
-    check_processes_agree(executor_->host(), {{"op", to_string(problem.op)},
-                                              {"M", std::to_string(problem.m)},
-                                              {"N", std::to_string(problem.n)},
-                                              {"K", std::to_string(problem.k)},
-                                              {"dtype", to_string(dtype)},
-                                              {"b_layout", to_string(problem.b_layout)},
-                                              {"algo", to_string(po.algo)},
-                                              {"stages", std::to_string(po.stages)},
-                                              {"post", to_string(po.post)},
-                                              {"gemm_lanes", std::to_string(po.gemm_lanes)},
-                                              {"merge", std::to_string(po.merge)}});
-    pr.plan = make_plan(problem, po, rank());
-    pr.dtype = dtype;
-    executor_->prepare({pr.plan}, dtype);
-    pr.valid = true;
+  if (pr.valid && same(pr.plan.problem, problem) && same(pr.plan.options, po) && pr.dtype == dtype) return;
+  pr.valid = false;
+  check_processes_agree(executor_->host(), {{"op", to_string(problem.op)},
+                                            {"M", std::to_string(problem.m)},
+                                            {"N", std::to_string(problem.n)},
+                                            {"K", std::to_string(problem.k)},
+                                            {"dtype", to_string(dtype)},
+                                            {"b_layout", to_string(problem.b_layout)},
+                                            {"algo", to_string(po.algo)},
+                                            {"stages", std::to_string(po.stages)},
+                                            {"post", to_string(po.post)},
+                                            {"gemm_lanes", std::to_string(po.gemm_lanes)},
+                                            {"merge", std::to_string(po.merge)}});
+  pr.plan = make_plan(problem, po, rank());
+  pr.dtype = dtype;
+  executor_->prepare({pr.plan}, dtype);
+  pr.valid = true;
+}
+
+// A null A, B or C is the caller's mistake, found before anything runs.
+void Context::check_pointers(const char* op, const void* a, const void* b, const void* c) {
+  const char* null = !a ? "a" : !b ? "b" : !c ? "c" : nullptr;
+  if (null) throw UsageError(std::string("collmm::Context::") + op + ": " + null + " is a null pointer");
+}
+
+int Context::gathered_buffer() const {
+  const Plan& plan = prepared_->plan;
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].role == Role::gathered) return static_cast<int>(i);
+  throw std::runtime_error("collmm::Context: the " + to_string(plan.options.algo) + " plan keeps no gathered A");
+}
+
+// Binds (cpu) or writes in / reads back (cuda) the caller's buffers around one run. A buffer given
+// as nullptr (the gathered A, when not asked for) stays the executor's own.
+void Context::run_on(const std::vector<std::pair<int, const void*>>& inputs,
+                     const std::vector<std::pair<int, void*>>& outputs) {
+  const Plan& plan = prepared_->plan;
+  const Dtype dtype = prepared_->dtype;
+  auto bytes = [&](int buf) {
+    const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
+    const Dtype t = (b.role == Role::c || b.role == Role::work) ? out_dtype(dtype) : dtype;
+    return bytes_of(b, t);
+  };
+  if (executor_->can_bind()) {
+    // The executor only reads inputs; bind() takes a plain pointer for both kinds.
+    for (const auto& [buf, data] : inputs) executor_->bind(0, buf, const_cast<void*>(data), bytes(buf));
+    for (const auto& [buf, data] : outputs) executor_->bind(0, buf, data, bytes(buf));
+    executor_->run(StepFilter::all, false);
+    return;
   }
-  executor_->write(0, kBufA, a, bytes_of(pr.plan.buffers[kBufA], dtype));
-  executor_->write(0, kBufB, b, bytes_of(pr.plan.buffers[kBufB], dtype));
+  for (const auto& [buf, data] : inputs) executor_->write(0, buf, data, bytes(buf));
   executor_->run(StepFilter::all, false);
+  for (const auto& [buf, data] : outputs)
+    if (data) executor_->read(0, buf, data, bytes(buf));
 }
 
 void Context::ag_gemm(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       void* gathered, const MatmulOptions& options) {
-  if (!c) throw UsageError("collmm::Context::ag_gemm: c is a null pointer");
-  const Problem p{Op::ag_gemm, m, n, k, world_size(), options.b_layout};
-  run(p, options, dtype, a, b);
-  const Plan& plan = prepared_->plan;
-  executor_->read(0, kBufC, c, bytes_of(plan.buffers[kBufC], out_dtype(dtype)));
-  if (gathered) {
-    for (size_t i = 0; i < plan.buffers.size(); ++i)
-      if (plan.buffers[i].role == Role::gathered) {
-        executor_->read(0, static_cast<int>(i), gathered, bytes_of(plan.buffers[i], dtype));
-        return;
-      }
-    throw std::runtime_error("collmm::Context::ag_gemm: the " + to_string(options.algo) +
-                             " plan keeps no gathered A");
-  }
+  check_pointers("ag_gemm", a, b, c);
+  prepare(Problem{Op::ag_gemm, m, n, k, world_size(), options.b_layout}, options, dtype);
+  run_on({{kBufA, a}, {kBufB, b}}, {{kBufC, c}, {gathered_buffer(), gathered}});
 }
 
 void Context::gemm_rs(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       const MatmulOptions& options) {
-  if (!c) throw UsageError("collmm::Context::gemm_rs: c is a null pointer");
-  const Problem p{Op::gemm_rs, m, n, k, world_size(), options.b_layout};
-  run(p, options, dtype, a, b);
-  executor_->read(0, kBufC, c, bytes_of(prepared_->plan.buffers[kBufC], out_dtype(dtype)));
+  check_pointers("gemm_rs", a, b, c);
+  prepare(Problem{Op::gemm_rs, m, n, k, world_size(), options.b_layout}, options, dtype);
+  run_on({{kBufA, a}, {kBufB, b}}, {{kBufC, c}});
 }
 
 }  // namespace collmm

@@ -175,5 +175,32 @@ TEST(Poison, FillsCWithNaNAndLeavesInputsAlone) {
   EXPECT_EQ(decode(a.data(), a.size(), Dtype::f32), make_local_a(plan.problem, rank(), 3, Dtype::f32).v);
 }
 
+// bind(): every algorithm runs on the caller's memory: C lands in the caller's vector (the
+// executor's own C stays poisoned after an unbind), and a wrong size is refused.
+TEST(Bind, RunsOnTheCallersMemory) {
+  ASSERT_TRUE(executor().can_bind());
+  for (Op op : all_ops())
+    for (Algo algo : all_algos()) {
+      const Plan plan = prepared(op, algo);
+      const Problem& p = plan.problem;
+      const auto a = encode(make_local_a(p, rank(), 5, Dtype::f32).v, Dtype::f32);
+      const auto b = encode(make_local_b(p, rank(), 5, Dtype::f32).v, Dtype::f32);
+      const BufferSpec& cs = plan.buffers[kBufC];
+      std::vector<float> c(static_cast<size_t>(cs.rows * cs.cols), std::nanf(""));
+      executor().bind(0, kBufA, const_cast<unsigned char*>(a.data()), a.size());
+      executor().bind(0, kBufB, const_cast<unsigned char*>(b.data()), b.size());
+      executor().bind(0, kBufC, c.data(), c.size() * sizeof(float));
+      EXPECT_THROW(executor().bind(0, kBufC, c.data(), c.size() * sizeof(float) - 4), UsageError);
+      executor().run(StepFilter::all, false);
+      const Comparison cmp = compare(std::vector<double>(c.begin(), c.end()), reference_c(p, rank(), 5, Dtype::f32),
+                                     Dtype::f32, Dtype::f32, p.k);
+      EXPECT_EQ(cmp.wrong, 0) << to_string(op) << " " << to_string(algo) << ": C in the caller's memory";
+      executor().bind(0, kBufC, nullptr, 0);  // the executor's own C again: poisoned by prepared(), untouched
+      std::vector<float> own(c.size());
+      executor().read(0, kBufC, own.data(), own.size() * sizeof(float));
+      for (float v : own) EXPECT_TRUE(std::isnan(v)) << to_string(op) << " " << to_string(algo);
+    }
+}
+
 }  // namespace
 }  // namespace collmm::cpu_test

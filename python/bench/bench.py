@@ -1,0 +1,169 @@
+"""collmm's ops beside PyTorch's own ways of doing the same job, one table (nccl-tests style).
+
+    torchrun --nproc-per-node P python/bench/bench.py [--device cuda [--share-gpu]] [--dtype bf16]
+             [-m M -n N -k K] [--op ag|rs|all] [--algo all|auto|ring|...] [--iters I --warmup W] [--json FILE]
+
+Rows per op (global sizes: A [M, K], B [K, N]; ag: rank r holds rows block r of A and columns block
+r of B; rs: columns block r of A and rows block r of B):
+  collmm:<algo>        torch.ops.collmm.fused_all_gather_matmul / fused_matmul_reduce_scatter
+  torch:matmul         world size 1 only: torch.matmul on the same tensors (the ceiling)
+  torch:ag+mm / torch:mm+rs
+                       all_gather_into_tensor then matmul / matmul then reduce_scatter_tensor
+  symm_mem:fused       torch.ops.symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter,
+                       where this torch has them (CUDA, NCCL groups)
+time_us: median over iterations of the slowest rank; vs_base: the torch:ag+mm (mm+rs) row's time
+over this row's (> 1: faster); max_err: the largest difference from that row's output, relative
+to its largest element. M, N and K must divide by P (the torch rows need equal shards).
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import collmm
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f64": torch.float64}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
+    p.add_argument("-m", type=int, default=1024)
+    p.add_argument("-n", type=int, default=1024)
+    p.add_argument("-k", type=int, default=1024)
+    p.add_argument("--op", default="all", choices=["ag", "rs", "all"])
+    p.add_argument("--algo", default="all", help="all, or one of " + " ".join(collmm.ALGOS))
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--json", default=None)
+    p.add_argument("--share-gpu", action="store_true",
+                   help="every rank on GPU 0 (NCCL_HOSTID per rank, device-notes.md): correctness, not timings")
+    return p.parse_args()
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device, warmup, iters):
+    """Median over iterations of the slowest rank (us), and the last output."""
+    for _ in range(warmup):
+        out = fn()
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        sync(device)
+        t0 = time.perf_counter()
+        out = fn()
+        sync(device)
+        times.append((time.perf_counter() - t0) * 1e6)
+    slowest = torch.tensor(times, dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # gloo or the default group's CPU side
+    return statistics.median(slowest.tolist()), out
+
+
+def symm_mem_op(name):
+    ops = getattr(torch.ops, "symm_mem", None)
+    try:
+        return getattr(ops, name) if ops is not None else None
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def cases(args, device, dtype, rank, world, group):
+    m, n, k = args.m, args.n, args.k
+    algos = collmm.ALGOS if args.algo == "all" else (args.algo,)
+    g = torch.Generator(device="cpu").manual_seed(rank)
+    rand = lambda *s: torch.randn(*s, generator=g).to(device=device, dtype=dtype)  # noqa: E731
+    name = group.group_name
+    if args.op in ("ag", "all"):
+        a, b = rand(m // world, k), rand(k, n // world)
+        gathered = torch.empty(m, k, device=device, dtype=dtype)
+
+        def ag_mm():
+            dist.all_gather_into_tensor(gathered, a, group=group)
+            return gathered @ b
+
+        rows = [("torch:ag+mm", ag_mm)]
+        if world == 1:
+            rows.append(("torch:matmul", lambda: a @ b))
+        for algo in algos:
+            rows.append((f"collmm:{algo}", lambda algo=algo: torch.ops.collmm.fused_all_gather_matmul(
+                a, [b], 0, name, return_A=True, algo=algo)[1][0]))
+        fused = symm_mem_op("fused_all_gather_matmul")
+        if fused is not None and device.type == "cuda":
+            rows.append(("symm_mem:fused", lambda: fused(a, [b], 0, name)[1][0]))
+        yield "ag_gemm", rows
+    if args.op in ("rs", "all"):
+        a, b = rand(m, k // world), rand(k // world, n)
+        out = torch.empty(m // world, n, device=device, dtype=dtype)
+
+        def mm_rs():
+            dist.reduce_scatter_tensor(out, a @ b, group=group)
+            return out
+
+        rows = [("torch:mm+rs", mm_rs)]
+        if world == 1:
+            rows.append(("torch:matmul", lambda: a @ b))
+        for algo in algos:
+            rows.append((f"collmm:{algo}", lambda algo=algo: torch.ops.collmm.fused_matmul_reduce_scatter(
+                a, b, "sum", 0, name, algo=algo)))
+        fused = symm_mem_op("fused_matmul_reduce_scatter")
+        if fused is not None and device.type == "cuda":
+            rows.append(("symm_mem:fused", lambda: fused(a, b, "sum", 0, name)))
+        yield "gemm_rs", rows
+
+
+def main():
+    args = parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if args.share_gpu:
+            os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+        torch.cuda.set_device(0 if args.share_gpu else local_rank)
+        device = torch.device("cuda", torch.cuda.current_device())
+        dist.init_process_group("cpu:gloo,cuda:nccl")
+    else:
+        dist.init_process_group("gloo")
+    rank, world, group = dist.get_rank(), dist.get_world_size(), dist.group.WORLD
+    if args.m % world or args.n % world or args.k % world:
+        raise SystemExit(f"M, N and K must divide by P = {world}")
+    dtype = DTYPES[args.dtype]
+    flops = 2.0 * args.m * args.n * args.k / world
+    results = []
+    if rank == 0:
+        print(f"# {'op':>8} {'impl':>18} {'M':>6} {'N':>6} {'K':>6} {'P':>3} {'dtype':>5} {'time_us':>10} "
+              f"{'TFLOP/s':>8} {'vs_base':>7} {'max_err':>9}  (device {device}, torch {torch.__version__})")
+    for op, rows in cases(args, device, dtype, rank, world, group):
+        base_us, base_out = None, None
+        for impl, fn in rows:
+            try:
+                us, out = timed(fn, device, args.warmup, args.iters)
+            except Exception as e:  # noqa: BLE001 - a row that cannot run says why and the table goes on
+                if rank == 0:
+                    print(f"  {op:>8} {impl:>18}  failed: {str(e).splitlines()[0][:100]}")
+                continue
+            if base_us is None:
+                base_us, base_out = us, out
+            err = ((out.double() - base_out.double()).abs().max() / base_out.double().abs().max().clamp_min(1e-30)).item()
+            row = dict(op=op, impl=impl, m=args.m, n=args.n, k=args.k, world_size=world, dtype=args.dtype,
+                       time_us=us, tflops=flops / us / 1e6, vs_base=base_us / us, max_err=err)
+            results.append(row)
+            if rank == 0:
+                print(f"  {op:>8} {impl:>18} {args.m:>6} {args.n:>6} {args.k:>6} {world:>3} {args.dtype:>5} "
+                      f"{us:>10.1f} {row['tflops']:>8.3f} {row['vs_base']:>7.2f} {err:>9.2e}")
+    if rank == 0 and args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+// aten_executor.cpp: a Plan walked with ATen ops and c10d Works (aten_executor.hpp).
+#include "aten_executor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "collmm/agreement.hpp"
+
+namespace collmm::torch_ext {
+namespace {
+
+at::ScalarType scalar_type(Dtype d) {
+  switch (d) {
+    case Dtype::f64: return at::kDouble;
+    case Dtype::f32: return at::kFloat;
+    case Dtype::f16: return at::kHalf;
+    case Dtype::bf16: return at::kBFloat16;
+    default: throw UsageError("aten executor: no " + to_string(d) + " tensors");
+  }
+}
+
+// What a posted comm step leaves to do: its Works, then a copy out of padded scratch (if any).
+struct Pending {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  std::function<void()> finish;
+};
+
+class AtenExecutor : public Executor {
+ public:
+  AtenExecutor(c10d::ProcessGroup* group, c10::Device device, std::unique_ptr<HostComm> host)
+      : group_(group), device_(device), host_(std::move(host)) {}
+
+  std::string backend() const override { return "aten"; }
+  int world_size() const override { return group_->getSize(); }
+  std::vector<int> local_ranks() const override { return {group_->getRank()}; }
+  HostComm& host() override { return *host_; }
+  bool supports(Dtype d) const override {
+    return d == Dtype::f64 || d == Dtype::f32 || d == Dtype::f16 || d == Dtype::bf16;
+  }
+  Dtype out_dtype(Dtype in) const override { return in; }
+  bool can_bind() const override { return true; }
+
+  void prepare(const std::vector<Plan>& plans, Dtype dtype) override {
+    if (plans.size() != 1) throw UsageError("aten executor: one plan per process");
+    const Plan& p = plans[0];
+    check_processes_agree(*host_, {{"world size", std::to_string(p.problem.world)}, {"op", to_string(p.problem.op)},
+                                   {"M", std::to_string(p.problem.m)}, {"N", std::to_string(p.problem.n)},
+                                   {"K", std::to_string(p.problem.k)}, {"B layout", to_string(p.problem.b_layout)},
+                                   {"dtype", to_string(dtype)}, {"algorithm", to_string(p.options.algo)},
+                                   {"stages", std::to_string(p.options.stages)}});
+    if (p.rank != group_->getRank() || p.problem.world != group_->getSize())
+      throw std::runtime_error("aten executor: a plan for rank " + std::to_string(p.rank) + " of " +
+                               std::to_string(p.problem.world) + " on a group of " + std::to_string(group_->getSize()));
+    plan_ = p;
+    dtype_ = dtype;
+    tensors_.assign(p.buffers.size(), at::Tensor());
+    own_.assign(p.buffers.size(), at::Tensor());
+    for (size_t i = 0; i < p.buffers.size(); ++i)  // scratch: allocated once per plan, reused by every run
+      if (p.buffers[i].role == Role::gathered || p.buffers[i].role == Role::work) tensors_[i] = own(static_cast<int>(i));
+  }
+
+  void bind(int i, int buffer, void* data, size_t nbytes) override {
+    at::Tensor& t = slot(i, buffer);
+    const BufferSpec& b = plan_.buffers[static_cast<size_t>(buffer)];
+    const size_t want = static_cast<size_t>(b.rows * b.cols) * dtype_size(dtype_);
+    if (data && nbytes != want)
+      throw UsageError("aten executor: buffer " + std::to_string(buffer) + " holds " + std::to_string(want) +
+                       " bytes, not " + std::to_string(nbytes));
+    t = data ? at::from_blob(data, {b.rows, b.cols}, options()) : own(buffer);
+  }
+  void write(int i, int buffer, const void* bytes, size_t nbytes) override {
+    backed(i, buffer).copy_(at::from_blob(const_cast<void*>(bytes), {static_cast<int64_t>(nbytes)}, at::kByte)
+                                .view(scalar_type(dtype_)).view(backed(i, buffer).sizes()));
+  }
+  void read(int i, int buffer, void* bytes, size_t nbytes) override {
+    at::from_blob(bytes, {static_cast<int64_t>(nbytes)}, at::kByte).view(scalar_type(dtype_))
+        .view(backed(i, buffer).sizes()).copy_(backed(i, buffer));
+  }
+  void poison() override {
+    for (size_t i = 0; i < plan_.buffers.size(); ++i)
+      if (plan_.buffers[i].role != Role::a && plan_.buffers[i].role != Role::b)
+        backed(0, static_cast<int>(i)).fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+
+  std::vector<RankRun> run(StepFilter filter, bool timestamps) override {
+    (void)timestamps;  // no per-step times: the steps are asynchronous
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < tensors_.size(); ++i) backed(0, static_cast<int>(i));
+    std::vector<Pending> pending(plan_.steps.size());
+    std::vector<int> last_on_lane(static_cast<size_t>(plan_.lanes), -1);
+    auto settle = [&](int j) {
+      if (j < 0) return;
+      Pending& p = pending[static_cast<size_t>(j)];
+      for (auto& w : p.works) w->wait();
+      p.works.clear();
+      if (p.finish) std::exchange(p.finish, nullptr)();
+    };
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      const Step& s = plan_.steps[i];
+      for (int w : s.waits) settle(w);
+      settle(std::exchange(last_on_lane[static_cast<size_t>(s.lane)], static_cast<int>(i)));
+      const bool gemm = s.kind == StepKind::gemm;
+      if ((filter == StepFilter::gemm_only && !gemm) || (filter == StepFilter::comm_only && gemm)) continue;
+      pending[i] = issue(s);
+    }
+    for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
+    RankRun r;
+    r.rank = group_->getRank();
+    r.total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    return {r};
+  }
+
+ private:
+  at::TensorOptions options() const { return at::TensorOptions().device(device_).dtype(scalar_type(dtype_)); }
+  at::Tensor& slot(int i, int buffer) {
+    if (i != 0) throw UsageError("aten executor: one local rank (got index " + std::to_string(i) + ")");
+    if (buffer < 0 || static_cast<size_t>(buffer) >= tensors_.size())
+      throw std::runtime_error("aten executor: no buffer " + std::to_string(buffer) + " (prepare first)");
+    return tensors_[static_cast<size_t>(buffer)];
+  }
+  const at::Tensor& own(int buffer) {
+    at::Tensor& t = own_[static_cast<size_t>(buffer)];
+    const BufferSpec& b = plan_.buffers[static_cast<size_t>(buffer)];
+    if (!t.defined()) t = at::zeros({b.rows, b.cols}, options());
+    return t;
+  }
+  at::Tensor& backed(int i, int buffer) {
+    at::Tensor& t = slot(i, buffer);
+    if (!t.defined()) t = own(buffer);
+    return t;
+  }
+  at::Tensor rows(const Slice& s) { return tensors_.at(static_cast<size_t>(s.buf)).narrow(0, s.row, s.rows); }
+  // B as the [K, N] matrix of the GEMMs: itself (kn) or the transpose of the stored [N, K] (nk).
+  at::Tensor b_matrix() {
+    const at::Tensor& b = tensors_[kBufB];
+    return plan_.problem.b_layout == BLayout::kn ? b : b.t();
+  }
+  bool coalesce() const { return device_.is_cuda(); }  // NCCL: a group's sends and receives in one ncclGroup
+
+  Pending issue(const Step& s) {
+    switch (s.kind) {
+      case StepKind::gemm: {
+        at::Tensor out = rows(s.out);
+        if (s.accumulate) out.addmm_(rows(s.a), b_matrix());
+        else at::mm_out(out, rows(s.a), b_matrix());
+        return {};
+      }
+      case StepKind::copy: rows(s.out).copy_(rows(s.a)); return {};
+      case StepKind::add: rows(s.out).add_(rows(s.a)); return {};
+      case StepKind::sendrecv: return sendrecv(s);
+      case StepKind::allgather: return allgather(s);
+      case StepKind::reduce_scatter: return reduce_scatter(s);
+    }
+    return {};
+  }
+
+  Pending sendrecv(const Step& s) {
+    Pending p;
+    if (coalesce()) group_->startCoalescing(device_.type());
+    for (const Transfer& t : s.recvs) {
+      std::vector<at::Tensor> v{rows(t.slice)};
+      p.works.push_back(group_->recv(v, t.peer, received_[t.peer]++));
+    }
+    for (const Transfer& t : s.sends) {
+      std::vector<at::Tensor> v{rows(t.slice)};
+      p.works.push_back(group_->send(v, t.peer, sent_[t.peer]++));
+    }
+    if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
+    std::erase_if(p.works, [](const auto& w) { return !w; });
+    return p;
+  }
+
+  // Equal parts go straight into their rows; uneven ones through parts padded to the largest.
+  Pending allgather(const Step& s) {
+    int64_t most = 0;
+    for (const Slice& q : s.parts) most = std::max(most, q.rows);
+    const bool equal = std::all_of(s.parts.begin(), s.parts.end(), [&](const Slice& q) { return q.rows == most; });
+    const at::Tensor mine = rows(s.a);
+    std::vector<at::Tensor> in{equal ? mine : at::constant_pad_nd(mine, {0, 0, 0, most - mine.size(0)})};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (const Slice& q : s.parts) out[0].push_back(equal ? rows(q) : at::empty({most, mine.size(1)}, mine.options()));
+    Pending p;
+    p.works.push_back(group_->allgather(out, in));
+    if (!equal)
+      p.finish = [this, parts = s.parts, out] {
+        for (size_t q = 0; q < parts.size(); ++q) rows(parts[q]).copy_(out[0][q].narrow(0, 0, parts[q].rows));
+      };
+    return p;
+  }
+
+  Pending reduce_scatter(const Step& s) {
+    int64_t most = 0;
+    for (const Slice& q : s.parts) most = std::max(most, q.rows);
+    const bool equal = std::all_of(s.parts.begin(), s.parts.end(), [&](const Slice& q) { return q.rows == most; });
+    std::vector<std::vector<at::Tensor>> in(1);
+    for (const Slice& q : s.parts) {
+      const at::Tensor part = rows(q);
+      in[0].push_back(equal ? part : at::constant_pad_nd(part, {0, 0, 0, most - q.rows}));
+    }
+    const at::Tensor mine = rows(s.out);
+    std::vector<at::Tensor> out{equal ? mine : at::empty({most, mine.size(1)}, mine.options())};
+    Pending p;
+    p.works.push_back(group_->reduce_scatter(out, in));
+    if (!equal) p.finish = [mine, out] { mine.copy_(out[0].narrow(0, 0, mine.size(0))); };
+    return p;
+  }
+
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
+  c10::Device device_;
+  std::unique_ptr<HostComm> host_;
+  Plan plan_;
+  Dtype dtype_ = Dtype::f32;
+  std::vector<at::Tensor> tensors_, own_;  // per buffer: what steps use (bound or own), and our own
+  std::map<int, int> sent_, received_;     // messages so far per peer: the next tag
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_aten_executor(c10d::ProcessGroup* group, c10::Device device,
+                                             std::unique_ptr<HostComm> host) {
+  return std::make_unique<AtenExecutor>(group, device, std::move(host));
+}
+
+}  // namespace collmm::torch_ext

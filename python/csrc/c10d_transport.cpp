@@ -1,0 +1,162 @@
+// c10d_transport.cpp: the plan's comm steps and the agreement checks over a c10d ProcessGroup.
+#include "c10d_transport.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+
+namespace collmm::torch_ext {
+namespace {
+
+at::Tensor bytes_at(const void* data, size_t nbytes) {
+  return at::from_blob(const_cast<void*>(data), {static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte));
+}
+
+at::ScalarType scalar_type(Dtype d) {
+  if (d == Dtype::f32) return at::kFloat;
+  if (d == Dtype::f64) return at::kDouble;
+  throw std::runtime_error("collmm c10d transport: no reduction for " + to_string(d) + " elements");
+}
+
+void wait_all(std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
+  for (auto& w : works) w->wait();
+}
+
+}  // namespace
+
+C10dTransport::C10dTransport(c10d::ProcessGroup* group) : group_(group) {}
+int C10dTransport::rank() const { return group_->getRank(); }
+int C10dTransport::size() const { return group_->getSize(); }
+
+void C10dTransport::sendrecv(const std::vector<cpu::Message>& sends, const std::vector<cpu::Message>& recvs) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (const cpu::Message& m : recvs) {
+    std::vector<at::Tensor> t{bytes_at(m.data, static_cast<size_t>(m.rows) * m.row_bytes)};
+    works.push_back(group_->recv(t, m.peer, received_[m.peer]++));
+  }
+  for (const cpu::Message& m : sends) {
+    std::vector<at::Tensor> t{bytes_at(m.data, static_cast<size_t>(m.rows) * m.row_bytes)};
+    works.push_back(group_->send(t, m.peer, sent_[m.peer]++));
+  }
+  wait_all(works);
+}
+
+void C10dTransport::allgather(const void* mine, int64_t mine_rows, unsigned char* base, size_t row_bytes,
+                              const std::vector<cpu::RowRange>& parts) {
+  if (static_cast<int>(parts.size()) != size())
+    throw std::runtime_error("collmm c10d transport: allgather of " + std::to_string(parts.size()) + " parts on " +
+                             std::to_string(size()) + " ranks");
+  int64_t most = 0;
+  bool equal = true;
+  for (const cpu::RowRange& q : parts) {
+    most = std::max(most, q.rows);
+    equal = equal && q.rows == parts[0].rows;
+  }
+  const size_t part_bytes = static_cast<size_t>(most) * row_bytes;
+  std::vector<at::Tensor> in{equal ? bytes_at(mine, static_cast<size_t>(mine_rows) * row_bytes)
+                                   : at::zeros({static_cast<int64_t>(part_bytes)}, at::kByte)};
+  if (!equal) std::memcpy(in[0].data_ptr(), mine, static_cast<size_t>(mine_rows) * row_bytes);
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (const cpu::RowRange& q : parts)
+    out[0].push_back(equal ? bytes_at(base + static_cast<size_t>(q.row) * row_bytes, part_bytes)
+                           : at::empty({static_cast<int64_t>(part_bytes)}, at::kByte));
+  group_->allgather(out, in)->wait();
+  if (equal) return;
+  for (size_t q = 0; q < parts.size(); ++q)
+    std::memcpy(base + static_cast<size_t>(parts[q].row) * row_bytes, out[0][q].data_ptr(),
+                static_cast<size_t>(parts[q].rows) * row_bytes);
+}
+
+void C10dTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts) {
+  if (static_cast<int>(counts.size()) != size())
+    throw std::runtime_error("collmm c10d transport: reduce-scatter of " + std::to_string(counts.size()) +
+                             " parts on " + std::to_string(size()) + " ranks");
+  const at::TensorOptions opts = at::TensorOptions().dtype(scalar_type(dtype));
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  const int64_t most = *std::max_element(counts.begin(), counts.end());
+  const bool equal = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+  const at::Tensor all = at::from_blob(const_cast<void*>(send), {total}, opts);
+  std::vector<std::vector<at::Tensor>> in(1);
+  int64_t offset = 0;
+  for (int64_t c : counts) {  // gloo wants parts of one size: uneven ones are zero-padded copies
+    at::Tensor part = all.narrow(0, offset, c);
+    in[0].push_back(equal ? part : at::constant_pad_nd(part, {0, most - c}));
+    offset += c;
+  }
+  const int64_t own = counts[static_cast<size_t>(rank())];
+  const at::Tensor mine = at::from_blob(recv, {own}, opts);
+  std::vector<at::Tensor> out{equal ? mine : at::empty({most}, opts)};
+  group_->reduce_scatter(out, in)->wait();
+  if (!equal) mine.copy_(out[0].narrow(0, 0, own));
+}
+
+bool C10dTransport::barrier_until(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  try {
+    return group_->barrier()->wait(std::max(left, std::chrono::milliseconds(1)));
+  } catch (const std::exception&) {  // gloo reports a timed-out wait by throwing
+    return false;
+  }
+}
+
+namespace {
+
+c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
+  if (device.is_cpu()) return device;
+  try {
+    group.getBackend(c10::DeviceType::CPU);
+    return c10::Device(c10::kCPU);
+  } catch (const std::exception&) {  // no CPU backend in this group
+    return device;
+  }
+}
+
+}  // namespace
+
+C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device)
+    : group_(group), device_(host_comm_device(*group_, device)) {}
+int C10dHostComm::proc() const { return group_->getRank(); }
+int C10dHostComm::procs() const { return group_->getSize(); }
+void C10dHostComm::barrier() { allgather(std::vector<double>{0.0}); }
+
+std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
+  const at::TensorOptions opts = at::TensorOptions().dtype(at::kDouble).device(device_);
+  std::vector<at::Tensor> in{at::tensor(c10::ArrayRef<double>(mine), at::kDouble).to(device_)};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, opts));
+  group_->allgather(out, in)->wait();
+  std::vector<double> all;
+  for (const at::Tensor& d : out[0]) {
+    const at::Tensor t = d.cpu();
+    all.insert(all.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  }
+  return all;
+}
+
+std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
+  const std::vector<double> lengths = allgather(std::vector<double>{static_cast<double>(mine.size())});
+  const int64_t most = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
+  at::Tensor padded = at::zeros({std::max<int64_t>(most, 1)}, at::kByte);
+  std::memcpy(padded.data_ptr(), mine.data(), mine.size());
+  std::vector<at::Tensor> in{padded.to(device_)};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({std::max<int64_t>(most, 1)}, in[0].options()));
+  group_->allgather(out, in)->wait();
+  std::vector<std::string> all;
+  for (size_t q = 0; q < out[0].size(); ++q) {
+    const at::Tensor t = out[0][q].cpu();
+    all.emplace_back(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(lengths[q]));
+  }
+  return all;
+}
+
+void C10dHostComm::abort(int code) {
+  (void)code;
+  std::abort();
+}
+
+}  // namespace collmm::torch_ext

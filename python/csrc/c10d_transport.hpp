@@ -1,0 +1,55 @@
+// c10d_transport.hpp: a c10d ProcessGroup (the user's group: gloo for CPU tensors) as what the host
+// executor needs: its Transport for the plan's comm steps and its HostComm for the agreement
+// checks. Host memory travels as tensors that view it (at::from_blob): nothing is copied on the way
+// in or out, except where gloo needs equal parts (an allgather or reduce-scatter of uneven parts goes
+// through padded scratch tensors).
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "collmm/executor.hpp"
+#include "transport.hpp"
+
+namespace collmm::torch_ext {
+
+class C10dTransport : public cpu::Transport {
+ public:
+  explicit C10dTransport(c10d::ProcessGroup* group);
+  int rank() const override;
+  int size() const override;
+  // recv and send of every message posted (ProcessGroup::recv/send; the tag counts this pair's
+  // messages, so the k-th send to q meets q's k-th receive from us), then every Work waited for.
+  void sendrecv(const std::vector<cpu::Message>& sends, const std::vector<cpu::Message>& recvs) override;
+  void allgather(const void* mine, int64_t mine_rows, unsigned char* base, size_t row_bytes,
+                 const std::vector<cpu::RowRange>& parts) override;
+  void reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts) override;
+  bool barrier_until(std::chrono::steady_clock::time_point deadline) override;
+
+ private:
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
+  std::map<int, int> sent_, received_;  // messages so far, per peer: the next tag
+};
+
+// The group as the process-level HostComm. Its collectives run on CPU tensors where the group has
+// a CPU backend (gloo; "cpu:gloo,cuda:nccl"), else on tensors of `device` (an NCCL-only group:
+// then each one waits for the device). abort() ends this process (std::abort): the watchdog calls
+// it when a run hangs, so a test fails instead of hanging.
+class C10dHostComm : public HostComm {
+ public:
+  C10dHostComm(c10d::ProcessGroup* group, c10::Device device);
+  int proc() const override;
+  int procs() const override;
+  void barrier() override;
+  std::vector<std::string> allgather(const std::string& mine) override;
+  std::vector<double> allgather(const std::vector<double>& mine) override;
+  [[noreturn]] void abort(int code) override;
+
+ private:
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
+  c10::Device device_;
+};
+
+}  // namespace collmm::torch_ext

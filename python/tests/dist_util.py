@@ -1,0 +1,83 @@
+"""Runs a test function on `world` real processes joined by a gloo group (torch.multiprocessing,
+spawn), and fails the calling test with every rank's traceback when any rank raised, died or did
+not finish within the timeout (then every rank is killed: nothing hangs)."""
+import os
+import tempfile
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _worker(rank, world, fn, init_file, result_dir, args, backend, share_gpu):
+    torch.set_num_threads(1)
+    if share_gpu:  # several NCCL ranks on one GPU: each its own "host", NCCL over loopback sockets
+        os.environ.update(NCCL_HOSTID=f"h{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+    if "nccl" in backend:
+        torch.cuda.set_device(0 if share_gpu else rank)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        import collmm  # noqa: F401  (registers the ops)
+
+        fn(rank, world, *args)
+        err = ""
+    except BaseException:  # noqa: BLE001 - reported to the parent
+        err = traceback.format_exc()
+    with open(os.path.join(result_dir, f"rank{rank}.txt"), "w") as f:
+        f.write(err)
+    dist.destroy_process_group()
+
+
+def run_world(world: int, fn, *args, backend: str = "gloo", share_gpu: bool = False, timeout: float = 300.0) -> None:
+    """fn(rank, world, *args) on `world` processes of a `backend` group. With NCCL, rank r drives
+    GPU r, or every rank GPU 0 when share_gpu (device-notes.md: NCCL_HOSTID per rank)."""
+    with tempfile.TemporaryDirectory() as d:
+        ctx = mp.start_processes(
+            _worker, args=(world, fn, os.path.join(d, "init"), d, args, backend, share_gpu), nprocs=world, join=False,
+            start_method="spawn",
+        )
+        deadline = time.monotonic() + timeout
+        try:
+            while not ctx.join(timeout=1.0):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"world {world}: not done after {timeout} s (a rank hangs)")
+        except mp.ProcessRaisedException as e:  # not expected: _worker catches
+            raise AssertionError(str(e)) from None
+        finally:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.kill()
+        errors = []
+        for r in range(world):
+            path = os.path.join(d, f"rank{r}.txt")
+            if not os.path.exists(path):
+                errors.append(f"rank {r}: no result (the process died)")
+            elif open(path).read():
+                errors.append(f"rank {r}:\n{open(path).read()}")
+        assert not errors, f"world {world}:\n" + "\n".join(errors)
+
+
+def block(total: int, world: int, q: int) -> slice:
+    """Rank q's block of a dimension of `total` (collmm's split: the first total % world ranks one more)."""
+    start = sum(total // world + (1 if i < total % world else 0) for i in range(q))
+    return slice(start, start + total // world + (1 if q < total % world else 0))
+
+
+def seeded(seed: int, *shape, dtype=torch.float32) -> torch.Tensor:
+    """The same random tensor on every rank."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+TOL = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 3e-2}
+
+
+def assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, want {tuple(want.shape)}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, want {want.dtype}"
+    got, want = got.detach().cpu(), want.detach().cpu()
+    tol = TOL[want.dtype]
+    torch.testing.assert_close(got.double(), want.double(), rtol=tol, atol=tol * max(1.0, want.double().abs().max().item()),
+                               msg=lambda m: f"{what}: {m}")

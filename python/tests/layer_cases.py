@@ -1,0 +1,70 @@
+"""The layers' cases, for test_layers.py (CPU, gloo) and gpu_cases.py (CUDA, NCCL): the
+sequence-parallel MLP against the unsharded nn.Linear pair (outputs and every gradient), and
+torch.compile(fullgraph=True). No pytest here."""
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from dist_util import assert_close, block, seeded
+
+ALGOS = ("auto", "sequential", "pipelined", "ring", "bidir")
+
+
+def mlp_cases(rank, world, device="cpu"):
+    from collmm.torch import ColumnParallelLinear, RowParallelLinear
+
+    for algo in ALGOS:
+        for shape in ((4 * world + 1, 6), (2 * world, 3, 6)):  # [M, K] with M uneven; [s, b, K]
+            what = f"mlp {algo} {shape} rank {rank}/{world}"
+            k, hidden = shape[-1], 2 * world + 1
+            torch.manual_seed(0)  # the same unsharded layers on every rank
+            lin1 = nn.Linear(k, hidden, dtype=torch.float64).to(device)
+            lin2 = nn.Linear(hidden, k, bias=False, dtype=torch.float64).to(device)
+            x_full = seeded(10, *shape, dtype=torch.float64).to(device).requires_grad_()
+            target = seeded(11, *shape, dtype=torch.float64).to(device)
+            y_full = lin2(torch.nn.functional.gelu(lin1(x_full)))
+            (y_full * target).sum().backward()
+
+            col = ColumnParallelLinear.from_linear(lin1, algo=algo)
+            row = RowParallelLinear.from_linear(lin2, algo=algo)
+            rows = block(shape[0], world, rank)
+            x = x_full.detach()[rows].clone().requires_grad_()
+            y = row(torch.nn.functional.gelu(col(x)))
+            (y * target[rows]).sum().backward()
+
+            hid = block(hidden, world, rank)
+            assert_close(y, y_full.detach()[rows], what + " y")
+            assert_close(x.grad, x_full.grad[rows], what + " dx")
+            assert_close(col.weight.grad, lin1.weight.grad[hid], what + " d col.weight")
+            assert_close(col.bias.grad, lin1.bias.grad[hid], what + " d col.bias")
+            assert_close(row.weight.grad, lin2.weight.grad[:, hid], what + " d row.weight")
+
+
+def compile_cases(rank, world):
+    """torch.compile(fullgraph=True) traces the layers (the ops' fake kernels, no graph break) and the
+    compiled model's outputs and gradients equal the eager ones."""
+    from collmm.torch import ColumnParallelLinear, RowParallelLinear
+
+    torch.manual_seed(0)
+    lin1, lin2 = nn.Linear(6, 2 * world + 1), nn.Linear(2 * world + 1, 6, bias=False)
+    model = nn.Sequential(ColumnParallelLinear.from_linear(lin1, algo="ring"), nn.GELU(),
+                          RowParallelLinear.from_linear(lin2, algo="ring"))
+    x = seeded(12, 2 * world, 3, 6)[block(2 * world, world, rank)]
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ye = model(xe)
+    ye.sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    yc = compiled(xc)
+    yc.sum().backward()
+    assert_close(yc, ye, "compiled y")
+    assert_close(xc.grad, xe.grad, "compiled dx")
+    for p, g in zip(model.parameters(), grads):
+        assert_close(p.grad, g, "compiled param grad")
+
+    op = torch.compile(lambda a, b: torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, dist.group.WORLD.group_name),
+                       fullgraph=True, backend="aot_eager")
+    a, b = seeded(13, 2, 5), seeded(14, 5, 3)
+    gathered, (c,) = op(a, b)
+    assert_close(c, gathered @ b, "compiled op")

@@ -1,0 +1,74 @@
+"""The ops' cases, for test_ops.py (CPU, gloo) and test_gpu.py / gpu_cases.py (CUDA, NCCL): every
+op x algo, uneven M (and uneven N / K splits), both B layouts (row-major [K, N] and an
+nn.Linear weight's w.t()), several Bs, leading batch dims, float32 / float64 / bfloat16, against
+the plain computation on the same seeded global tensors. No pytest here (gpu_cases.py runs
+without it)."""
+import torch
+import torch.distributed as dist
+
+from dist_util import assert_close, block, seeded
+
+ALGOS = ("auto", "sequential", "pipelined", "ring", "bidir")
+
+
+def as_layout(b: torch.Tensor, layout: str) -> torch.Tensor:
+    """b [K, N] itself (kn), or the transposed view of a row-major [N, K] copy, as w.t() of nn.Linear (nk)."""
+    return b.contiguous() if layout == "kn" else b.t().contiguous().t()
+
+
+def ag_cases(rank, world, device="cpu"):
+    group = dist.group.WORLD.group_name
+    cases = [(d, algo, layout) for d in (torch.float32, torch.float64) for algo in ALGOS for layout in ("kn", "nk")]
+    cases += [(torch.bfloat16, "ring", "nk"), (torch.bfloat16, "sequential", "kn")]
+    for dtype, algo, layout in cases:
+        what = f"ag {dtype} {algo} {layout} rank {rank}/{world}"
+        m, k, n = 4 * world + 1, 6, 3 * world + 2  # neither M nor N divisible by the world size (world > 1)
+        a_full, b_full, b2 = seeded(1, m, k, dtype=dtype), seeded(2, k, n, dtype=dtype), seeded(3, k, 5, dtype=dtype)
+        a = a_full[block(m, world, rank)].to(device)
+        b_r = b_full[:, block(n, world, rank)]
+        b = as_layout(b_r.to(device), layout)
+        a_before, b_before = a.clone(), b.clone()
+        gathered, (c, c2) = torch.ops.collmm.fused_all_gather_matmul(a, [b, b2.to(device)], 0, group, return_A=True,
+                                                                     algo=algo)
+        assert_close(gathered, a_full, what + " gathered A")
+        assert_close(c, (a_full.double() @ b_r.double()).to(dtype), what + " A @ Bs[0]")
+        assert_close(c2, (a_full.double() @ b2.double()).to(dtype), what + " A @ Bs[1]")
+        assert torch.equal(a, a_before) and torch.equal(b, b_before), what + ": inputs changed"
+
+    for algo in ALGOS:  # leading dims [s, b, K] gathered along dim 0; return_A=False
+        what = f"ag 3-D {algo} rank {rank}/{world}"
+        s, bt, k, n = 2 * world, 3, 4, 7
+        x_full, w = seeded(4, s, bt, k), seeded(5, n, k)  # w as nn.Linear stores it
+        x = x_full[block(s, world, rank)].to(device)
+        none, (y,) = torch.ops.collmm.fused_all_gather_matmul(x, [w.to(device).t()], 0, group, return_A=False, algo=algo)
+        assert none is None, what
+        assert_close(y, (x_full.double() @ w.t().double()).float(), what)
+
+
+def rs_cases(rank, world, device="cpu"):
+    group = dist.group.WORLD.group_name
+    cases = [(d, algo, layout, op) for d in (torch.float32, torch.float64) for algo in ALGOS
+             for layout in ("kn", "nk") for op in ("sum", "avg")]
+    cases += [(torch.bfloat16, "ring", "nk", "sum"), (torch.bfloat16, "pipelined", "kn", "avg")]
+    for dtype, algo, layout, reduce_op in cases:
+        what = f"rs {dtype} {algo} {layout} {reduce_op} rank {rank}/{world}"
+        m, k, n = 3 * world + 1, 4 * world + 1, 5  # M and K not divisible by the world size (world > 1)
+        a_full, b_full = seeded(6, m, k, dtype=dtype), seeded(7, k, n, dtype=dtype)
+        a = a_full[:, block(k, world, rank)].contiguous().to(device)
+        b_r = b_full[block(k, world, rank)]
+        b = as_layout(b_r.to(device), layout)
+        c = torch.ops.collmm.fused_matmul_reduce_scatter(a, b, reduce_op, 0, group, algo=algo)
+        want = a_full.double() @ b_full.double()
+        if reduce_op == "avg":
+            want = want / world
+        # bf16 inputs: every rank's partial is rounded from its f32 GEMM before the sum
+        assert_close(c, want[block(m, world, rank)].to(dtype), what)
+
+    for algo in ALGOS:  # leading dims [s, b, K_r] scattered along dim 0
+        what = f"rs 3-D {algo} rank {rank}/{world}"
+        s, bt, k, n = 2 * world, 2, 3 * world + 1, 4
+        h_full, w = seeded(8, s, bt, k), seeded(9, n, k)
+        h = h_full[..., block(k, world, rank)].contiguous().to(device)
+        w_r = w[:, block(k, world, rank)].contiguous().to(device)
+        y = torch.ops.collmm.fused_matmul_reduce_scatter(h, w_r.t(), "sum", 0, group, algo=algo)
+        assert_close(y, (h_full.double() @ w.t().double()).float()[block(s, world, rank)], what)

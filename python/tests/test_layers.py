@@ -1,0 +1,18 @@
+"""collmm.torch.ColumnParallelLinear -> gelu -> RowParallelLinear (sequence-parallel MLP) on
+gloo, world sizes 1..4: outputs, input gradients and weight/bias gradients equal those of the
+unsharded nn.Linear pair, for every algo, with an uneven sequence split (2-D input) and an uneven
+hidden split, and with [s, b, K] inputs."""
+import pytest
+
+from dist_util import run_world
+from layer_cases import compile_cases, mlp_cases
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_mlp_forward_backward(world):
+    run_world(world, mlp_cases)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_compile_fullgraph(world):
+    run_world(world, compile_cases)
