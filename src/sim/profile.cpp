@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "collmm/cost_model.hpp"
+#include "json_number.hpp"
 
 namespace collmm {
 namespace {
@@ -135,12 +136,12 @@ Profile profile_from_json(const json& j) {
     const json table = get<json>(g, "table", json::array());
     for (auto& [d, tf] : peaks.items()) p.gemm.peak_tflops.push_back({parse_dtype(d), tf.get<double>()});
     for (const json& e : table)
-      p.gemm.table.push_back({parse_dtype(e.at("dtype").get<std::string>()), e.at("m").get<int64_t>(),
-                              e.at("n").get<int64_t>(), e.at("k").get<int64_t>(), e.at("tflops").get<double>(),
+      p.gemm.table.push_back({parse_dtype(e.at("dtype").get<std::string>()), json_integer<int64_t>(e, "m"),
+                              json_integer<int64_t>(e, "n"), json_integer<int64_t>(e, "k"), e.at("tflops").get<double>(),
                               get<double>(e, "device_tflops", 0)});
     p.memory_gbps = get<double>(j, "memory_gbps", 0);
     const json l = get<json>(j, "links", json::object());
-    p.links.ranks_per_node = get<int>(l, "ranks_per_node", 0);
+    p.links.ranks_per_node = json_integer<int>(l, "ranks_per_node", 0);
     p.links.intra_gbps = get<double>(l, "intra_gbps", 0);
     p.links.intra_latency_us = get<double>(l, "intra_latency_us", 0);
     p.links.inter_gbps = get<double>(l, "inter_gbps", p.links.intra_gbps);
@@ -170,7 +171,7 @@ Profile profile_from_json(const json& j) {
     p.host.shared = get<bool>(h, "shared", false);
     p.host.gemm_issue_us = get<double>(h, "gemm_issue_us", 0);
     if (!(p.host.gemm_issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.gemm_issue_us must be >= 0");
-    p.ranks_per_device = get<int>(get<json>(j, "device", json::object()), "ranks", 1);  // absent: a device per rank
+    p.ranks_per_device = json_integer<int>(get<json>(j, "device", json::object()), "ranks", 1);  // absent: a device per rank
     if (p.ranks_per_device < 1) throw UsageError("profile '" + p.name + "': device.ranks must be >= 1");
     if (!(p.host.issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.issue_us must be >= 0");
     if (p.contention.gemm_slowdown < 1 || p.contention.comm_slowdown < 1)

@@ -18,6 +18,7 @@
 
 #include "collmm/sizes.hpp"
 #include "collmm/tuning.hpp"
+#include "json_number.hpp"
 
 namespace collmm {
 namespace {
@@ -27,15 +28,15 @@ using nlohmann::json;
 TuningEntry entry_from_json(const json& e) {
   TuningEntry t;
   t.op = parse_op(e.at("op").get<std::string>());
-  t.m = e.at("m").get<int64_t>();
-  t.n = e.at("n").get<int64_t>();
-  t.k = e.at("k").get<int64_t>();
-  t.world = e.at("world_size").get<int>();
+  t.m = json_integer<int64_t>(e, "m");
+  t.n = json_integer<int64_t>(e, "n");
+  t.k = json_integer<int64_t>(e, "k");
+  t.world = json_integer<int>(e, "world_size");
   t.dtype = parse_dtype(e.at("dtype").get<std::string>());
   t.algo = parse_algo(e.at("algo").get<std::string>());
-  t.stages = e.value("stages", 0);
-  t.gemm_lanes = e.value("gemm_lanes", 1);
-  t.merge = e.value("merge", 1);
+  t.stages = json_integer<int>(e, "stages", 0);
+  t.gemm_lanes = json_integer<int>(e, "gemm_lanes", 1);
+  t.merge = json_integer<int>(e, "merge", 1);
   t.time_us = e.at("time_us").get<double>();
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw UsageError(what);
