@@ -28,11 +28,11 @@ PeerTraffic peer_traffic(const std::vector<Plan>& plans, int rank) {
   flow.on_transfer = [&](const Pair& p, const std::vector<Terms>& rows) {
     if (p.recv.rank == rank) {
       const Transfer& t = plans[rank].steps[p.recv.step].recvs[p.recv.index];
-      traffic.received.push_back({p.recv.step, p.recv.index, t.peer, t.slice, rows});
+      traffic.received.push_back({p.recv.step, p.recv.index, t.peer, p.send.step, t.slice, rows});
     }
     if (p.send.rank == rank) {
       const Transfer& t = plans[rank].steps[p.send.step].sends[p.send.index];
-      traffic.sent.push_back({p.send.step, p.send.index, t.peer, t.slice, rows});
+      traffic.sent.push_back({p.send.step, p.send.index, t.peer, p.recv.step, t.slice, rows});
     }
   };
   if (simulate(plans, matching, flow, errors)) flow.check_final(errors);

@@ -129,6 +129,7 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     return std::make_unique<cuda::CudaExecutor>(std::move(s));
   }
   if (o.link_copy != "engine") throw UsageError("--link-copy applies to --transport host only");
+  if (o.rank != 0) throw UsageError("--rank applies to --transport host only (other transports take the rank from the launcher)");
   if (o.transport != "nccl") throw UsageError("--transport must be nccl, local or host, got '" + o.transport + "'");
   s.transport = cuda::Transport::nccl;
 

@@ -136,11 +136,12 @@ void CudaExecutor::prepare_host(const Plan& plan, Dtype dtype) {
   for (int q = 0; q < P; ++q)
     job.push_back(lower_collectives(q == plan.rank ? plan : make_plan(plan.problem, plan.options, q)).plan);
   Lowered mine = lower_collectives(plan);
+  check::PeerTraffic traffic = check::peer_traffic(job, plan.rank);
+  auto rank = std::make_unique<RankDevice>(s_.devices[0], mine.plan, dtype, s_.engine);
+  link_ = std::make_unique<HostLink>(*rank, std::move(traffic), arena_, s_.link_copy, s_.engine.comm_high_priority);
+  ranks_.push_back(std::move(rank));  // only once every part is made: a throw above leaves nothing prepared
   origin_ = mine.origin;
   given_steps_ = plan.steps.size();
-  ranks_.push_back(std::make_unique<RankDevice>(s_.devices[0], mine.plan, dtype, s_.engine));
-  link_ = std::make_unique<HostLink>(*ranks_[0], check::peer_traffic(job, plan.rank), arena_, s_.link_copy,
-                                     s_.engine.comm_high_priority);
 }
 
 void CudaExecutor::stage(uint64_t seed) {
@@ -212,7 +213,7 @@ void CudaExecutor::issue_rank(size_t i) {
       continue;
     }
     r.open_step(step);
-    if (link_)
+    if (s_.transport == Transport::host)
       link_->issue(step);
     else
       issue_nccl_step(r, s_.comms[i], step);

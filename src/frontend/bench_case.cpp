@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "chrome_trace.hpp"
@@ -134,12 +135,14 @@ void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, con
   }
 }
 
-// The GEMM steps' time in a timeline, summed per rank, the mean over the ranks.
+// The GEMM steps' time in a timeline, summed per rank, the mean over the ranks that ran GEMMs (a
+// timeline may hold fewer ranks than the job: the host transport runs one of them).
 double gemm_busy_us(const Timeline& t) {
   double busy = 0;
+  std::set<int> ranks;
   for (const TimelineEvent& e : t.events)
-    if (e.kind == StepKind::gemm) busy += e.end_us - e.start_us;
-  return busy / std::max(1, t.world);
+    if (e.kind == StepKind::gemm) busy += e.end_us - e.start_us, ranks.insert(e.rank);
+  return ranks.empty() ? 0 : busy / static_cast<double>(ranks.size());
 }
 
 // The number of steps (stages) a schedule has: 1 + its largest step index.

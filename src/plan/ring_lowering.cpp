@@ -43,7 +43,7 @@ class Lowering {
       const Step& s = in_.steps[i];
       first_ = true;
       waits_.clear();
-      for (int w : s.waits) waits_.push_back(end_.at(w));
+      for (int w : s.waits) waits_.insert(waits_.end(), end_.at(w).begin(), end_.at(w).end());
       origin_ = static_cast<int>(i);
       if (s.kind == StepKind::allgather)
         allgather(s);
@@ -51,7 +51,9 @@ class Lowering {
         reduce_scatter(s);
       else
         push(s);
-      end_.push_back(static_cast<int>(out_.plan.steps.size()) - 1);
+      // What waiting for step i means now: its last lowered step, or, for a collective with no
+      // rows anywhere (nothing pushed), what it waited for itself.
+      end_.push_back(first_ ? waits_ : std::vector<int>{static_cast<int>(out_.plan.steps.size()) - 1});
     }
     return std::move(out_);
   }
@@ -108,7 +110,7 @@ class Lowering {
   const Plan& in_;
   Lowered out_;
   int acc_[2] = {-1, -1};
-  std::vector<int> end_;  // [step of the input] -> the last step it became
+  std::vector<std::vector<int>> end_;  // [step of the input] -> the steps waiting for it waits for
   std::vector<int> waits_;
   int origin_ = -1;
   bool first_ = true;
