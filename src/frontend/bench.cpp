@@ -113,7 +113,8 @@ void Bench::validate() {
   }
   // Memory last: every case is known. Refused here, before anything is allocated.
   try {
-    ex_.check_memory(memory_need(o_, cases, ex_.world_size(), ex_.local_ranks(), ex_.out_dtype(o_.dtype)));
+    ex_.check_memory(memory_need(o_, cases, ex_.world_size(), ex_.local_ranks(), ex_.out_dtype(o_.dtype),
+                                 ex_.played_peers() != nullptr));
   } catch (const UsageError& e) {
     error = e.what();
   }

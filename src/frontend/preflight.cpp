@@ -63,7 +63,7 @@ void check_outputs_writable(const BenchOptions& o, bool writer) {
 }
 
 MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, PlanOptions>>& cases, int world,
-                       const std::vector<int>& local_ranks, Dtype out_dtype) {
+                       const std::vector<int>& local_ranks, Dtype out_dtype, bool plays_peers) {
   MemoryNeed need;
   need.device_bytes.assign(local_ranks.size(), 0);
   int64_t host_extra = 0;
@@ -82,6 +82,15 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
       if (o.check) extra += s.c_rows * s.c_cols * 8 * 2;                       // the reference and the read-back C
     }
     if (o.check && op == Op::ag_gemm) extra += p.m * p.k * 8 * 2;  // the gathered A's reference and read-back
+    if (plays_peers) {
+      // The job's A (and gemm_rs's B) generated (f64 + encoded) and on the device; two accumulators
+      // and a running sum of one block (bounded by C); what the rank receives and sends, pinned.
+      const int64_t inputs = p.m * p.k + (op == Op::gemm_rs ? p.k * p.n : 0);
+      const int64_t block = (p.m / world + 1) * p.n * out_size;
+      const int64_t link = op == Op::ag_gemm ? 2 * p.m * p.k * in_size : 2 * int64_t(world) * block;
+      extra += inputs * (8 + in_size) + link;
+      for (int64_t& d : need.device_bytes) d += inputs * in_size + 3 * block + (int64_t(64) << 20);
+    }
     host_extra = std::max(host_extra, extra);
   }
   need.host_bytes = host_extra;

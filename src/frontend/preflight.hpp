@@ -19,7 +19,9 @@ void check_outputs_writable(const BenchOptions&, bool writer);
 // The peak need of this process over the cases: the plans' buffers of its local ranks (the largest
 // case: each case's buffers replace the last one's), and in host memory the inputs as generated
 // (f64 and encoded) and, with --check, the f64 reference (the local C's and ag_gemm's gathered A).
+// plays_peers (cuda --transport host): also the job's whole inputs (on the device, and generated
+// on the host), the ring collectives' accumulators, and the pinned host memory of every transfer.
 MemoryNeed memory_need(const BenchOptions&, const std::vector<std::pair<Op, PlanOptions>>& cases, int world,
-                       const std::vector<int>& local_ranks, Dtype out_dtype);
+                       const std::vector<int>& local_ranks, Dtype out_dtype, bool plays_peers = false);
 
 }  // namespace collmm
