@@ -71,17 +71,7 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
   const int64_t out_size = static_cast<int64_t>(dtype_size(out_dtype));
   for (const auto& [op, options] : cases) {
     const Problem p = problem_of(o, op, world);
-    int64_t extra = 0;
-    for (size_t i = 0; i < local_ranks.size(); ++i) {
-      const Plan plan = make_plan(p, options, local_ranks[i]);
-      int64_t bytes = 0;
-      for (const BufferSpec& b : plan.buffers) bytes += elems(b) * (is_input(b.role) ? in_size : out_size);
-      need.device_bytes[i] = std::max(need.device_bytes[i], bytes);
-      const LocalShape s = local_shape(p, local_ranks[i]);
-      extra += (s.a_rows * s.a_cols + s.b_rows * s.b_cols) * (8 + in_size);  // generated, then encoded
-      if (o.check) extra += s.c_rows * s.c_cols * 8 * 2;                       // the reference and the read-back C
-    }
-    if (o.check && op == Op::ag_gemm) extra += p.m * p.k * 8 * 2;  // the gathered A's reference and read-back
+    int64_t extra = 0, peer_device = 0;
     if (plays_peers) {
       // The job's A (and gemm_rs's B) generated (f64 + encoded) and on the device; two accumulators
       // and a running sum of one block (bounded by C); what the rank receives and sends, pinned.
@@ -89,8 +79,18 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
       const int64_t block = (p.m / world + 1) * p.n * out_size;
       const int64_t link = op == Op::ag_gemm ? 2 * p.m * p.k * in_size : 2 * int64_t(world) * block;
       extra += inputs * (8 + in_size) + link;
-      for (int64_t& d : need.device_bytes) d += inputs * in_size + 3 * block + (int64_t(64) << 20);
+      peer_device = inputs * in_size + 3 * block + (int64_t(64) << 20);
     }
+    for (size_t i = 0; i < local_ranks.size(); ++i) {
+      const Plan plan = make_plan(p, options, local_ranks[i]);
+      int64_t bytes = 0;
+      for (const BufferSpec& b : plan.buffers) bytes += elems(b) * (is_input(b.role) ? in_size : out_size);
+      need.device_bytes[i] = std::max(need.device_bytes[i], bytes + peer_device);
+      const LocalShape s = local_shape(p, local_ranks[i]);
+      extra += (s.a_rows * s.a_cols + s.b_rows * s.b_cols) * (8 + in_size);  // generated, then encoded
+      if (o.check) extra += s.c_rows * s.c_cols * 8 * 2;                       // the reference and the read-back C
+    }
+    if (o.check && op == Op::ag_gemm) extra += p.m * p.k * 8 * 2;  // the gathered A's reference and read-back
     host_extra = std::max(host_extra, extra);
   }
   need.host_bytes = host_extra;
