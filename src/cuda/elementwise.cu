@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "check.hpp"
@@ -81,15 +82,20 @@ void add_into(void* out, const void* a, size_t count, Dtype dtype, cudaStream_t 
   COLLMM_CUDA(cudaGetLastError());
 }
 
+// A head of bytes up to dst's next 16-byte boundary, 16-byte vectors, then the tail. Vectors need
+// src and dst equally misaligned (row slices of one row width are); otherwise byte by byte.
 void sm_copy(void* dst, const void* src, size_t bytes, int ctas, cudaStream_t stream) {
   if (bytes == 0) return;
-  const bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-  const size_t vectors = aligned ? bytes / 16 : 0;
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const uintptr_t da = reinterpret_cast<uintptr_t>(d), sa = reinterpret_cast<uintptr_t>(s);
+  const size_t head = da % 16 == sa % 16 ? std::min(bytes, (16 - da % 16) % 16) : bytes;
+  const size_t vectors = (bytes - head) / 16;
+  if (head > 0) copy_bytes_kernel<<<1, 32, 0, stream>>>(d, s, head);
   if (vectors > 0)
-    copy_kernel<<<ctas, 512, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), vectors);
-  if (bytes > vectors * 16)
-    copy_bytes_kernel<<<ctas, 512, 0, stream>>>(static_cast<char*>(dst) + vectors * 16,
-                                                static_cast<const char*>(src) + vectors * 16, bytes - vectors * 16);
+    copy_kernel<<<ctas, 512, 0, stream>>>(reinterpret_cast<uint4*>(d + head), reinterpret_cast<const uint4*>(s + head), vectors);
+  const size_t done = head + vectors * 16;
+  if (bytes > done) copy_bytes_kernel<<<head == bytes ? ctas : 1, head == bytes ? 512 : 32, 0, stream>>>(d + done, s + done, bytes - done);
   COLLMM_CUDA(cudaGetLastError());
 }
 
