@@ -89,13 +89,16 @@ void sm_copy(void* dst, const void* src, size_t bytes, int ctas, cudaStream_t st
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
   const uintptr_t da = reinterpret_cast<uintptr_t>(d), sa = reinterpret_cast<uintptr_t>(s);
-  const size_t head = da % 16 == sa % 16 ? std::min(bytes, (16 - da % 16) % 16) : bytes;
-  const size_t vectors = (bytes - head) / 16;
-  if (head > 0) copy_bytes_kernel<<<1, 32, 0, stream>>>(d, s, head);
-  if (vectors > 0)
-    copy_kernel<<<ctas, 512, 0, stream>>>(reinterpret_cast<uint4*>(d + head), reinterpret_cast<const uint4*>(s + head), vectors);
-  const size_t done = head + vectors * 16;
-  if (bytes > done) copy_bytes_kernel<<<head == bytes ? ctas : 1, head == bytes ? 512 : 32, 0, stream>>>(d + done, s + done, bytes - done);
+  if (da % 16 != sa % 16) {
+    copy_bytes_kernel<<<ctas, 512, 0, stream>>>(d, s, bytes);
+  } else {
+    const size_t head = std::min(bytes, (16 - da % 16) % 16), vectors = (bytes - head) / 16;
+    const size_t tail = bytes - head - vectors * 16;
+    if (head > 0) copy_bytes_kernel<<<1, 32, 0, stream>>>(d, s, head);
+    if (vectors > 0)
+      copy_kernel<<<ctas, 512, 0, stream>>>(reinterpret_cast<uint4*>(d + head), reinterpret_cast<const uint4*>(s + head), vectors);
+    if (tail > 0) copy_bytes_kernel<<<1, 32, 0, stream>>>(d + bytes - tail, s + bytes - tail, tail);
+  }
   COLLMM_CUDA(cudaGetLastError());
 }
 
