@@ -45,6 +45,9 @@ class AtenExecutor : public Executor {
   }
   Dtype out_dtype(Dtype in) const override { return in; }
   bool can_bind() const override { return true; }
+  // Nothing to refuse ahead: the caller's tensors already exist, and the scratch (gathered A,
+  // receive buffers) comes from PyTorch's allocator, whose out-of-memory error names the size.
+  void check_memory(const MemoryNeed&) const override {}
 
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override {
     if (plans.size() != 1) throw UsageError("aten executor: one plan per process");
