@@ -50,11 +50,12 @@ Profile h200_host() {
   p.name = "h200-host";
   p.notes =
       "The host transport's bed (cuda --transport host): one H200 rank whose peers are pinned host "
-      "memory, the link PCIe copy engines. GEMM rates as h200-nvlink. Link 44 GB/s per direction, "
+      "memory, the link PCIe copy engines. GEMM rates as h200-nvlink. Link 48 GB/s per direction, "
       "both directions at once, 10 us latency: measured on the bed (ag_gemm P = 4, M = 8192, "
-      "2026-12-03: 100 MB of receives in 2283 us); copy engines leave the SMs to the GEMMs "
-      "(no contention). Collectives run as rings over the link.";
-  p.links = {0, 44, 10, 44, 10};
+      "2026-12-03): 44 GB/s for the collective alone (the GPU idle, its clocks down), 50 GB/s for "
+      "the ring's transfers beside GEMMs; copy engines leave the SMs to the GEMMs (no "
+      "contention). Collectives run as rings over the link.";
+  p.links = {0, 48, 10, 48, 10};
   p.contention = {false, 1.0, 1.0, false};
   return p;
 }
