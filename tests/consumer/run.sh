@@ -20,6 +20,7 @@ if grep -rlE '#include[[:space:]]*[<"]mpi\.h[>"]' "$prefix/include"; then
 fi
 ls "$prefix"/lib*/cmake/collmm/collmmConfig.cmake
 "$prefix/bin/collmm-sim" --help > /dev/null
+"$prefix/bin/collmm-bench" --help > /dev/null
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix"
 cmake --build "$work/build"
 "$@" "$work/build/consumer"
