@@ -61,7 +61,7 @@ CheckReport check_plans(const std::vector<Plan>& all_ranks) {
   const check::Matching matching = check::match_comm(all_ranks, report.errors);
   check::check_races(all_ranks, report.errors);
   check::DataFlow flow(all_ranks);
-  if (check::simulate(all_ranks, matching, flow, report.errors)) flow.check_final(report.errors);
+  if (check::run_symbolic(all_ranks, matching, flow, report.errors)) flow.check_final(report.errors);
   return report;
 }
 

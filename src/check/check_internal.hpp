@@ -80,8 +80,8 @@ class DataFlow {
   std::vector<std::vector<Buffer>> buffers_;  // [rank][buffer]
 };
 
-// simulate.cpp: runs every rank's steps under the execution rules of plan.hpp, driving the data
+// symbolic.cpp (run_symbolic): runs every rank's steps under the execution rules of plan.hpp, driving the data
 // state; returns false (and reports each rank's stuck steps) when it stalls.
-bool simulate(const std::vector<Plan>&, const Matching&, DataFlow&, Errors&);
+bool run_symbolic(const std::vector<Plan>&, const Matching&, DataFlow&, Errors&);
 
 }  // namespace collmm::check

@@ -35,7 +35,7 @@ PeerTraffic peer_traffic(const std::vector<Plan>& plans, int rank) {
       traffic.sent.push_back({p.send.step, p.send.index, t.peer, p.recv.step, t.slice, rows});
     }
   };
-  if (simulate(plans, matching, flow, errors)) flow.check_final(errors);
+  if (run_symbolic(plans, matching, flow, errors)) flow.check_final(errors);
   if (!errors.empty()) throw std::runtime_error("peer_traffic: the plans do not check: " + errors.at(0));
   return traffic;
 }

@@ -1,6 +1,6 @@
 // mpi_host.cpp: MPI_COMM_WORLD as a HostComm whose every collective is bounded by a deadline;
 // MPI init with the thread-level check; node-local rank and size; the checked-call helper.
-#include "collmm/mpi_host.hpp"
+#include "mpi_host.hpp"
 
 #include <sys/resource.h>
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "collmm/mpi_host.hpp"
+#include "mpi_host.hpp"
 #include "gemm_engine.hpp"
 #include "host_executor.hpp"
 #include "mpi_transport.hpp"

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "collmm/mpi_host.hpp"
+#include "mpi_host.hpp"
 
 namespace collmm::cpu {
 namespace {

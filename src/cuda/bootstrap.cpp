@@ -15,9 +15,9 @@
 #include <iostream>
 #include <string>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "collmm/deadline.hpp"
-#include "collmm/mpi_host.hpp"
+#include "mpi_host.hpp"
 #include "cuda_executor.hpp"
 #include "nccl_host_comm.hpp"
 #include "nccl_transport.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "local_transport.hpp"
 #include "nccl_transport.hpp"
 

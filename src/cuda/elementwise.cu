@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 
 namespace collmm::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 
 namespace collmm::cuda {
 namespace {

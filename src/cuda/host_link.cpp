@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "elementwise.hpp"
 
 namespace collmm::cuda {

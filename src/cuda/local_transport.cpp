@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "elementwise.hpp"
 
 namespace collmm::cuda {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 
 namespace collmm::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 
 namespace collmm::cuda {
 namespace {

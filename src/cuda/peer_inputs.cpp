@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "collmm/data.hpp"
 
 namespace collmm::cuda {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "elementwise.hpp"
 
 namespace collmm::cuda {

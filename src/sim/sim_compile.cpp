@@ -144,7 +144,7 @@ void Engine::match_messages() {
     for (const End& e : sends_[r]) {
       if (e.peer < 0 || e.peer >= world_)
         throw std::runtime_error("simulate: " + where(r, e.step) + " sends to rank " + std::to_string(e.peer));
-      Message m;
+      SimMessage m;
       m.src = r, m.dst = e.peer, m.src_step = e.step, m.bytes = e.bytes;
       ranks_[r].msgs[e.slot] = static_cast<int>(msgs_.size());
       pairs[key(r, e.peer)].first.push_back(static_cast<int>(msgs_.size()));
@@ -157,7 +157,7 @@ void Engine::match_messages() {
         throw std::runtime_error("simulate: " + where(q, e.step) + " receives from rank " +
                                  std::to_string(e.peer) + " a message that is never sent");
       const int id = it->second.first[it->second.second++];
-      Message& m = msgs_[id];
+      SimMessage& m = msgs_[id];
       if (m.bytes != e.bytes)
         throw std::runtime_error("simulate: " + where(q, e.step) + " receives " + std::to_string(e.bytes) +
                                  " bytes from " + where(m.src, m.src_step) + " which sends " +

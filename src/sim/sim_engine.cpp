@@ -31,7 +31,7 @@ double Engine::speed_of(const Activity& a) const {
     case Activity::local:
       return device(a.rank).gemm_running > 0 ? 1 / c.comm_slowdown : 1;
     case Activity::message: {
-      const Message& m = msgs_[a.id];
+      const SimMessage& m = msgs_[a.id];
       return (device(m.src).gemm_running > 0 || device(m.dst).gemm_running > 0) ? 1 / c.comm_slowdown : 1;
     }
     case Activity::collective:
@@ -101,7 +101,7 @@ void Engine::set_counts(const Activity& a, int delta, double t) {
       }
       break;
     case Activity::message: {
-      const Message& m = msgs_[a.id];
+      const SimMessage& m = msgs_[a.id];
       bump(m.src);
       if (m.dst != m.src) bump(m.dst);
       break;
@@ -157,7 +157,7 @@ void Engine::start(int r, int s, double t) {
     case StepKind::sendrecv:
       if (x.pending == 0) return start_activity(a, t);  // nothing to move: done at once
       for (int i = x.msgs_begin; i < x.msgs_end; ++i) {
-        Message& m = msgs_[rank.msgs[i]];
+        SimMessage& m = msgs_[rank.msgs[i]];
         const bool sender = m.src == r && m.src_step == s && !m.src_posted;
         (sender ? m.src_posted : m.dst_posted) = true;
         if (!(m.src_posted && m.dst_posted)) continue;
@@ -276,7 +276,7 @@ void Engine::finish(int act, double t) {
           if (!is_touched_[r]) is_touched_[r] = 1, touched_.push_back(r);
       break;
     case Activity::message: {
-      const Message& m = msgs_[a.id];
+      const SimMessage& m = msgs_[a.id];
       delist(m.src);
       if (m.dst != m.src) delist(m.dst);
       set_counts(a, -1, t);

@@ -53,7 +53,7 @@ struct SimDevice {
   double gemm_demand = 0;   // the running GEMMs' alone rates, flops per us
 };
 
-struct Message {
+struct SimMessage {
   int src = -1, dst = -1, src_step = -1, dst_step = -1;
   double bytes = 0;
   bool src_posted = false, dst_posted = false;
@@ -129,7 +129,7 @@ class Engine {
   int world_;
   std::vector<SimRank> ranks_;
   std::vector<SimDevice> devs_;
-  std::vector<Message> msgs_;
+  std::vector<SimMessage> msgs_;
   std::vector<Collective> colls_;
   // Per rank, in order: (peer, step, slot in SimRank::msgs, bytes) of each send and receive.
   struct End { int peer, step, slot; double bytes; };

@@ -44,7 +44,7 @@ int sends(const SimStep& x) { return x.share_send[0] + x.share_send[1]; }
 // The local transport's Scheduler over the compact plans, with a clock for the host.
 class SharedIssuer {
  public:
-  SharedIssuer(std::vector<SimRank>& ranks, const std::vector<Message>& msgs, const HostCost& host)
+  SharedIssuer(std::vector<SimRank>& ranks, const std::vector<SimMessage>& msgs, const HostCost& host)
       : ranks_(ranks), msgs_(msgs), h_(host), P_(static_cast<int>(ranks.size())), cur_(ranks.size(), 0),
         mark_(ranks.size(), 0) {}
 
@@ -70,7 +70,7 @@ class SharedIssuer {
   // The peer of rank x's i-th message slot of its current step (its sends come first).
   int peer(int x, int i) {
     const SimStep& s = step(x);
-    const Message& m = msgs_[ranks_[x].msgs[i]];
+    const SimMessage& m = msgs_[ranks_[x].msgs[i]];
     return i < s.msgs_begin + sends(s) ? m.dst : m.src;
   }
 
@@ -149,7 +149,7 @@ class SharedIssuer {
   }
 
   std::vector<SimRank>& ranks_;
-  const std::vector<Message>& msgs_;
+  const std::vector<SimMessage>& msgs_;
   HostCost h_;
   double t_ = 0;
   int P_;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "collmm/data.hpp"
 #include "gemm_engine.hpp"
 #include "gpu_case.hpp"

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "collmm/executor.hpp"
-#include "collmm/mpi_host.hpp"
+#include "mpi_host.hpp"
 #include "gpu_case.hpp"
 
 namespace collmm {

@@ -1,5 +1,5 @@
-// check.cpp: turns CUDA, cuBLASLt and NCCL error codes into exceptions with file:line.
-#include "check.hpp"
+// cuda_check.cpp: turns CUDA, cuBLASLt and NCCL error codes into exceptions with file:line.
+#include "cuda_check.hpp"
 
 #include <stdexcept>
 #include <string>

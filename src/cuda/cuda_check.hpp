@@ -1,4 +1,4 @@
-// check.hpp: checks for CUDA runtime, cuBLASLt and NCCL return codes. A failure throws
+// cuda_check.hpp: checks for CUDA runtime, cuBLASLt and NCCL return codes. A failure throws
 // std::runtime_error naming the call, file:line and the library's error string.
 #pragma once
 

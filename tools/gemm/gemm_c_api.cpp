@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "gemm_engine.hpp"
 
 namespace {

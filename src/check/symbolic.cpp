@@ -1,4 +1,4 @@
-// simulate.cpp: runs all ranks' plans under the execution rules of plan.hpp, with no notion of
+// symbolic.cpp (run_symbolic): runs all ranks' plans under the execution rules of plan.hpp, with no notion of
 // time: a step starts once the step before it on its lane has ended and every step it waits for
 // has ended. GEMMs, copies and adds end as soon as they start. A sendrecv group ends once each of
 // its sends has met its posted receive and each receive its posted send (a transfer happens when
@@ -164,7 +164,7 @@ class Simulation {
 
 }  // namespace
 
-bool simulate(const std::vector<Plan>& plans, const Matching& m, DataFlow& flow, Errors& errors) {
+bool run_symbolic(const std::vector<Plan>& plans, const Matching& m, DataFlow& flow, Errors& errors) {
   Simulation sim(plans, m, flow);
   if (sim.run()) return true;
   sim.report_stuck(errors);

@@ -1,5 +1,6 @@
-// collmm/mpi_host.hpp: MPI as the HostComm of a job of several processes (mpirun), and the MPI
-// thread level check. Used by the cpu backend (its transport) and by cuda's multi-process bootstrap.
+// mpi_host.hpp (internal: it pulls in mpi.h): MPI as the HostComm of a job of several processes
+// (mpirun), and the MPI thread level check. Used by the cpu backend (its transport) and by cuda's
+// multi-process bootstrap.
 #pragma once
 
 #include <chrono>

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "check.hpp"
+#include "cuda_check.hpp"
 #include "collmm/plan.hpp"
 #include "gemm_engine.hpp"
 
