@@ -15,7 +15,8 @@ gpu_build() {  # gpu_build LOG TARGET...
   shift
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLLMM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  # Warnings as errors stay a CI matter: another compiler (gcc 13 there) must not stop a measurement.
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLLMM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCOLLMM_WERROR=OFF \
     -DNCCL_INCLUDE_DIR="$NCCL_ROOT/include" -DNCCL_LIBRARY="$NCCL_LIB" >"$log" 2>&1 &&
     cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}" >>"$log" 2>&1
 }
