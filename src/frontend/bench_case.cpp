@@ -60,19 +60,33 @@ size_t median_index(const std::vector<double>& v) {
 }
 
 // Timed iterations of the whole plan with step times: the median time and this process's runs of
-// the median iteration.
-double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>& median_runs) {
-  for (int w = 0; w < warmup; ++w) ex.run(StepFilter::all, false);
+// the median iteration. Each iteration also runs the plan once under every filter in `alone` (its
+// GEMMs alone, its comm alone), right after the whole plan, and `alone_us` gets their medians: the
+// figures set side by side see the same device state (a GPU's clocks drift by 10-15% over seconds
+// of back-to-back GEMMs: measured one after the other, one plan's GEMM-only runs differed so).
+double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>& median_runs,
+                       const std::vector<StepFilter>& alone, std::vector<double>& alone_us) {
+  auto slowest_of = [](const std::vector<RankRun>& runs) {
+    double slowest = 0;
+    for (const RankRun& run : runs) slowest = std::max(slowest, run.total_us);
+    return slowest;
+  };
+  for (int w = 0; w < warmup; ++w) {
+    ex.run(StepFilter::all, false);
+    for (StepFilter f : alone) ex.run(f, false);
+  }
   std::vector<std::vector<RankRun>> runs;
   std::vector<double> slowest_here;
+  std::vector<std::vector<double>> alone_here(alone.size());
   for (int it = 0; it < iters; ++it) {
     runs.push_back(ex.run(StepFilter::all, true));
-    double slowest = 0;
-    for (const RankRun& run : runs.back()) slowest = std::max(slowest, run.total_us);
-    slowest_here.push_back(slowest);
+    slowest_here.push_back(slowest_of(runs.back()));
+    for (size_t f = 0; f < alone.size(); ++f) alone_here[f].push_back(slowest_of(ex.run(alone[f], false)));
   }
   const std::vector<double> slowest = slowest_per_iteration(ex.host(), slowest_here);
   median_runs = std::move(runs[median_index(slowest)]);
+  alone_us.clear();
+  for (const std::vector<double>& here : alone_here) alone_us.push_back(median(slowest_per_iteration(ex.host(), here)));
   return median(slowest);
 }
 
@@ -231,24 +245,29 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   upload_inputs(ex, plans, o.seed, o.dtype);
   inject_fault(o, ex.local_ranks(), "run");
 
+  // The plan's GEMMs alone (for t_gemm and for --gemm-rate) and its comm alone (for t_comm), timed
+  // interleaved with the whole plan.
+  std::vector<StepFilter> alone;
+  if (work.alone || o.gemm_rate) alone.push_back(StepFilter::gemm_only);
+  if (work.alone) alone.push_back(StepFilter::comm_only);
   std::vector<RankRun> median_runs;
+  std::vector<double> alone_us;
   host.set_phase("the timed runs of " + name + " (gathering the times)");
-  result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs);
+  result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs, alone, alone_us);
   host.set_phase("the timed runs of " + name + " (gathering the timeline)");
   result.timeline = gather_timeline(host, make_timeline(plans, median_runs));
   result.overlap = measure_overlap(result.timeline);
   if (o.gemm_rate) {
-    result.t_gemm_plan_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
+    result.t_gemm_plan_us = alone_us.at(0);
     result.gemm_busy_us = gemm_busy_us(result.timeline);
   }
   if (work.alone) {
-    host.set_phase("the GEMM-only and comm-only runs of " + name);
-    result.t_gemm_us = time_iterations(ex, StepFilter::gemm_only, o.warmup, o.iters);
-    result.t_comm_us = time_iterations(ex, StepFilter::comm_only, o.warmup, o.iters);
+    result.t_gemm_us = alone_us.at(0);
+    result.t_comm_us = alone_us.at(1);
   }
 
   // One more whole iteration for the check (on poisoned outputs) and the saved files: the
-  // standalone runs above leave C half done. Run on every process alike (--save is per process).
+  // filtered runs above leave C half done. Run on every process alike (--save is per process).
   host.set_phase("the checked run of " + name);
   if (work.check) ex.poison();
   ex.run(StepFilter::all, false);

@@ -95,7 +95,8 @@ void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo&
       << "\n";
   if (!info.timing_note.empty()) out << "# note: " << info.timing_note << "\n";
   out << "# time_us: median over iterations of the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us:\n"
-         "# the sequential plan's GEMMs alone and its comm alone. speedup: T_sequential / time.\n"
+         "# the sequential plan's GEMMs alone and its comm alone, timed interleaved with it, iteration by\n"
+         "# iteration. speedup: T_sequential / time.\n"
          "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm), 1 = all of it hidden;\n"
          "# <0: slower than sequential; >1: not an overlap figure (timing noise or ranks sharing cores).\n"
          "# hidden%: comm time covered by a GEMM on the same rank / comm time, mean over ranks, read off\n"
