@@ -1,4 +1,4 @@
-// cli_size.hpp: the CLI11 transform that both command lines (collmm-bench, collmm-sim) use for
+// tools/common/cli_size.hpp: the CLI11 transform that both command lines (collmm-bench, collmm-sim) use for
 // -m, -n and -k: collmm::parse_size (collmm/sizes.hpp), so "8K" means 8192 in both and a bad or
 // too large size is refused with the same message.
 #pragma once
