@@ -59,6 +59,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "collmm/element_types.hpp"
 #include "collmm/types.hpp"
 
 namespace collmm {
@@ -82,6 +83,7 @@ struct GemmCost {
   std::vector<std::pair<Dtype, double>> peak_tflops;  // roofline peak per input dtype
   std::vector<GemmPoint> table;                        // rate table (model == table)
   double overhead_us = 0;                              // per call: launch and tail
+  GemmLibrary library = GemmLibrary::cublaslt;         // sets the element type of C and the sums
 };
 
 struct LinkCost {
@@ -144,10 +146,6 @@ Profile builtin_profile(const std::string& name);
 nlohmann::json to_json(const Profile&);
 Profile profile_from_json(const nlohmann::json&);
 void save_profile(const Profile&, const std::string& path);
-
-// The element type of C and of work buffers for an input dtype, as the backends produce it:
-// fp8 gives bf16, tf32 gives f32, the rest give themselves.
-Dtype output_dtype(Dtype in);
 
 // Times in microseconds.
 double gemm_time_us(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);

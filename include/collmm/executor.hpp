@@ -11,6 +11,7 @@
 #include "collmm/data.hpp"
 #include "collmm/memory.hpp"
 #include "collmm/plan.hpp"
+#include "collmm/step_filter.hpp"
 
 namespace collmm {
 
@@ -34,10 +35,6 @@ class HostComm {
   std::string phase_ = "setup";
 };
 std::unique_ptr<HostComm> make_single_process_comm();
-
-// Which steps of a plan run: all of them, or only the GEMMs (t_gemm alone) or only the comm
-// (t_comm alone). Copies and adds count as comm. A skipped step counts as done at once.
-enum class StepFilter { all, gemm_only, comm_only };
 
 struct StepTime {
   double start_us = -1, end_us = -1;  // from the iteration's start on this rank; -1: not run

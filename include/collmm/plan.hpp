@@ -25,7 +25,7 @@ std::string to_string(Role);
 
 struct BufferSpec {
   Role role;
-  int64_t rows = 0, cols = 0;  // row-major; element type: input dtype for a/b/gathered, output for c/work
+  int64_t rows = 0, cols = 0;  // row-major; element type: buffer_dtype (collmm/element_types.hpp)
 };
 
 // Fixed buffer ids: every plan has A, B and C first.

@@ -18,10 +18,8 @@
 // Host issue (Profile::host, issue_us > 0): a step also waits until the host has enqueued it. The
 // host spends issue_us x issue_ops(step) on each step that is not skipped, never waiting for the
 // device: per rank in list order (one issuer per rank), or, shared, one issuer for every rank in
-// the order of the cuda local transport (src/cuda/local_transport.cpp): rounds over the ranks in
-// order, each issuing its local steps up to its next comm step, then that comm step's group (a
-// sendrecv's partners, transitively; every rank for a collective) if all its members stand at it,
-// member by member in the transport's order. See sim_host.cpp.
+// the order the cuda local transport issues in (src/plan/issue_order.hpp, which both walk). See
+// sim_host.cpp.
 //
 // The simulation is event-driven: a heap of activity end times, with rates changed only where SM
 // contention says so. Plans of P ranks have O(P) steps each, O(P^2) in all; P = 1024 ring runs

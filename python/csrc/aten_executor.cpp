@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "collmm/agreement.hpp"
+#include "collmm/element_types.hpp"
 
 namespace collmm::torch_ext {
 namespace {
@@ -43,7 +44,7 @@ class AtenExecutor : public Executor {
   bool supports(Dtype d) const override {
     return d == Dtype::f64 || d == Dtype::f32 || d == Dtype::f16 || d == Dtype::bf16;
   }
-  Dtype out_dtype(Dtype in) const override { return in; }
+  Dtype out_dtype(Dtype in) const override { return output_dtype(GemmLibrary::aten, in); }
   bool can_bind() const override { return true; }
   // Nothing to refuse ahead: the caller's tensors already exist, and the scratch (gathered A,
   // receive buffers) comes from PyTorch's allocator, whose out-of-memory error names the size.
@@ -108,8 +109,7 @@ class AtenExecutor : public Executor {
       const Step& s = plan_.steps[i];
       for (int w : s.waits) settle(w);
       settle(std::exchange(last_on_lane[static_cast<size_t>(s.lane)], static_cast<int>(i)));
-      const bool gemm = s.kind == StepKind::gemm;
-      if ((filter == StepFilter::gemm_only && !gemm) || (filter == StepFilter::comm_only && gemm)) continue;
+      if (skips(filter, s.kind)) continue;
       pending[i] = issue(s);
     }
     for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));

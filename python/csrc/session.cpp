@@ -53,8 +53,9 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
                                    static_cast<int>(problem.b_layout), static_cast<int>(dtype));
   auto it = auto_.find(key);
   if (it == auto_.end()) {
-    static const Profile cpu = builtin_profile("cpu-2core"), gpu = builtin_profile("h200-nvlink");
-    it = auto_.emplace(key, choose(problem, dtype, device_.is_cuda() ? gpu : cpu).options()).first;
+    Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
+    profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
+    it = auto_.emplace(key, choose(problem, dtype, profile).options()).first;
   }
   return it->second;
 }

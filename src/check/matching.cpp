@@ -1,12 +1,12 @@
-// matching.cpp: which receive each send meets, and which collectives go together. In list order,
-// the k-th send from r to q meets the k-th receive on q from r: they must move the same number of
-// elements, in rows of one width. Every rank's k-th collective is one operation: the same kind,
+// matching.cpp: which receive each send meets, and which collectives go together. Sends meet
+// receives by the plans' rule (send_queues.hpp): they must move the same number of elements, in
+// rows of one width. Every rank's k-th collective is one operation: the same kind,
 // the same rows for each rank's part on every rank, and each rank's own contribution (allgather)
 // or output (reduce_scatter) the size of its part. Whatever is left without a partner is an error.
-#include <map>
-#include <utility>
+#include <algorithm>
 
 #include "check_internal.hpp"
+#include "send_queues.hpp"
 
 namespace collmm::check {
 namespace {
@@ -21,15 +21,15 @@ const Transfer& recv_of(const std::vector<Plan>& plans, const TransferRef& t) {
 }
 
 void pair_transfers(const std::vector<Plan>& plans, Matching& m, Errors& errors) {
-  // (from, to) -> the sends / receives between them, in list order.
-  std::map<std::pair<int, int>, std::vector<TransferRef>> sends, recvs;
+  SendQueues queues;
+  std::vector<TransferRef> sent;  // by send id
   for (const Plan& plan : plans)
     for (int i = 0; i < static_cast<int>(plan.steps.size()); ++i) {
       const Step& s = plan.steps[static_cast<size_t>(i)];
-      for (int t = 0; t < static_cast<int>(s.sends.size()); ++t)
-        sends[{plan.rank, s.sends[t].peer}].push_back({plan.rank, i, t});
-      for (int t = 0; t < static_cast<int>(s.recvs.size()); ++t)
-        recvs[{s.recvs[t].peer, plan.rank}].push_back({plan.rank, i, t});
+      for (int t = 0; t < static_cast<int>(s.sends.size()); ++t) {
+        queues.send(plan.rank, s.sends[t].peer, static_cast<int>(sent.size()));
+        sent.push_back({plan.rank, i, t});
+      }
     }
   auto unmatched = [&](const TransferRef& t, bool is_send, size_t k) {
     const Plan& plan = plans[t.rank];
@@ -38,32 +38,31 @@ void pair_transfers(const std::vector<Plan>& plans, Matching& m, Errors& errors)
                      (is_send ? " to rank " : " from rank ") + std::to_string(peer) + " has no matching " +
                      (is_send ? "receive" : "send") + " on rank " + std::to_string(peer));
   };
-  for (auto& [link, list] : sends) {
-    const std::vector<TransferRef>& other = recvs[link];
-    for (size_t k = 0; k < list.size(); ++k) {
-      if (k >= other.size()) {
-        unmatched(list[k], true, k);
-        continue;
+  for (const Plan& plan : plans)
+    for (int i = 0; i < static_cast<int>(plan.steps.size()); ++i)
+      for (int t = 0; t < static_cast<int>(plan.steps[static_cast<size_t>(i)].recvs.size()); ++t) {
+        const TransferRef r{plan.rank, i, t};
+        const SendQueues::Match match = queues.receive(recv_of(plans, r).peer, plan.rank);
+        if (match.send < 0) {
+          unmatched(r, false, match.k);
+          continue;
+        }
+        const TransferRef& s = sent[static_cast<size_t>(match.send)];
+        const Slice& from = send_of(plans, s).slice;
+        const Slice& into = recv_of(plans, r).slice;
+        const int64_t ws = width(plans[s.rank], from), wr = width(plans[r.rank], into);
+        if (from.rows * ws != into.rows * wr || ws != wr)
+          errors.push_back(where(plans[s.rank], s.step) + ": send #" + std::to_string(match.k) + " of " +
+                           std::to_string(from.rows) + "x" + std::to_string(ws) + " elements meets " +
+                           where(plans[r.rank], r.step) + " receiving " + std::to_string(into.rows) + "x" +
+                           std::to_string(wr));
+        m.send_pair[s.rank][s.step][s.index] = static_cast<int>(m.pairs.size());
+        m.recv_pair[r.rank][r.step][r.index] = static_cast<int>(m.pairs.size());
+        m.pairs.push_back({s, r});
       }
-      const TransferRef& s = list[k];
-      const TransferRef& r = other[k];
-      const Slice& from = send_of(plans, s).slice;
-      const Slice& into = recv_of(plans, r).slice;
-      const int64_t ws = width(plans[s.rank], from), wr = width(plans[r.rank], into);
-      if (from.rows * ws != into.rows * wr || ws != wr)
-        errors.push_back(where(plans[s.rank], s.step) + ": send #" + std::to_string(k) + " of " +
-                         std::to_string(from.rows) + "x" + std::to_string(ws) + " elements meets " +
-                         where(plans[r.rank], r.step) + " receiving " + std::to_string(into.rows) + "x" +
-                         std::to_string(wr));
-      m.send_pair[s.rank][s.step][s.index] = static_cast<int>(m.pairs.size());
-      m.recv_pair[r.rank][r.step][r.index] = static_cast<int>(m.pairs.size());
-      m.pairs.push_back({s, r});
-    }
-  }
-  for (auto& [link, list] : recvs) {
-    const size_t paired = sends.count(link) ? sends[link].size() : 0;
-    for (size_t k = paired; k < list.size(); ++k) unmatched(list[k], false, k);
-  }
+  for (const SendQueues::Link& link : queues.links())
+    for (size_t k = link.received; k < link.sends.size(); ++k)
+      unmatched(sent[static_cast<size_t>(link.sends[k])], true, k);
 }
 
 void pair_collectives(const std::vector<Plan>& plans, Matching& m, Errors& errors) {

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "collmm/element_types.hpp"
+
 namespace collmm::cpu {
 namespace {
 
@@ -42,7 +44,7 @@ PlanBuffers::PlanBuffers(const Plan& plan, Dtype in, Dtype out) {
   for (const BufferSpec& spec : plan.buffers) {
     HostBuffer b;
     b.role = spec.role;
-    b.dtype = (spec.role == Role::c || spec.role == Role::work) ? out : in;
+    b.dtype = buffer_dtype(spec.role, in, out);
     b.rows = spec.rows;
     b.cols = spec.cols;
     buffers_.push_back(std::move(b));

@@ -45,7 +45,6 @@ void widen_bf16(const void* src, int64_t rows, int64_t cols, int64_t ld, std::ve
 
 bool gemm_supports(Dtype in) { return in == Dtype::f32 || in == Dtype::f64 || in == Dtype::bf16; }
 
-Dtype gemm_out_dtype(Dtype in) { return in == Dtype::bf16 ? Dtype::f32 : in; }
 
 bool have_native_bf16() {
 #ifdef COLLMM_HAVE_SBGEMM

@@ -10,11 +10,10 @@
 namespace collmm::cpu {
 
 bool gemm_supports(Dtype in);
-Dtype gemm_out_dtype(Dtype in);  // bf16 -> f32; f32, f64 -> themselves
 // True when bf16 GEMMs run cblas_sbgemm; false when they widen bf16 to f32 and run cblas_sgemm.
 bool have_native_bf16();
 
-// C[m, n] = A[m, k] @ B (+ C when accumulate). A and B hold `in` elements, C gemm_out_dtype(in).
+// C[m, n] = A[m, k] @ B (+ C when accumulate). A and B hold `in` elements, C output_dtype(GemmLibrary::openblas, in).
 // B is [k, n] (kn) or [n, k] (nk); ld* are row strides in elements.
 struct GemmCall {
   Dtype in = Dtype::f32;

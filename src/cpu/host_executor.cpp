@@ -18,6 +18,7 @@
 #include "buffers.hpp"
 #include "collmm/agreement.hpp"
 #include "collmm/deadline.hpp"
+#include "collmm/element_types.hpp"
 #include "collmm/memory.hpp"
 #include "collmm/executor.hpp"
 #include "gemm_engine.hpp"
@@ -68,7 +69,7 @@ class HostExecutor : public Executor {
   std::vector<int> local_ranks() const override { return {transport_->rank()}; }
   HostComm& host() override { return *host_; }
   bool supports(Dtype d) const override { return gemm_supports(d); }
-  Dtype out_dtype(Dtype in) const override { return gemm_out_dtype(in); }
+  Dtype out_dtype(Dtype in) const override { return output_dtype(GemmLibrary::openblas, in); }
   // Empty unless the timings cannot show overlap: this rank confined to one core (its comm thread
   // and its GEMMs take turns), or more ranks x BLAS threads on this node than it has cores.
   std::string timing_note() const override {
@@ -132,10 +133,7 @@ class HostExecutor : public Executor {
       watchdog(cpu);
     }
     std::vector<bool> skip(plan_.steps.size(), false);
-    for (size_t i = 0; i < skip.size(); ++i) {
-      const bool gemm = plan_.steps[i].kind == StepKind::gemm;
-      skip[i] = (filter == StepFilter::gemm_only && !gemm) || (filter == StepFilter::comm_only && gemm);
-    }
+    for (size_t i = 0; i < skip.size(); ++i) skip[i] = skips(filter, plan_.steps[i].kind);
     const Clock::time_point t0 = Clock::now();
     pool_->start(t0, std::move(skip));
     if (!pool_->wait_until(deadline)) watchdog("in these steps:" + pool_->where());

@@ -47,7 +47,7 @@ bool CudaExecutor::supports(Dtype d) const {
   return true;
 }
 
-Dtype CudaExecutor::out_dtype(Dtype in) const { return gemm_out_dtype(in); }
+Dtype CudaExecutor::out_dtype(Dtype in) const { return output_dtype(GemmLibrary::cublaslt, in); }
 
 std::string CudaExecutor::timing_note() const {
   if (s_.transport == Transport::host)

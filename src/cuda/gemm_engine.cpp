@@ -80,18 +80,6 @@ std::string describe(const GemmArgs& g, float beta) {
 
 }  // namespace
 
-Dtype gemm_out_dtype(Dtype in) {
-  switch (in) {
-    case Dtype::f64: return Dtype::f64;
-    case Dtype::f32:
-    case Dtype::tf32: return Dtype::f32;
-    case Dtype::f16: return Dtype::f16;
-    case Dtype::bf16:
-    case Dtype::fp8_e4m3: return Dtype::bf16;
-  }
-  throw UsageError("gemm engine: unknown dtype");
-}
-
 GemmEngine::GemmEngine(int device, size_t workspace_bytes) : device_(device), workspace_bytes_(workspace_bytes) {
   COLLMM_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   COLLMM_CUBLAS(cublasLtCreate(&handle_));
@@ -217,7 +205,7 @@ void GemmEngine::tune(Entry& e, const GemmArgs& g, cudaStream_t stream, void* wo
   // Candidates run into C (beta = 0) or, for an accumulating GEMM, into a scratch copy's space.
   void* out = g.c;
   if (g.accumulate) {
-    const size_t bytes = static_cast<size_t>(g.m) * g.ldc * dtype_size(gemm_out_dtype(g.dtype));
+    const size_t bytes = static_cast<size_t>(g.m) * g.ldc * dtype_size(output_dtype(GemmLibrary::cublaslt, g.dtype));
     COLLMM_CUDA(cudaMalloc(&out, bytes));
   }
   cudaEvent_t t0, t1;

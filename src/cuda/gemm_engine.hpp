@@ -16,18 +16,15 @@
 #include <map>
 #include <tuple>
 
-#include "collmm/types.hpp"
+#include "collmm/element_types.hpp"
 
 namespace collmm::cuda {
-
-// The dtype of C for GEMMs of inputs `in`: bf16->bf16, f16->f16, f32/tf32->f32, fp8->bf16, f64->f64.
-Dtype gemm_out_dtype(Dtype in);
 
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const void* a = nullptr;  // [m, k], row stride lda (elements)
   const void* b = nullptr;  // kn: [k, n], stride ldb; nk: [n, k], stride ldb
-  void* c = nullptr;        // [m, n], stride ldc, of gemm_out_dtype(dtype)
+  void* c = nullptr;        // [m, n], stride ldc, of output_dtype(GemmLibrary::cublaslt, dtype)
   int64_t lda = 0, ldb = 0, ldc = 0;
   Dtype dtype = Dtype::bf16;
   BLayout b_layout = BLayout::kn;

@@ -8,6 +8,7 @@
 
 #include "cuda_check.hpp"
 #include "collmm/data.hpp"
+#include "collmm/element_types.hpp"
 
 namespace collmm::cuda {
 namespace {
@@ -82,7 +83,7 @@ void PeerInputs::copy_rows(const check::LinkTransfer& t, int64_t cols, char* dst
 // same ranks are one GEMM per rank (A_q rows @ B_q), summed in place, then copied out.
 void PeerInputs::sum_partials(const check::LinkTransfer& t, int64_t cols, char* dst) {
   if (cols != p_.n) throw std::runtime_error("peer inputs: a gemm_rs transfer of rows " + std::to_string(cols) + " wide, not N");
-  const Dtype out = gemm_out_dtype(dtype_);
+  const Dtype out = output_dtype(GemmLibrary::cublaslt, dtype_);
   const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(out), esize = dtype_size(dtype_);
   auto ranks_of = [&](size_t x) {
     std::vector<int> ranks;

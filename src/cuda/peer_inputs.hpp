@@ -24,7 +24,7 @@ class PeerInputs {
 
   // Whether these are the inputs of that job (the same op, sizes, seed and dtype).
   bool same(const Problem&, uint64_t seed, Dtype) const;
-  // The rows of `t` (each `cols` wide, of gemm_out_dtype for sums, of the input dtype for rows of
+  // The rows of `t` (each `cols` wide, of the GEMM output dtype for sums, of the input dtype for rows of
   // A) into `dst` (host memory), row t of the transfer at dst + t * cols * element size. Synchronous.
   void materialize(const check::LinkTransfer& t, int64_t cols, void* dst);
 

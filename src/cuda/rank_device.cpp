@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#include "collmm/element_types.hpp"
 #include "elementwise.hpp"
 
 namespace collmm::cuda {
@@ -34,7 +35,7 @@ struct DeviceGuard {  // sets the device, restores the previous one
 }  // namespace
 
 RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings& s)
-    : device_(device), plan_(plan), in_(dtype), out_(gemm_out_dtype(dtype)) {
+    : device_(device), plan_(plan), in_(dtype), out_(output_dtype(GemmLibrary::cublaslt, dtype)) {
   DeviceGuard guard(device_);
   engine_ = std::make_unique<GemmEngine>(device_, s.workspace_bytes);
   engine_->set_algo_choice(s.algo_choice);
@@ -102,8 +103,7 @@ void RankDevice::reserve_scratch(size_t bytes) {
 }
 
 Dtype RankDevice::dtype_of(int buf) const {
-  const Role r = plan_.buffers.at(buf).role;
-  return r == Role::c || r == Role::work ? out_ : in_;
+  return buffer_dtype(plan_.buffers.at(buf).role, in_, out_);
 }
 
 size_t RankDevice::buffer_bytes(int buf) const {
@@ -126,10 +126,7 @@ size_t RankDevice::bytes(const Slice& s) const {
 }
 
 void RankDevice::set_filter(StepFilter f) {
-  for (size_t i = 0; i < plan_.steps.size(); ++i) {
-    const StepKind k = plan_.steps[i].kind;
-    skip_[i] = (f == StepFilter::gemm_only && k != StepKind::gemm) || (f == StepFilter::comm_only && k == StepKind::gemm);
-  }
+  for (size_t i = 0; i < plan_.steps.size(); ++i) skip_[i] = skips(f, plan_.steps[i].kind);
 }
 
 void RankDevice::begin_iteration(cudaEvent_t origin) {

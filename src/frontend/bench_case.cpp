@@ -14,16 +14,11 @@
 #include <stdexcept>
 
 #include "chrome_trace.hpp"
+#include "collmm/element_types.hpp"
 #include "npy.hpp"
 
 namespace collmm {
 namespace {
-
-bool is_input(Role r) { return r == Role::a || r == Role::b || r == Role::gathered; }
-
-Dtype buffer_dtype(const Plan& plan, int buf, Dtype in, Dtype out) {
-  return is_input(plan.buffers[static_cast<size_t>(buf)].role) ? in : out;
-}
 
 int64_t buffer_elems(const Plan& plan, int buf) {
   const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
@@ -137,7 +132,7 @@ void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, con
     const std::string prefix = dir + "/" + to_string(plan.problem.op) + "-" + to_string(plan.options.algo) +
                                "-rank" + std::to_string(plan.rank) + "-";
     auto save = [&](int buf, const std::string& name) {
-      const Dtype t = buffer_dtype(plan, buf, dtype, out);
+      const Dtype t = buffer_dtype(plan.buffers[static_cast<size_t>(buf)].role, dtype, out);
       const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
       write_npy(prefix + name + ".npy", t, b.rows, b.cols, read_buffer(ex, static_cast<int>(i), plan, buf, t));
     };

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "collmm/agreement.hpp"
+#include "collmm/element_types.hpp"
 #include "collmm/plan.hpp"
 
 namespace collmm {
@@ -98,8 +99,7 @@ void Context::run_on(const std::vector<std::pair<int, const void*>>& inputs,
   const Dtype dtype = prepared_->dtype;
   auto bytes = [&](int buf) {
     const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
-    const Dtype t = (b.role == Role::c || b.role == Role::work) ? out_dtype(dtype) : dtype;
-    return bytes_of(b, t);
+    return bytes_of(b, buffer_dtype(b.role, dtype, out_dtype(dtype)));
   };
   if (executor_->can_bind()) {
     // The executor only reads inputs; bind() takes a plain pointer for both kinds.

@@ -59,12 +59,6 @@ GemmModel parse_gemm_model(const std::string& s) {
   throw UsageError("unknown GEMM model '" + s + "' (expected table or roofline)");
 }
 
-Dtype output_dtype(Dtype in) {
-  if (in == Dtype::fp8_e4m3) return Dtype::bf16;
-  if (in == Dtype::tf32) return Dtype::f32;
-  return in;
-}
-
 double gemm_rate_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {
   const double rate = prof.gemm.model == GemmModel::table ? table_tflops(prof, m, n, k, in)
                                                           : peak_tflops(prof, in);
@@ -86,7 +80,7 @@ double gemm_time_us(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype 
   double memory_us = 0;
   if (prof.memory_gbps > 0) {
     const double bytes = double(dtype_size(in)) * (double(m) * k + double(k) * n) +
-                         double(dtype_size(output_dtype(in))) * double(m) * n;
+                         double(dtype_size(output_dtype(prof.gemm.library, in))) * double(m) * n;
     memory_us = transfer_us(bytes, prof.memory_gbps);
   }
   return std::max(compute_us, memory_us) + prof.gemm.overhead_us;

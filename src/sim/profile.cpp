@@ -68,6 +68,7 @@ Profile cpu_2core() {
       "OpenBLAS sgemm 1024^3 on one thread (64 GFLOP/s measured); f64, bf16, memory, link and "
       "contention figures are leads. The MPI progress thread takes a core from the GEMM.";
   p.gemm.model = GemmModel::roofline;
+  p.gemm.library = GemmLibrary::openblas;
   p.gemm.overhead_us = 2;
   p.gemm.peak_tflops = {{Dtype::f32, 0.060}, {Dtype::f64, 0.030}, {Dtype::bf16, 0.020}};
   p.memory_gbps = 8;
@@ -106,7 +107,7 @@ json to_json(const Profile& p) {
   }
   return {{"name", p.name},
           {"notes", p.notes},
-          {"gemm", {{"model", to_string(p.gemm.model)}, {"overhead_us", p.gemm.overhead_us},
+          {"gemm", {{"model", to_string(p.gemm.model)}, {"library", to_string(p.gemm.library)}, {"overhead_us", p.gemm.overhead_us},
                     {"peak_tflops", peaks}, {"table", table}}},
           {"memory_gbps", p.memory_gbps},
           {"links", {{"ranks_per_node", p.links.ranks_per_node}, {"intra_gbps", p.links.intra_gbps},
@@ -132,6 +133,7 @@ Profile profile_from_json(const json& j) {
     p.notes = get<std::string>(j, "notes", "");
     const json g = get<json>(j, "gemm", json::object());
     p.gemm.model = parse_gemm_model(get<std::string>(g, "model", "roofline"));
+    p.gemm.library = parse_gemm_library(get<std::string>(g, "library", "cublaslt"));  // absent: the GPU's
     p.gemm.overhead_us = get<double>(g, "overhead_us", 0);
     const json peaks = get<json>(g, "peak_tflops", json::object());
     const json table = get<json>(g, "table", json::array());

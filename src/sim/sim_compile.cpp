@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
 
+#include "send_queues.hpp"
 #include "sim_engine.hpp"
 
 namespace collmm::sim {
@@ -37,10 +37,10 @@ void Engine::add_rank(const Plan& plan) {
                              std::to_string(plan.rank) + " of " + std::to_string(plan.problem.world) +
                              ", expected rank " + std::to_string(r) + " of " + std::to_string(world_));
   const LocalShape shape = local_shape(plan.problem, r);
+  const Dtype out = output_dtype(prof_.gemm.library, dtype_);
   auto bytes_of = [&](const Slice& s) {
     const BufferSpec& b = plan.buffers.at(s.buf);
-    const bool out = b.role == Role::c || b.role == Role::work;
-    return double(s.rows) * double(b.cols) * double(dtype_size(out ? output_dtype(dtype_) : dtype_));
+    return double(s.rows) * double(b.cols) * double(dtype_size(buffer_dtype(b.role, dtype_, out)));
   };
   const int klass_inter = 1;
   auto klass = [&](int peer) { return same_node(prof_, r, peer) ? 0 : klass_inter; };
@@ -58,8 +58,7 @@ void Engine::add_rank(const Plan& plan) {
     x.lane = st.lane;
     x.index = st.index;
     x.chunk = st.chunk;
-    const bool comm_like = st.kind != StepKind::gemm;  // copies and adds count as comm
-    x.skip = (filter_ == StepFilter::gemm_only && comm_like) || (filter_ == StepFilter::comm_only && !comm_like);
+    x.skip = skips(filter_, st.kind);
     if (st.lane < 0) throw std::runtime_error("simulate: negative lane at " + where(r, s, &plan));
     if (st.lane >= static_cast<int>(rank.lane_steps.size())) rank.lane_steps.resize(st.lane + 1);
     rank.lane_steps[st.lane].push_back(s);
@@ -137,9 +136,7 @@ void Engine::match_messages() {
       if (colls_[c].steps[r] < 0)
         throw std::runtime_error("simulate: rank " + std::to_string(r) + " never posts collective " +
                                  std::to_string(c) + " (" + to_string(colls_[c].kind) + ")");
-  // (src, dst) -> the ids of src's sends to dst, in order; then the receives take them in order.
-  std::unordered_map<uint64_t, std::pair<std::vector<int>, size_t>> pairs;
-  auto key = [](int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); };
+  SendQueues queues;  // the k-th send r -> q meets the k-th receive on q from r
   for (int r = 0; r < world_; ++r)
     for (const End& e : sends_[r]) {
       if (e.peer < 0 || e.peer >= world_)
@@ -147,16 +144,15 @@ void Engine::match_messages() {
       SimMessage m;
       m.src = r, m.dst = e.peer, m.src_step = e.step, m.bytes = e.bytes;
       ranks_[r].msgs[e.slot] = static_cast<int>(msgs_.size());
-      pairs[key(r, e.peer)].first.push_back(static_cast<int>(msgs_.size()));
+      queues.send(r, e.peer, static_cast<int>(msgs_.size()));
       msgs_.push_back(m);
     }
   for (int q = 0; q < world_; ++q)
     for (const End& e : recvs_[q]) {
-      auto it = pairs.find(key(e.peer, q));
-      if (it == pairs.end() || it->second.second >= it->second.first.size())
+      const int id = queues.receive(e.peer, q).send;
+      if (id < 0)
         throw std::runtime_error("simulate: " + where(q, e.step) + " receives from rank " +
                                  std::to_string(e.peer) + " a message that is never sent");
-      const int id = it->second.first[it->second.second++];
       SimMessage& m = msgs_[id];
       if (m.bytes != e.bytes)
         throw std::runtime_error("simulate: " + where(q, e.step) + " receives " + std::to_string(e.bytes) +
@@ -165,11 +161,11 @@ void Engine::match_messages() {
       m.dst_step = e.step;
       ranks_[q].msgs[e.slot] = id;
     }
-  for (auto& [k, v] : pairs)
-    if (v.second != v.first.size())
-      throw std::runtime_error("simulate: rank " + std::to_string(k >> 32) + " sends to rank " +
-                               std::to_string(k & 0xffffffffu) + " " + std::to_string(v.first.size()) +
-                               " messages, which receives " + std::to_string(v.second));
+  for (const SendQueues::Link& l : queues.links())
+    if (l.received < l.sends.size())
+      throw std::runtime_error("simulate: rank " + std::to_string(l.from) + " sends to rank " +
+                               std::to_string(l.to) + " " + std::to_string(l.sends.size()) +
+                               " messages, which receives " + std::to_string(l.received));
   sends_.clear();
   recvs_.clear();
 }

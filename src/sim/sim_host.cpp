@@ -3,17 +3,12 @@
 // issuing an iteration is asynchronous), so the issue times follow from the plans alone and are
 // worked out before the event loop; the engine then starts no step before its issued_us.
 //   one issuer per rank: the rank's steps in list order, issue_cost_us(issue_ops(step)) each;
-//   shared: one issuer for every rank, in the order of the cuda local transport's Scheduler
-//   (src/cuda/local_transport.cpp, issue_local_iteration), mirrored below call for call: rounds
-//   over the ranks in order; in its turn a rank issues its local steps up to its next comm step,
-//   then tries that step's group (sendrecv: its partners, transitively, all standing at a sendrecv
-//   whose sends and receives match in number; a collective: every rank standing at one), which is
-//   issued whole, member by member, in the order the transport walks it. Skipped steps are not
-//   issued (the executors pass over them).
+//   shared: one issuer for every rank, in the order the cuda local transport issues in
+//   (issue_order.hpp, which both walk). Skipped steps are not issued (the executors pass over
+//   them).
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
+#include "issue_order.hpp"
 #include "sim_engine.hpp"
 
 namespace collmm {
@@ -41,122 +36,42 @@ namespace {
 int receives(const SimStep& x) { return x.share_recv[0] + x.share_recv[1]; }
 int sends(const SimStep& x) { return x.share_send[0] + x.share_send[1]; }
 
-// The local transport's Scheduler over the compact plans, with a clock for the host.
-class SharedIssuer {
+// The shared issuer: the one-thread issue order (issue_order.hpp) over the compact steps, with a
+// clock for the host.
+class SharedIssuer : public IssueTarget {
  public:
   SharedIssuer(std::vector<SimRank>& ranks, const std::vector<SimMessage>& msgs, const HostCost& host)
-      : ranks_(ranks), msgs_(msgs), h_(host), P_(static_cast<int>(ranks.size())), cur_(ranks.size(), 0),
-        mark_(ranks.size(), 0) {}
+      : ranks_(ranks), msgs_(msgs), h_(host) {}
 
-  void run() {
-    for (;;) {
-      bool progress = false, done = true;
-      for (int r = 0; r < P_; ++r) {
-        progress |= issue_until_comm(r);
-        if (finished(r)) continue;
-        done = false;
-        const StepKind k = step(r).kind;
-        progress |= k == StepKind::sendrecv ? try_sendrecv(r) : try_collective(k);
-      }
-      if (done) return;
-      if (!progress) throw std::runtime_error("simulate: the shared host issuer cannot move (" + where() + ")");
-    }
+  int ranks() const override { return static_cast<int>(ranks_.size()); }
+  int steps(int r) const override { return static_cast<int>(ranks_[r].steps.size()); }
+  StepKind kind(RankStep s) const override { return step(s).kind; }
+  bool skipped(RankStep s) const override { return step(s).skip; }
+  int transfers(RankStep s, bool send) const override { return send ? sends(step(s)) : receives(step(s)); }
+  // A step's message slots hold its sends first, then its receives.
+  int peer(RankStep s, bool send, int i) const override {
+    const SimStep& x = step(s);
+    const SimMessage& m = msgs_[ranks_[s.rank].msgs[x.msgs_begin + (send ? 0 : sends(x)) + i]];
+    return send ? m.dst : m.src;
+  }
+  void issue_local(RankStep s) override { issue(s); }
+  void issue_group(StepKind, const std::vector<RankStep>& members) override {
+    for (RankStep s : members) issue(s);
   }
 
  private:
-  bool finished(int r) const { return cur_[r] >= ranks_[r].steps.size(); }
-  SimStep& step(int r) { return ranks_[r].steps[cur_[r]]; }
-  bool at(int r, StepKind k) { return !finished(r) && step(r).kind == k && !step(r).skip; }
-  // The peer of rank x's i-th message slot of its current step (its sends come first).
-  int peer(int x, int i) {
-    const SimStep& s = step(x);
-    const SimMessage& m = msgs_[ranks_[x].msgs[i]];
-    return i < s.msgs_begin + sends(s) ? m.dst : m.src;
-  }
+  const SimStep& step(RankStep s) const { return ranks_[s.rank].steps[s.step]; }
 
-  void issue(int r) {
-    SimStep& x = step(r);
-    t_ += issue_cost_us(h_, x.kind, issue_ops(x.kind, receives(x), P_));
+  void issue(RankStep s) {
+    SimStep& x = ranks_[s.rank].steps[s.step];
+    t_ += issue_cost_us(h_, x.kind, issue_ops(x.kind, receives(x), ranks()));
     x.issued_us = t_;
-    ++cur_[r];
-  }
-
-  bool issue_until_comm(int r) {
-    bool moved = false;
-    while (!finished(r)) {
-      if (step(r).skip)
-        ++cur_[r];
-      else if (!is_comm(step(r).kind))
-        issue(r);
-      else
-        break;
-      moved = true;
-    }
-    return moved;
-  }
-
-  // Messages of rank x's current step with `q` as the peer: its sends (to q) or its receives (from q).
-  int count_with(int x, int q, bool send) {
-    const SimStep& s = step(x);
-    const int split = s.msgs_begin + sends(s);
-    int n = 0;
-    for (int i = send ? s.msgs_begin : split; i < (send ? split : s.msgs_end); ++i) n += peer(x, i) == q;
-    return n;
-  }
-
-  bool try_sendrecv(int r) {
-    ++stamp_;
-    group_.assign(1, r);
-    mark_[r] = stamp_;
-    for (size_t g = 0; g < group_.size(); ++g) {
-      const int x = group_[g];
-      const SimStep& s = step(x);
-      for (int i = s.msgs_begin; i < s.msgs_end; ++i) {
-        const int q = peer(x, i);
-        if (!at(q, StepKind::sendrecv)) return false;
-        if (mark_[q] != stamp_) mark_[q] = stamp_, group_.push_back(q);
-      }
-    }
-    for (int x : group_) {
-      const SimStep& s = step(x);
-      for (int i = s.msgs_begin; i < s.msgs_begin + sends(s); ++i) {
-        const int q = peer(x, i);
-        if (count_with(x, q, true) != count_with(q, x, false)) return false;
-      }
-    }
-    for (int x : group_) issue(x);
-    return true;
-  }
-
-  bool try_collective(StepKind k) {
-    for (int q = 0; q < P_; ++q)
-      if (!at(q, k)) {
-        if (!finished(q) && is_comm(step(q).kind) && step(q).kind != StepKind::sendrecv && !step(q).skip)
-          throw std::runtime_error("simulate: ranks disagree on the next collective (" + where() + ")");
-        return false;
-      }
-    for (int x = 0; x < P_; ++x) issue(x);
-    return true;
-  }
-
-  std::string where() {
-    std::string w;
-    for (int r = 0; r < P_; ++r) {
-      w += (r ? "; " : "") + std::string("rank ") + std::to_string(r) + " at ";
-      w += finished(r) ? "end" : "step " + std::to_string(cur_[r]) + " " + to_string(step(r).kind);
-    }
-    return w;
   }
 
   std::vector<SimRank>& ranks_;
   const std::vector<SimMessage>& msgs_;
   HostCost h_;
   double t_ = 0;
-  int P_;
-  std::vector<size_t> cur_;
-  std::vector<int> group_;
-  std::vector<uint32_t> mark_;  // == stamp_: in the group being built
-  uint32_t stamp_ = 0;
 };
 
 }  // namespace
@@ -164,7 +79,8 @@ class SharedIssuer {
 void Engine::issue_times() {
   if (!(prof_.host.issue_us > 0)) return;  // no host term: every step counts as issued at 0
   if (prof_.host.shared) {
-    SharedIssuer(ranks_, msgs_, prof_.host).run();
+    SharedIssuer issuer(ranks_, msgs_, prof_.host);
+    issue_in_order(issuer, "simulate: the shared host issuer");
     return;
   }
   for (SimRank& rank : ranks_) {

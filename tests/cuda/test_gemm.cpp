@@ -43,7 +43,7 @@ struct Case {
 // C is [rows_c, n]; the GEMM covers rows [row0, row0 + m) of C and of A (A is [rows_c, k]).
 void check_or_throw(const Case& c) {
   const int64_t row0 = c.row0, m = c.m, rows_c = row0 + m + 9, n = c.dtype == Dtype::fp8_e4m3 ? 48 : 37, k = c.dtype == Dtype::fp8_e4m3 ? 64 : 53;
-  const Dtype out = gemm_out_dtype(c.dtype);
+  const Dtype out = output_dtype(GemmLibrary::cublaslt, c.dtype);
   const auto a = random_values(rows_c * k, c.dtype, 1), b = random_values(k * n, c.dtype, 2);
   const auto c0 = random_values(rows_c * n, out, 3);
   void *da = upload(a, c.dtype), *db = upload(b, c.dtype), *dc = upload(c0, out);
