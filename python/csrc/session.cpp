@@ -21,8 +21,7 @@ namespace {
 std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
   std::ostringstream k;
   k << to_string(p.op) << ' ' << p.m << ' ' << p.n << ' ' << p.k << ' ' << p.world << ' ' << to_string(p.b_layout) << ' '
-    << to_string(o.algo) << ' ' << o.stages << ' ' << to_string(o.post) << ' ' << o.gemm_lanes << ' ' << o.merge << ' '
-    << to_string(d);
+    << to_string(o) << ' ' << to_string(d);
   return k.str();
 }
 
@@ -54,7 +53,7 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
   auto it = auto_.find(key);
   if (it == auto_.end()) {
     static const Profile cpu = builtin_profile("cpu-2core"), gpu = builtin_profile("h200-nvlink");
-    it = auto_.emplace(key, choose(problem, dtype, device_.is_cuda() ? gpu : cpu).options()).first;
+    it = auto_.emplace(key, choose(problem, dtype, device_.is_cuda() ? gpu : cpu).options).first;
   }
   return it->second;
 }
