@@ -24,7 +24,7 @@ namespace collmm {
 
 // How the collective and the GEMM are combined; the defaults are the seed's ring, comm posted first.
 struct MatmulOptions {
-  PlanOptions plan;                // algo, stages, post, gemm lanes, merge (types.hpp)
+  PlanOptions plan;                // the algorithm and its options (types.hpp)
   BLayout b_layout = BLayout::kn;  // nk: B_r as torch.nn.Linear stores weights
 };
 

@@ -68,6 +68,10 @@ bool operator!=(const PlanOptions&, const PlanOptions&);
 std::string to_string(const PlanOptions&);
 // (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
+// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (stages
+// outside pipelined, merge outside the ag_gemm ring) at its default. What a front end runs for
+// each algorithm when one set of flags serves several (--algo all).
+PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one
 // more. block_size(10, 4, q) = 3, 3, 2, 2; block_offset(10, 4, q) = 0, 3, 6, 8.

@@ -76,11 +76,7 @@ PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
   return p;
 }
 
-PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) {
-  PlanOptions p = plan_options_of(o, algo);
-  if (op == Op::ag_gemm && algo == Algo::ring) p.merge = o.plan.merge;
-  return p;
-}
+PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) { return options_for(op, algo, o.plan); }
 
 std::string algo_label(const PlanOptions& p) {
   return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "");

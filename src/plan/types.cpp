@@ -105,6 +105,13 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOption
           {"merge", std::to_string(o.merge)}};
 }
 
+PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
+  o.algo = algo;
+  if (algo != Algo::pipelined) o.stages = 0;
+  if (!(op == Op::ag_gemm && algo == Algo::ring)) o.merge = 1;
+  return o;
+}
+
 int64_t block_size(int64_t total, int parts, int q) {
   return total / parts + (q < total % parts ? 1 : 0);
 }

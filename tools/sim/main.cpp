@@ -25,7 +25,7 @@ struct SimOptions {
   std::string op = "all", algo = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first";
   int64_t m = 8192, n = 8192, k = 8192;
   int world = 8, timeline_ranks = 8;
-  PlanOptions plan;  // --stages, --gemm-lanes, --merge (post: parsed from `post`; algo per row)
+  PlanOptions plan;  // from the plan option flags (post: parsed from `post`; algo: per row)
   std::string timeline, trace, json, tuning_cache, save_profile;
 };
 
@@ -76,7 +76,6 @@ int run(const SimOptions& o) {
   if (!o.tuning_cache.empty()) cache = load_tuning_cache(o.tuning_cache);
 
   PlanOptions base = o.plan;
-  base.merge = 1;  // ag_gemm ring only: set per row below
   base.post = parse_post(o.post);
 
   std::vector<Prediction> rows;
@@ -85,10 +84,7 @@ int run(const SimOptions& o) {
   for (Op op : ops) {
     Problem p;
     p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
-    PlanOptions seq_opts = base;
-    seq_opts.algo = Algo::sequential;
-    seq_opts.stages = 0;
-    const Prediction seq = predict(p, seq_opts, dtype, prof);
+    const Prediction seq = predict(p, options_for(op, Algo::sequential, base), dtype, prof);
     std::vector<PlanOptions> cases;
     if (automatic) {
       const Choice c = choose(p, dtype, prof, o.tuning_cache.empty() ? nullptr : &cache);
@@ -98,13 +94,7 @@ int run(const SimOptions& o) {
       picked.post = base.post;
       cases.push_back(picked);
     }
-    for (Algo a : algos) {
-      PlanOptions x = base;
-      x.algo = a;
-      if (a != Algo::pipelined) x.stages = 0;
-      x.merge = op == Op::ag_gemm && a == Algo::ring ? o.plan.merge : 1;
-      cases.push_back(x);
-    }
+    for (Algo a : algos) cases.push_back(options_for(op, a, base));
     for (const PlanOptions& x : cases) check_simulated_size(p, x);
     for (const PlanOptions& x : cases) {
       Prediction row = x == seq.options ? seq : predict(p, x, dtype, prof, &seq);
