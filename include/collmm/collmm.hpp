@@ -24,12 +24,8 @@ namespace collmm {
 
 // How the collective and the GEMM are combined; the defaults are the seed's ring, comm posted first.
 struct MatmulOptions {
-  Algo algo = Algo::ring;
-  int stages = 0;                 // pipelined only; 0: the algorithm's default
-  Post post = Post::comm_first;
+  PlanOptions plan;                // the algorithm and its options (types.hpp)
   BLayout b_layout = BLayout::kn;  // nk: B_r as torch.nn.Linear stores weights
-  int gemm_lanes = 1;
-  int merge = 1;                  // ag_gemm ring: one GEMM per up to `merge` received chunks
 };
 
 class Context {

@@ -13,8 +13,9 @@
 // is the fastest measured configuration instead (source "measured"), whatever the model says.
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
-//   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "gemm_lanes": 1, "merge": 1,
-//   "time_us": 1234.5}, ...]}  ("merge" absent: 1)
+//   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
+//   "gemm_lanes": 1, "merge": 1, "time_us": 1234.5}, ...]}: the shape, then the plan options as
+//   to_json(PlanOptions) writes them (an absent option: its default).
 #pragma once
 
 #include <string>
@@ -25,15 +26,21 @@
 
 namespace collmm {
 
+// PlanOptions as JSON: {"algo": "ring", "stages": 0, "post": "comm-first", "gemm_lanes": 1,
+// "merge": 1}. Reading: "algo" is required, an absent other key is its default; a value out of
+// range is a UsageError naming the key (stages >= 0, gemm_lanes 1..kMaxGemmLanes, merge
+// 1..kMaxWorld).
+nlohmann::json to_json(const PlanOptions&);
+PlanOptions plan_options_from_json(const nlohmann::json&);
+
+// One measurement: the shape, P and dtype, and the plan options it was run with. The shape and
+// the options together are its key in the cache.
 struct TuningEntry {
   Op op = Op::ag_gemm;
   int64_t m = 0, n = 0, k = 0;
   int world = 1;
   Dtype dtype = Dtype::bf16;
-  Algo algo = Algo::ring;
-  int stages = 0;
-  int gemm_lanes = 1;
-  int merge = 1;
+  PlanOptions options;
   double time_us = 0;  // measured
 };
 
@@ -44,9 +51,9 @@ struct TuningCache {
   // Adds a measurement, replacing one of the same configuration.
   void record(const TuningEntry&);
 };
-// The cache file (tuning_cache.cpp). Every entry is checked: a known op, algo and dtype, sizes and
-// P within collmm/sizes.hpp's bounds, stages >= 0, gemm_lanes 1..kMaxGemmLanes, merge >= 1, a time
-// > 0; a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ...").
+// The cache file (tuning_cache.cpp). Every entry is checked: a known op and dtype, sizes and P
+// within collmm/sizes.hpp's bounds, plan options that plan_options_from_json accepts, a time > 0;
+// a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ...").
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path);
 TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad or unreadable file
 // Writes the whole cache atomically: a temporary file beside it, then rename.
@@ -59,24 +66,17 @@ void save_tuning_cache(const TuningCache&, const std::string& path);
 void update_tuning_cache(const std::string& path, const std::vector<TuningEntry>& entries, int lock_timeout_s = 60);
 
 struct Alternative {
-  Algo algo = Algo::ring;
-  int stages = 0;
-  int gemm_lanes = 1;
-  int merge = 1;
+  PlanOptions options;
   double predicted_us = 0;
   double measured_us = -1;  // from the cache; -1 when not measured
 };
 
 struct Choice {
-  Algo algo = Algo::ring;
-  int stages = 0;
-  int gemm_lanes = 1;
-  int merge = 1;
+  PlanOptions options;  // the pick
   double predicted_us = 0;
   double measured_us = -1;
   std::string source;                     // "model" or "measured"
   std::vector<Alternative> alternatives;  // every candidate, fastest predicted first
-  PlanOptions options() const;            // the pick as plan options
 };
 
 Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = nullptr);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace collmm {
@@ -59,6 +60,18 @@ struct PlanOptions {
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
                        // steps (fewer, larger GEMMs; the comm is unchanged)
 };
+// The one set of functions over every field of PlanOptions (with to_json and
+// plan_options_from_json in tuning.hpp): a new option is added to each of them and to nothing else.
+bool operator==(const PlanOptions&, const PlanOptions&);
+bool operator!=(const PlanOptions&, const PlanOptions&);
+// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1"
+std::string to_string(const PlanOptions&);
+// (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
+std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
+// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (stages
+// outside pipelined, merge outside the ag_gemm ring) at its default. What a front end runs for
+// each algorithm when one set of flags serves several (--algo all).
+PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one
 // more. block_size(10, 4, q) = 3, 3, 2, 2; block_offset(10, 4, q) = 0, 3, 6, 8.

@@ -21,8 +21,7 @@ namespace {
 std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
   std::ostringstream k;
   k << to_string(p.op) << ' ' << p.m << ' ' << p.n << ' ' << p.k << ' ' << p.world << ' ' << to_string(p.b_layout) << ' '
-    << to_string(o.algo) << ' ' << o.stages << ' ' << to_string(o.post) << ' ' << o.gemm_lanes << ' ' << o.merge << ' '
-    << to_string(d);
+    << to_string(o) << ' ' << to_string(d);
   return k.str();
 }
 
@@ -55,7 +54,7 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
   if (it == auto_.end()) {
     Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
     profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
-    it = auto_.emplace(key, choose(problem, dtype, profile).options()).first;
+    it = auto_.emplace(key, choose(problem, dtype, profile).options).first;
   }
   return it->second;
 }

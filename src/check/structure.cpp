@@ -152,9 +152,7 @@ struct StepCheck {
 std::string problem_str(const Plan& p) {
   std::ostringstream out;
   out << to_string(p.problem.op) << " M=" << p.problem.m << " N=" << p.problem.n << " K=" << p.problem.k
-      << " P=" << p.problem.world << " b=" << to_string(p.problem.b_layout) << " algo=" << to_string(p.options.algo)
-      << " stages=" << p.options.stages << " post=" << to_string(p.options.post)
-      << " gemm_lanes=" << p.options.gemm_lanes << " merge=" << p.options.merge;
+      << " P=" << p.problem.world << " b=" << to_string(p.problem.b_layout) << " " << to_string(p.options);
   return out.str();
 }
 

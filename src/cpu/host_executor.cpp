@@ -41,13 +41,13 @@ using Clock = std::chrono::steady_clock;
 // "name=value" of everything every rank must agree on, in a fixed order.
 std::vector<std::pair<std::string, std::string>> signature(const Plan& plan, Dtype dtype) {
   const Problem& p = plan.problem;
-  const PlanOptions& o = plan.options;
-  return {{"world size", std::to_string(p.world)}, {"op", to_string(p.op)},
-          {"M", std::to_string(p.m)},             {"N", std::to_string(p.n)},
-          {"K", std::to_string(p.k)},             {"B layout", to_string(p.b_layout)},
-          {"dtype", to_string(dtype)},            {"algorithm", to_string(o.algo)},
-          {"stages", std::to_string(o.stages)},   {"post", to_string(o.post)},
-          {"gemm lanes", std::to_string(o.gemm_lanes)}, {"merge", std::to_string(o.merge)}};
+  std::vector<std::pair<std::string, std::string>> keys{
+      {"world size", std::to_string(p.world)}, {"op", to_string(p.op)},
+      {"M", std::to_string(p.m)},             {"N", std::to_string(p.n)},
+      {"K", std::to_string(p.k)},             {"B layout", to_string(p.b_layout)},
+      {"dtype", to_string(dtype)}};
+  for (auto& key : agreement_keys(plan.options)) keys.push_back(std::move(key));
+  return keys;
 }
 
 class HostExecutor : public Executor {

@@ -23,16 +23,14 @@ double predicted_time_us(const Problem& problem, const PlanOptions& options, Dty
 }
 
 AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, std::string& error) {
-  std::string mine;  // "algo stages lanes merge source\nprinted"
+  std::string mine;  // "<to_json(options)>\n<source>\n<print(choice)>"
   if (host.proc() == 0 && error.empty()) {
     try {
       TuningCache cache;
       const bool have_cache = !o.tune_cache_path.empty() && std::filesystem::exists(o.tune_cache_path);
       if (have_cache) cache = load_tuning_cache(o.tune_cache_path);
       const Choice c = choose(problem, o.dtype, profile_for(o), have_cache ? &cache : nullptr);
-      mine = to_string(c.algo) + " " + std::to_string(c.stages) + " " + std::to_string(c.gemm_lanes) + " " +
-             std::to_string(c.merge) + " " +
-             c.source + "\n" + print(c);
+      mine = to_json(c.options).dump() + "\n" + c.source + "\n" + print(c);
     } catch (const UsageError& e) {
       error = e.what();
     }
@@ -41,11 +39,12 @@ AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchO
   AutoPick pick;
   if (shared.empty()) return pick;  // process 0 failed: raise_if_any_process_failed reports it
   std::istringstream in(shared);
-  std::string algo;
-  in >> algo >> pick.options.stages >> pick.options.gemm_lanes >> pick.options.merge >> pick.source;
-  pick.options.algo = parse_algo(algo);
+  std::string options;
+  std::getline(in, options);
+  std::getline(in, pick.source);
+  pick.options = plan_options_from_json(nlohmann::json::parse(options));
   pick.options.post = o.plan.post;
-  pick.printed = shared.substr(shared.find('\n') + 1);
+  pick.printed = shared.substr(static_cast<size_t>(in.tellg()));
   return pick;
 }
 
@@ -58,10 +57,9 @@ void record_measurements(const std::string& path, const std::vector<CaseResult>&
     e.m = r.problem.m, e.n = r.problem.n, e.k = r.problem.k;
     e.world = r.problem.world;
     e.dtype = r.dtype;
-    e.algo = r.algo;
-    e.stages = r.algo == Algo::pipelined ? r.plan.stages : 0;
-    e.gemm_lanes = r.algo == Algo::sequential ? 1 : r.plan.gemm_lanes;
-    e.merge = r.plan.merge;
+    e.options = r.plan;
+    if (r.algo != Algo::pipelined) e.options.stages = 0;
+    if (r.algo == Algo::sequential) e.options.gemm_lanes = 1;  // as choose() lists it: lanes do not apply
     e.time_us = r.time_us;
     entries.push_back(e);
   }

@@ -24,7 +24,7 @@ double predicted_time_us(const Problem&, const PlanOptions&, Dtype, const Profil
 
 // The --algo auto pick of one op.
 struct AutoPick {
-  PlanOptions options;   // algo, stages, gemm lanes of the pick; post from the command line
+  PlanOptions options;   // the pick's options, with post from the command line
   std::string source;    // "model" or "measured"
   std::string printed;   // print(Choice): the pick and its predicted alternatives
 };
@@ -35,10 +35,10 @@ struct AutoPick {
 // raise_if_any_process_failed follows (Bench::validate).
 AutoPick choose_on_process0(HostComm&, const Problem&, const BenchOptions&, std::string& error);
 
-// Adds every measured row (op, M, N, K, P, dtype, algo, stages, gemm lanes, time_us) to the cache
+// Adds every measured row (op, M, N, K, P, dtype, plan options, time_us) to the cache
 // file (under its lock, merged with what other jobs added, written atomically: update_tuning_cache),
 // creating it when absent. Rows posted gemm-first are left out: --algo auto's candidates
-// are all comm-first, and the cache has no posting order.
+// are all comm-first.
 void record_measurements(const std::string& path, const std::vector<CaseResult>&);
 
 }  // namespace collmm

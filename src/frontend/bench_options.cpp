@@ -17,7 +17,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
   const BackendOptions& b = o.backend;
   auto op_name = [](Op x) { return to_string(x); };
   auto algo_name = [](Algo x) { return to_string(x); };
-  return {
+  std::vector<std::pair<std::string, std::string>> keys{
       {"backend", b.backend},
       {"op", join(o.ops, op_name)},
       {"algo", join(algos_to_run(o), algo_name) + (o.algo_auto ? "auto" : "")},
@@ -26,10 +26,6 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"K", std::to_string(o.k)},
       {"dtype", to_string(o.dtype)},
       {"b-layout", to_string(o.b_layout)},
-      {"stages", o.plan.stages > 0 ? std::to_string(o.plan.stages) : "default"},
-      {"post", to_string(o.plan.post)},
-      {"gemm-lanes", std::to_string(o.plan.gemm_lanes)},
-      {"merge", std::to_string(o.plan.merge)},
       {"warmup", std::to_string(o.warmup)},
       {"iters", std::to_string(o.iters)},
       {"check", o.check ? "yes" : "no"},
@@ -51,6 +47,9 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"nccl-max-ctas", std::to_string(b.nccl_max_ctas)},
       {"graph", b.graph ? "yes" : "no"},
   };
+  // The plan options (--stages, --post, --gemm-lanes, ...; their algo is unused: --algo is "algo" above).
+  for (auto& key : agreement_keys(o.plan)) keys.push_back(std::move(key));
+  return keys;
 }
 
 Problem problem_of(const BenchOptions& o, Op op, int world) {
@@ -77,11 +76,7 @@ PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
   return p;
 }
 
-PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) {
-  PlanOptions p = plan_options_of(o, algo);
-  if (op == Op::ag_gemm && algo == Algo::ring) p.merge = o.plan.merge;
-  return p;
-}
+PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) { return options_for(op, algo, o.plan); }
 
 std::string algo_label(const PlanOptions& p) {
   return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "");

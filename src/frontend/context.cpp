@@ -23,11 +23,6 @@ bool same(const Problem& a, const Problem& b) {
   return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.b_layout == b.b_layout;
 }
 
-bool same(const PlanOptions& a, const PlanOptions& b) {
-  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
-         a.merge == b.merge;
-}
-
 size_t bytes_of(const BufferSpec& b, Dtype t) { return static_cast<size_t>(b.rows * b.cols) * dtype_size(t); }
 
 }  // namespace
@@ -52,26 +47,18 @@ Executor& Context::executor() { return *executor_; }
 void Context::prepare(const Problem& problem, const MatmulOptions& mo, Dtype dtype) {
   if (!executor_->supports(dtype))
     throw UsageError("the " + executor_->backend() + " backend has no " + to_string(dtype) + " GEMM");
-  PlanOptions po;
-  po.algo = mo.algo;
-  po.stages = mo.stages;
-  po.post = mo.post;
-  po.gemm_lanes = mo.gemm_lanes;
-  po.merge = mo.merge;
+  const PlanOptions& po = mo.plan;
   Prepared& pr = *prepared_;
-  if (pr.valid && same(pr.plan.problem, problem) && same(pr.plan.options, po) && pr.dtype == dtype) return;
+  if (pr.valid && same(pr.plan.problem, problem) && pr.plan.options == po && pr.dtype == dtype) return;
   pr.valid = false;
-  check_processes_agree(executor_->host(), {{"op", to_string(problem.op)},
-                                            {"M", std::to_string(problem.m)},
-                                            {"N", std::to_string(problem.n)},
-                                            {"K", std::to_string(problem.k)},
-                                            {"dtype", to_string(dtype)},
-                                            {"b_layout", to_string(problem.b_layout)},
-                                            {"algo", to_string(po.algo)},
-                                            {"stages", std::to_string(po.stages)},
-                                            {"post", to_string(po.post)},
-                                            {"gemm_lanes", std::to_string(po.gemm_lanes)},
-                                            {"merge", std::to_string(po.merge)}});
+  std::vector<std::pair<std::string, std::string>> keys{{"op", to_string(problem.op)},
+                                                        {"M", std::to_string(problem.m)},
+                                                        {"N", std::to_string(problem.n)},
+                                                        {"K", std::to_string(problem.k)},
+                                                        {"dtype", to_string(dtype)},
+                                                        {"b_layout", to_string(problem.b_layout)}};
+  for (auto& key : agreement_keys(po)) keys.push_back(std::move(key));
+  check_processes_agree(executor_->host(), keys);
   pr.plan = make_plan(problem, po, rank());
   pr.dtype = dtype;
   executor_->prepare({pr.plan}, dtype);

@@ -85,6 +85,33 @@ size_t dtype_size(Dtype d) {
   return 0;
 }
 
+bool operator==(const PlanOptions& a, const PlanOptions& b) {
+  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
+         a.merge == b.merge;
+}
+
+bool operator!=(const PlanOptions& a, const PlanOptions& b) { return !(a == b); }
+
+std::string to_string(const PlanOptions& o) {
+  return "algo=" + to_string(o.algo) + " stages=" + std::to_string(o.stages) + " post=" + to_string(o.post) +
+         " gemm_lanes=" + std::to_string(o.gemm_lanes) + " merge=" + std::to_string(o.merge);
+}
+
+std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions& o) {
+  return {{"algorithm", to_string(o.algo)},
+          {"stages", std::to_string(o.stages)},
+          {"post", to_string(o.post)},
+          {"gemm lanes", std::to_string(o.gemm_lanes)},
+          {"merge", std::to_string(o.merge)}};
+}
+
+PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
+  o.algo = algo;
+  if (algo != Algo::pipelined) o.stages = 0;
+  if (!(op == Op::ag_gemm && algo == Algo::ring)) o.merge = 1;
+  return o;
+}
+
 int64_t block_size(int64_t total, int parts, int q) {
   return total / parts + (q < total % parts ? 1 : 0);
 }

@@ -10,29 +10,11 @@
 #include "collmm/sim.hpp"
 
 namespace collmm {
-namespace {
-
-bool same_config(const Alternative& a, const TuningEntry& e) {
-  return a.algo == e.algo && a.stages == e.stages && a.gemm_lanes == e.gemm_lanes && a.merge == e.merge;
-}
-
-PlanOptions options_of(Algo algo, int stages, int lanes, int merge) {
-  PlanOptions o;
-  o.algo = algo;
-  o.stages = stages;
-  o.gemm_lanes = lanes;
-  o.merge = merge;
-  return o;
-}
-
-}  // namespace
-
-PlanOptions Choice::options() const { return options_of(algo, stages, gemm_lanes, merge); }
 
 Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {
   std::vector<PlanOptions> candidates;
   auto add = [&](Algo a, int stages, int lanes, int merge = 1) {
-    const PlanOptions o = options_of(a, stages, lanes, merge);
+    const PlanOptions o{a, stages, Post::comm_first, lanes, merge};
     validate(p, o);  // throws for the problem itself; per-candidate limits are checked above
     candidates.push_back(o);
   };
@@ -51,16 +33,14 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   auto simulate_us = [&](const PlanOptions& o) {
     return simulate(p, o, dtype, profile, StepFilter::all, false).time_us;
   };
-  for (const PlanOptions& o : candidates)
-    c.alternatives.push_back({o.algo, o.stages, o.gemm_lanes, o.merge, simulate_us(o), -1});
+  for (const PlanOptions& o : candidates) c.alternatives.push_back({o, simulate_us(o), -1});
 
   const std::vector<TuningEntry> measured = cache ? cache->find(p, dtype) : std::vector<TuningEntry>{};
   for (const TuningEntry& e : measured) {
     auto it = std::find_if(c.alternatives.begin(), c.alternatives.end(),
-                           [&](const Alternative& a) { return same_config(a, e); });
+                           [&](const Alternative& a) { return a.options == e.options; });
     if (it == c.alternatives.end()) {  // a measured configuration the model did not list
-      const PlanOptions o = options_of(e.algo, e.stages, e.gemm_lanes, e.merge);
-      c.alternatives.push_back({e.algo, e.stages, e.gemm_lanes, e.merge, simulate_us(o), -1});
+      c.alternatives.push_back({e.options, simulate_us(e.options), -1});
       it = c.alternatives.end() - 1;
     }
     it->measured_us = it->measured_us < 0 ? e.time_us : std::min(it->measured_us, e.time_us);
@@ -75,10 +55,7 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
     for (const Alternative& a : c.alternatives)
       if (a.measured_us >= 0 && (pick->measured_us < 0 || a.measured_us < pick->measured_us)) pick = &a;
   }
-  c.algo = pick->algo;
-  c.stages = pick->stages;
-  c.gemm_lanes = pick->gemm_lanes;
-  c.merge = pick->merge;
+  c.options = pick->options;
   c.predicted_us = pick->predicted_us;
   c.measured_us = pick->measured_us;
   return c;
@@ -88,7 +65,8 @@ std::string print(const Choice& c) {
   std::ostringstream s;
   char line[160];
   std::snprintf(line, sizeof line, "# auto: %s stages=%d gemm_lanes=%d merge=%d (from the %s; predicted %.1f us",
-                to_string(c.algo).c_str(), c.stages, c.gemm_lanes, c.merge, c.source.c_str(), c.predicted_us);
+                to_string(c.options.algo).c_str(), c.options.stages, c.options.gemm_lanes, c.options.merge,
+                c.source.c_str(), c.predicted_us);
   s << line;
   if (c.measured_us >= 0) {
     std::snprintf(line, sizeof line, ", measured %.1f us", c.measured_us);
@@ -97,7 +75,8 @@ std::string print(const Choice& c) {
   s << ")\n#   alternatives (predicted, fastest first):\n";
   for (const Alternative& a : c.alternatives) {
     std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d merge=%d  predicted %10.1f us",
-                  to_string(a.algo).c_str(), a.stages, a.gemm_lanes, a.merge, a.predicted_us);
+                  to_string(a.options.algo).c_str(), a.options.stages, a.options.gemm_lanes, a.options.merge,
+                  a.predicted_us);
     s << line;
     if (a.measured_us >= 0) {
       std::snprintf(line, sizeof line, "  measured %10.1f us", a.measured_us);

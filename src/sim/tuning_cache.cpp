@@ -25,6 +25,10 @@ namespace {
 
 using nlohmann::json;
 
+void need(bool ok, const std::string& what) {
+  if (!ok) throw UsageError(what);
+}
+
 TuningEntry entry_from_json(const json& e) {
   TuningEntry t;
   t.op = parse_op(e.at("op").get<std::string>());
@@ -33,21 +37,11 @@ TuningEntry entry_from_json(const json& e) {
   t.k = json_integer<int64_t>(e, "k");
   t.world = json_integer<int>(e, "world_size");
   t.dtype = parse_dtype(e.at("dtype").get<std::string>());
-  t.algo = parse_algo(e.at("algo").get<std::string>());
-  t.stages = json_integer<int>(e, "stages", 0);
-  t.gemm_lanes = json_integer<int>(e, "gemm_lanes", 1);
-  t.merge = json_integer<int>(e, "merge", 1);
+  t.options = plan_options_from_json(e);
   t.time_us = e.at("time_us").get<double>();
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw UsageError(what);
-  };
   need(t.m >= 1 && t.n >= 1 && t.k >= 1 && t.m <= kMaxSize && t.n <= kMaxSize && t.k <= kMaxSize,
        "m, n and k must be 1.." + std::to_string(kMaxSize));
   need(t.world >= 1 && t.world <= kMaxWorld, "world_size " + std::to_string(t.world) + " is not 1.." + std::to_string(kMaxWorld));
-  need(t.stages >= 0, "stages " + std::to_string(t.stages) + " is negative");
-  need(t.gemm_lanes >= 1 && t.gemm_lanes <= kMaxGemmLanes,
-       "gemm_lanes " + std::to_string(t.gemm_lanes) + " is not 1.." + std::to_string(kMaxGemmLanes));
-  need(t.merge >= 1 && t.merge <= kMaxWorld, "merge " + std::to_string(t.merge) + " is not 1.." + std::to_string(kMaxWorld));
   need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
   return t;
 }
@@ -87,20 +81,47 @@ class FileLock {
   int fd_ = -1;
 };
 
+// The shape an entry measured: (op, M, N, K, P, dtype).
+bool same_shape(const TuningEntry& a, const TuningEntry& b) {
+  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.dtype == b.dtype;
+}
+
 }  // namespace
 
+json to_json(const PlanOptions& o) {
+  return {{"algo", to_string(o.algo)},
+          {"stages", o.stages},
+          {"post", to_string(o.post)},
+          {"gemm_lanes", o.gemm_lanes},
+          {"merge", o.merge}};
+}
+
+PlanOptions plan_options_from_json(const json& j) {
+  PlanOptions o;
+  o.algo = parse_algo(j.at("algo").get<std::string>());
+  o.stages = json_integer<int>(j, "stages", 0);
+  if (j.contains("post")) o.post = parse_post(j.at("post").get<std::string>());
+  o.gemm_lanes = json_integer<int>(j, "gemm_lanes", 1);
+  o.merge = json_integer<int>(j, "merge", 1);
+  need(o.stages >= 0, "stages " + std::to_string(o.stages) + " is negative");
+  need(o.gemm_lanes >= 1 && o.gemm_lanes <= kMaxGemmLanes,
+       "gemm_lanes " + std::to_string(o.gemm_lanes) + " is not 1.." + std::to_string(kMaxGemmLanes));
+  need(o.merge >= 1 && o.merge <= kMaxWorld, "merge " + std::to_string(o.merge) + " is not 1.." + std::to_string(kMaxWorld));
+  return o;
+}
+
 std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
+  TuningEntry shape;
+  shape.op = p.op, shape.m = p.m, shape.n = p.n, shape.k = p.k, shape.world = p.world, shape.dtype = d;
   std::vector<TuningEntry> out;
   for (const TuningEntry& e : entries)
-    if (e.op == p.op && e.m == p.m && e.n == p.n && e.k == p.k && e.world == p.world && e.dtype == d)
-      out.push_back(e);
+    if (same_shape(e, shape)) out.push_back(e);
   return out;
 }
 
 void TuningCache::record(const TuningEntry& e) {
   for (TuningEntry& x : entries)
-    if (x.op == e.op && x.m == e.m && x.n == e.n && x.k == e.k && x.world == e.world && x.dtype == e.dtype &&
-        x.algo == e.algo && x.stages == e.stages && x.gemm_lanes == e.gemm_lanes && x.merge == e.merge) {
+    if (same_shape(x, e) && x.options == e.options) {
       x.time_us = e.time_us;
       return;
     }
@@ -131,10 +152,12 @@ TuningCache load_tuning_cache(const std::string& path) { return parse_tuning_cac
 
 void save_tuning_cache(const TuningCache& cache, const std::string& path) {
   json entries = json::array();
-  for (const TuningEntry& e : cache.entries)
-    entries.push_back({{"op", to_string(e.op)}, {"m", e.m}, {"n", e.n}, {"k", e.k}, {"world_size", e.world},
-                       {"dtype", to_string(e.dtype)}, {"algo", to_string(e.algo)}, {"stages", e.stages},
-                       {"gemm_lanes", e.gemm_lanes}, {"merge", e.merge}, {"time_us", e.time_us}});
+  for (const TuningEntry& e : cache.entries) {
+    json entry = to_json(e.options);
+    entry.update({{"op", to_string(e.op)}, {"m", e.m}, {"n", e.n}, {"k", e.k}, {"world_size", e.world},
+                  {"dtype", to_string(e.dtype)}, {"time_us", e.time_us}});
+    entries.push_back(entry);
+  }
   const std::string text = json{{"entries", entries}}.dump(2) + "\n";
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {

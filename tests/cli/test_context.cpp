@@ -46,7 +46,7 @@ TEST(Context, AgGemmEveryAlgorithmMatchesTheReference) {
   for (Algo algo : all_algos())
     for (BLayout layout : {BLayout::kn, BLayout::nk}) {
       MatmulOptions mo;
-      mo.algo = algo;
+      mo.plan.algo = algo;
       mo.b_layout = layout;
       Comparison gathered;
       const Comparison c = run_and_compare(Op::ag_gemm, 13, 11, 9, Dtype::f32, mo, &gathered);
@@ -59,7 +59,7 @@ TEST(Context, GemmRsEveryAlgorithmMatchesTheReference) {
   for (Algo algo : all_algos())
     for (BLayout layout : {BLayout::kn, BLayout::nk}) {
       MatmulOptions mo;
-      mo.algo = algo;
+      mo.plan.algo = algo;
       mo.b_layout = layout;
       const Comparison c = run_and_compare(Op::gemm_rs, 14, 6, 10, Dtype::f64, mo);
       EXPECT_EQ(c.wrong, 0) << to_string(algo) << " " << to_string(layout);

@@ -33,10 +33,9 @@ int rank() { return g_executor->local_ranks().at(0); }
 int world() { return g_executor->world_size(); }
 
 std::string case_name(const Problem& p, const PlanOptions& o, Dtype dtype) {
-  return to_string(p.op) + " " + to_string(o.algo) + " " + to_string(dtype) + " " + to_string(o.post) +
-         " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) + " B " +
-         to_string(p.b_layout) + " stages=" + std::to_string(o.stages) + " gemm_lanes=" +
-         std::to_string(o.gemm_lanes) + " merge=" + std::to_string(o.merge) + " P=" + std::to_string(p.world) + " rank " + std::to_string(rank());
+  return to_string(p.op) + " " + to_string(dtype) + " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) +
+         " K=" + std::to_string(p.k) + " B " + to_string(p.b_layout) + " " + to_string(o) +
+         " P=" + std::to_string(p.world) + " rank " + std::to_string(rank());
 }
 
 Checked run_and_check(const Problem& p, const PlanOptions& o, Dtype dtype, uint64_t seed) {

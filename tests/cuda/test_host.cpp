@@ -37,8 +37,8 @@ std::vector<PlanOptions> every_algo(Op op) {
 }
 
 std::string name(const Problem& p, const PlanOptions& o, Dtype d, int r) {
-  return to_string(p.op) + " " + to_string(o.algo) + (o.merge > 1 ? " merge " + std::to_string(o.merge) : "") + " " +
-         to_string(d) + " P=" + std::to_string(p.world) + " rank " + std::to_string(r);
+  return to_string(p.op) + " " + to_string(o) + " " + to_string(d) + " P=" + std::to_string(p.world) + " rank " +
+         std::to_string(r);
 }
 
 void expect_right(Executor& ex, const Problem& p, const PlanOptions& o, Dtype d, int r, uint64_t seed, bool repeat = false) {

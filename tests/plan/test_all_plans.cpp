@@ -66,11 +66,8 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
                 ++checked;
                 if (report.ok()) continue;
                 if (++failed <= 3)
-                  ADD_FAILURE() << to_string(op) << " " << to_string(algo) << " " << shape.name << " M=" << p.m
-                                << " N=" << p.n << " K=" << p.k << " P=" << P << " b=" << to_string(layout)
-                                << " stages=" << stages << " post=" << to_string(post) << " gemm_lanes=" << lanes
-                                << " merge=" << merge
-                                << "\n"
+                  ADD_FAILURE() << to_string(op) << " " << shape.name << " M=" << p.m << " N=" << p.n << " K=" << p.k
+                                << " P=" << P << " b=" << to_string(layout) << " " << to_string(o) << "\n"
                                 << report.text(12);
               }
         }

@@ -53,8 +53,8 @@ std::vector<std::pair<int, int>> labels(const Plan& plan) {
 }
 
 std::string name(const Problem& p, const PlanOptions& o, int r) {
-  return to_string(p.op) + " " + to_string(o.algo) + " merge " + std::to_string(o.merge) + " " + to_string(o.post) + " P=" + std::to_string(p.world) +
-         " M=" + std::to_string(p.m) + " rank " + std::to_string(r);
+  return to_string(p.op) + " " + to_string(o) + " P=" + std::to_string(p.world) + " M=" + std::to_string(p.m) +
+         " rank " + std::to_string(r);
 }
 
 TEST(PeerTraffic, StagedRowsAreWhatThePeersSend) {

@@ -27,14 +27,14 @@ Profile balanced() {
 
 TEST(Tuning, PicksTheRingWhenCommMatchesGemm) {
   const Choice c = choose(shape(4), Dtype::f32, balanced(), nullptr);
-  EXPECT_EQ(c.algo, Algo::ring);
+  EXPECT_EQ(c.options.algo, Algo::ring);
   EXPECT_EQ(c.source, "model");
   ASSERT_FALSE(c.alternatives.empty());
   EXPECT_EQ(c.predicted_us, c.alternatives.front().predicted_us);
   double sequential = 0;
   for (const Alternative& a : c.alternatives) {
     EXPECT_GE(a.predicted_us, c.predicted_us);
-    if (a.algo == Algo::sequential) sequential = a.predicted_us;
+    if (a.options.algo == Algo::sequential) sequential = a.predicted_us;
   }
   EXPECT_LT(c.predicted_us, 0.65 * sequential);  // ~(g + 3g) vs (3g + 4g)
   const std::string text = print(c);
@@ -46,17 +46,17 @@ TEST(Tuning, OneRankNeedsNoOverlap) {
   const Choice c = choose(shape(1), Dtype::f32, balanced(), nullptr);
   const double one_gemm = test::gemm_us(256, 256, 512, 1.0) + balanced().gemm.overhead_us;
   EXPECT_NEAR(c.predicted_us, one_gemm, 1e-3 * one_gemm);
-  for (const Alternative& a : c.alternatives) EXPECT_NE(a.algo, Algo::pipelined);  // nothing to pipeline
+  for (const Alternative& a : c.alternatives) EXPECT_NE(a.options.algo, Algo::pipelined);  // nothing to pipeline
 }
 
 TEST(Tuning, MeasuredCacheOverridesTheModel) {
   TuningCache cache;
   const Problem p = shape(4);
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, Algo::sequential, 0, 1, 1, 10.0});
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, Algo::ring, 0, 1, 1, 20.0});
-  cache.record({p.op, p.m, p.n, p.k, 8, Dtype::f32, Algo::bidir, 0, 1, 1, 1.0});  // another P: ignored
+  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::sequential, 0, Post::comm_first, 1, 1}, 10.0});
+  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 1}, 20.0});
+  cache.record({p.op, p.m, p.n, p.k, 8, Dtype::f32, {Algo::bidir, 0, Post::comm_first, 1, 1}, 1.0});  // another P: ignored
   const Choice c = choose(p, Dtype::f32, balanced(), &cache);
-  EXPECT_EQ(c.algo, Algo::sequential);
+  EXPECT_EQ(c.options.algo, Algo::sequential);
   EXPECT_EQ(c.source, "measured");
   EXPECT_EQ(c.measured_us, 10.0);
   EXPECT_NE(print(c).find("measured"), std::string::npos);
@@ -67,8 +67,8 @@ TEST(Tuning, MeasuredCacheOverridesTheModel) {
 
 TEST(Tuning, CacheRoundTrip) {
   TuningCache cache;
-  cache.record({Op::gemm_rs, 1024, 2048, 4096, 8, Dtype::bf16, Algo::pipelined, 4, 2, 1, 123.5});
-  cache.record({Op::gemm_rs, 1024, 2048, 4096, 8, Dtype::bf16, Algo::pipelined, 4, 2, 1, 120.0});  // replaces
+  cache.record({Op::gemm_rs, 1024, 2048, 4096, 8, Dtype::bf16, {Algo::pipelined, 4, Post::comm_first, 2, 1}, 123.5});
+  cache.record({Op::gemm_rs, 1024, 2048, 4096, 8, Dtype::bf16, {Algo::pipelined, 4, Post::comm_first, 2, 1}, 120.0});  // replaces
   ASSERT_EQ(cache.entries.size(), 1u);
   const std::string path = testing::TempDir() + "collmm_tuning_cache.json";
   save_tuning_cache(cache, path);
@@ -78,9 +78,9 @@ TEST(Tuning, CacheRoundTrip) {
   const TuningEntry& e = back.entries[0];
   EXPECT_EQ(e.op, Op::gemm_rs);
   EXPECT_EQ(e.world, 8);
-  EXPECT_EQ(e.algo, Algo::pipelined);
-  EXPECT_EQ(e.stages, 4);
-  EXPECT_EQ(e.gemm_lanes, 2);
+  EXPECT_EQ(e.options.algo, Algo::pipelined);
+  EXPECT_EQ(e.options.stages, 4);
+  EXPECT_EQ(e.options.gemm_lanes, 2);
   EXPECT_EQ(e.time_us, 120.0);
   EXPECT_THROW(load_tuning_cache(path), UsageError);
 }
@@ -89,27 +89,26 @@ TEST(Tuning, MergedRingIsACandidateAndRoundTrips) {
   const Problem p = shape(8);  // ag_gemm
   const Choice model = choose(p, Dtype::f32, balanced(), nullptr);
   int merged = 0;
-  for (const Alternative& a : model.alternatives) merged += a.merge > 1 ? 1 : 0;
+  for (const Alternative& a : model.alternatives) merged += a.options.merge > 1 ? 1 : 0;
   EXPECT_EQ(merged, 2);  // ring with merge 2 and 4 at P = 8
   // A measurement of a merged ring that beats the rest is picked, and its merge comes back.
   TuningCache cache;
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, Algo::ring, 0, 1, 1, 20.0});
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, Algo::ring, 0, 1, 4, 15.0});
+  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 1}, 20.0});
+  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 4}, 15.0});
   const Choice c = choose(p, Dtype::f32, balanced(), &cache);
-  EXPECT_EQ(c.algo, Algo::ring);
-  EXPECT_EQ(c.merge, 4);
-  EXPECT_EQ(c.options().merge, 4);
+  EXPECT_EQ(c.options.algo, Algo::ring);
+  EXPECT_EQ(c.options.merge, 4);
   EXPECT_NE(print(c).find("merge=4"), std::string::npos);
   const std::string path = testing::TempDir() + "collmm_tuning_merge.json";
   save_tuning_cache(cache, path);
   const TuningCache back = load_tuning_cache(path);
   std::remove(path.c_str());
   ASSERT_EQ(back.entries.size(), 2u);
-  EXPECT_EQ(back.entries[1].merge, 4);
+  EXPECT_EQ(back.entries[1].options.merge, 4);
   // gemm_rs has no merged candidate.
   Problem rs = p;
   rs.op = Op::gemm_rs;
-  for (const Alternative& a : choose(rs, Dtype::f32, balanced(), nullptr).alternatives) EXPECT_EQ(a.merge, 1);
+  for (const Alternative& a : choose(rs, Dtype::f32, balanced(), nullptr).alternatives) EXPECT_EQ(a.options.merge, 1);
 }
 
 }  // namespace

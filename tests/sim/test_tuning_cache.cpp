@@ -18,7 +18,7 @@ namespace collmm {
 namespace {
 
 TuningEntry entry(int writer, int i) {
-  return {Op::ag_gemm, 64 + writer, 64, 64 + i, 2, Dtype::f32, Algo::ring, 0, 1, 1, 1.0 + i};
+  return {Op::ag_gemm, 64 + writer, 64, 64 + i, 2, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 1}, 1.0 + i};
 }
 
 TEST(TuningCacheFile, ConcurrentWritersLoseNothing) {

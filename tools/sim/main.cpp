@@ -24,7 +24,8 @@ namespace {
 struct SimOptions {
   std::string op = "all", algo = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first";
   int64_t m = 8192, n = 8192, k = 8192;
-  int world = 8, stages = 0, gemm_lanes = 1, merge = 1, timeline_ranks = 8;
+  int world = 8, timeline_ranks = 8;
+  PlanOptions plan;  // from the plan option flags (post: parsed from `post`; algo: per row)
   std::string timeline, trace, json, tuning_cache, save_profile;
 };
 
@@ -74,9 +75,7 @@ int run(const SimOptions& o) {
   TuningCache cache;
   if (!o.tuning_cache.empty()) cache = load_tuning_cache(o.tuning_cache);
 
-  PlanOptions base;
-  base.stages = o.stages;
-  base.gemm_lanes = o.gemm_lanes;
+  PlanOptions base = o.plan;
   base.post = parse_post(o.post);
 
   std::vector<Prediction> rows;
@@ -85,31 +84,20 @@ int run(const SimOptions& o) {
   for (Op op : ops) {
     Problem p;
     p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
-    PlanOptions seq_opts = base;
-    seq_opts.algo = Algo::sequential;
-    seq_opts.stages = 0;
-    const Prediction seq = predict(p, seq_opts, dtype, prof);
+    const Prediction seq = predict(p, options_for(op, Algo::sequential, base), dtype, prof);
     std::vector<PlanOptions> cases;
     if (automatic) {
       const Choice c = choose(p, dtype, prof, o.tuning_cache.empty() ? nullptr : &cache);
       choices.push_back("# " + to_string(op) + " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) + " K=" +
                         std::to_string(p.k) + " P=" + std::to_string(p.world) + "\n" + print(c));
-      PlanOptions picked = c.options();
+      PlanOptions picked = c.options;
       picked.post = base.post;
       cases.push_back(picked);
     }
-    for (Algo a : algos) {
-      PlanOptions x = base;
-      x.algo = a;
-      if (a != Algo::pipelined) x.stages = 0;
-      x.merge = op == Op::ag_gemm && a == Algo::ring ? o.merge : 1;
-      cases.push_back(x);
-    }
+    for (Algo a : algos) cases.push_back(options_for(op, a, base));
     for (const PlanOptions& x : cases) check_simulated_size(p, x);
     for (const PlanOptions& x : cases) {
-      Prediction row = x.algo == Algo::sequential && x.gemm_lanes == seq.options.gemm_lanes && x.post == seq.options.post
-                           ? seq
-                           : predict(p, x, dtype, prof, &seq);
+      Prediction row = x == seq.options ? seq : predict(p, x, dtype, prof, &seq);
       if (!keep_timelines) row.timeline = Timeline{};
       rows.push_back(std::move(row));
     }
@@ -157,9 +145,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, collmm::kMaxWorld));
   app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
   app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")->capture_default_str();
-  app.add_option("--stages", o.stages, "pipelined: stages (0: P)")->capture_default_str();
-  app.add_option("--gemm-lanes", o.gemm_lanes, "GEMM lanes")->capture_default_str()->check(CLI::Range(1, collmm::kMaxGemmLanes));
-  app.add_option("--merge", o.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
+  app.add_option("--stages", o.plan.stages, "pipelined: stages (0: P)")->capture_default_str();
+  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")->capture_default_str()->check(CLI::Range(1, collmm::kMaxGemmLanes));
+  app.add_option("--merge", o.plan.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
   app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();

@@ -1,6 +1,8 @@
 // table.cpp: collmm-sim's predicted table and JSON.
 #include "table.hpp"
 
+#include "collmm/tuning.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <iomanip>
@@ -88,26 +90,24 @@ void print_prediction_summary(std::ostream& out, const std::vector<Prediction>& 
 
 nlohmann::json predictions_json(const Profile& prof, const std::vector<Prediction>& rows) {
   nlohmann::json out = nlohmann::json::array();
-  for (const Prediction& p : rows)
-    out.push_back({{"op", to_string(p.problem.op)},
-                   {"algo", to_string(p.options.algo)},
-                   {"m", p.problem.m},
-                   {"n", p.problem.n},
-                   {"k", p.problem.k},
-                   {"world_size", p.problem.world},
-                   {"dtype", to_string(p.dtype)},
-                   {"stages", p.options.stages},
-                   {"gemm_lanes", p.options.gemm_lanes},
-                   {"merge", p.options.merge},
-                   {"post", to_string(p.options.post)},
-                   {"time_us", p.time_us},
-                   {"tflops", p.tflops_per_rank},
-                   {"t_gemm_us", p.t_gemm_us},
-                   {"t_comm_us", p.t_comm_us},
-                   {"speedup_vs_sequential", p.speedup},
-                   {"overlap_efficiency", p.overlap_efficiency},
-                   {"hidden_comm_fraction", p.hidden_comm_mean},
-                   {"hidden_comm_fraction_min", p.hidden_comm_min}});
+  for (const Prediction& p : rows) {
+    nlohmann::json row = to_json(p.options);
+    row.update({{"op", to_string(p.problem.op)},
+                {"m", p.problem.m},
+                {"n", p.problem.n},
+                {"k", p.problem.k},
+                {"world_size", p.problem.world},
+                {"dtype", to_string(p.dtype)},
+                {"time_us", p.time_us},
+                {"tflops", p.tflops_per_rank},
+                {"t_gemm_us", p.t_gemm_us},
+                {"t_comm_us", p.t_comm_us},
+                {"speedup_vs_sequential", p.speedup},
+                {"overlap_efficiency", p.overlap_efficiency},
+                {"hidden_comm_fraction", p.hidden_comm_mean},
+                {"hidden_comm_fraction_min", p.hidden_comm_min}});
+    out.push_back(row);
+  }
   return {{"predicted", true}, {"profile", to_json(prof)}, {"results", out}};
 }
 
