@@ -1,4 +1,4 @@
-// test_bench_errors.cpp: collmm-bench on bad input (issue 2 §6): ranks that disagree, impossible
+// test_bench_errors.cpp: collmm-bench on bad input: ranks that disagree, impossible
 // options, a rank that dies and a rank that hangs. Each job must end in bounded time with a
 // non-zero exit and a message naming the problem.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// test_bench_inputs.cpp: every bad input of issue 12 §2 is refused before any work, on every rank,
+// test_bench_inputs.cpp: every bad input is refused before any work, on every rank,
 // with a message saying what is wrong and exit code 2: sizes that overflow, a run the memory cannot
 // hold, --gemm-lanes out of bounds (from the flag or a tuning-cache entry), output paths that cannot
 // be written, --calibrate with too few runs; collmm-sim's bounds and size suffixes; the table's E
@@ -137,7 +137,7 @@ TEST(BenchInputs, RanksSharingCoresAreNoOverlapFigures) {
   EXPECT_EQ(rows, 8) << r.output;
 }
 
-// Jobs sharing one tuning cache (issue 12 §3): four at once, each recording its 8 rows; the cache
+// Jobs sharing one tuning cache: four at once, each recording its 8 rows; the cache
 // ends up with all 32 and parses.
 TEST(BenchInputs, ConcurrentJobsShareOneTuningCache) {
   const std::string dir = fresh_dir("shared_cache");

@@ -1,6 +1,6 @@
 // test_bench_run.cpp: collmm-bench under mpirun, checking on: --op all --algo all on 4 ranks with
 // uneven shards, writing --json, --trace and --save; then the files are read back and checked (the
-// JSON keys of issue 2, every rank and both lanes in the trace, .npy headers and sizes, and the
+// JSON keys, every rank and both lanes in the trace, .npy headers and sizes, and the
 // saved C recomputed from the saved A and B). Also bf16 with B transposed, and f64, on 3 and 2 ranks.
 #include <gtest/gtest.h>
 
@@ -77,7 +77,7 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
   const std::set<std::string> keys{"op", "algo", "m", "n", "k", "world_size", "dtype", "stages",
                                    "time_us", "tflops", "t_gemm_us", "t_comm_us", "speedup_vs_sequential",
                                    "overlap_efficiency", "wrong", "max_rel_err",
-                                   // issue 4 (no --profile here, so no "predicted_us")
+                                   // (no --profile here, so no "predicted_us")
                                    "label", "gemm_lanes", "merge", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
                                    "overlap_hidden_fraction_per_rank"};
   ASSERT_EQ(j.at("results").size(), 8u);

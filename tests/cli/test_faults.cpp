@@ -1,4 +1,4 @@
-// test_faults.cpp: faults injected into running collmm-bench jobs (issue 12): a rank killed
+// test_faults.cpp: faults injected into running collmm-bench jobs: a rank killed
 // (SIGKILL) or stopped (SIGSTOP) in setup, in the timed runs and in the output phase, and a rank
 // that fails (throws) or stops while its backend starts (init). Every job must
 // end by itself within --timeout + 5 s of the fault (plus the job's start), with a message naming

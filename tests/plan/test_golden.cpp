@@ -85,8 +85,8 @@ int64_t work_rows(const Plan& plan) {
 
 // gemm_rs ring and bidir: two chunk buffers (ring: two receive buffers; bidir: two per direction
 // of half a chunk each), with the partials computed into C itself, also when P does not divide M
-// (the rows C cannot hold are accumulated onto the received sum). Regressions: bidir used to want
-// C taller than 2 * ceil(most / 2) rows, and uneven M used to get a third buffer.
+// (the rows C cannot hold are accumulated onto the received sum): bidir wants C no taller than 2 *
+// ceil(most / 2) rows, and uneven M gets no third buffer.
 TEST(Memory, GemmRsRingsNeedTwoChunkBuffers) {
   for (int P = 2; P <= 8; ++P)
     for (int64_t m : {3 * P, 4 * P, 4 * P + 1, 4 * P + P - 1, P + 1})

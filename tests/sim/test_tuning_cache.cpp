@@ -1,4 +1,4 @@
-// test_tuning_cache.cpp: the tuning cache's file under concurrent writers (issue 12 §3): processes
+// test_tuning_cache.cpp: the tuning cache's file under concurrent writers: processes
 // that update one cache at once lose none of each other's entries and never leave a file that does
 // not parse; bad entries are refused naming the file and the entry.
 #include <sys/file.h>

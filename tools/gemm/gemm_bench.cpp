@@ -1,4 +1,4 @@
-// gemm_bench.cpp: collmm-gemm-bench, the compute side of a ring (issue 3 §9): the P chunk GEMMs
+// gemm_bench.cpp: collmm-gemm-bench, the compute side of a ring: the P chunk GEMMs
 // of M/P rows of one rank (each written into its rows of C) against one whole GEMM of the same
 // total size, bf16, random data, on 1 or 2 lanes (streams), with cuBLASLt's heuristic or the
 // timed algorithm choice; and the fewer, larger GEMMs of an ag_gemm ring rank with --merge. All variants of one shape are timed interleaved (one run of each in
