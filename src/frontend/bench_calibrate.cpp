@@ -11,6 +11,7 @@
 #include "bench_case.hpp"
 #include "bench_model.hpp"
 #include "collmm/calibrate.hpp"
+#include "collmm/calibration_hooks.hpp"
 #include "collmm/sim.hpp"
 
 namespace collmm {
@@ -62,7 +63,7 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
 }
 
 // Host microseconds per device operation enqueued, and per GEMM launch: the host wall time of the
-// issue (Executor::last_issue_us; median of --iters runs) of every algorithm of the asked ops at
+// issue (CalibrationHooks::last_issue_us; median of --iters runs) of every algorithm of the asked ops at
 // the bench's shape, against the GEMMs and the other device operations it issued (issue_ops,
 // summed over the local ranks when one thread issues them all, else the most of one rank), fitted
 // as wall = gemms x gemm_issue_us + others x issue_us (least squares over the algorithms, whose
@@ -70,6 +71,8 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
 // cannot be told apart (a fit <= 0), one figure for both: the total wall over all operations. The
 // largest over the processes. {0, 0} when the backend does not enqueue its steps (cpu).
 HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& out, bool printer) {
+  CalibrationHooks* hooks = calibration_hooks(ex);
+  if (!hooks) return {};  // the same backend on every process: all return here
   double sgg = 0, sgo = 0, soo = 0, sgt = 0, sot = 0, wall = 0, ops = 0;  // the normal equations' sums
   for (Op op : o.ops)
     for (Algo a : all_algos()) {
@@ -85,17 +88,17 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
         double g = 0, n = 0;
         for (const Step& s : plan.steps)
           (s.kind == StepKind::gemm ? g : n) += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
-        if (ex.single_issuer()) gemms += g, others += n;
+        if (hooks->single_issuer()) gemms += g, others += n;
         else if (g + n > gemms + others) gemms = g, others = n;
       }
       ex.prepare(plans, o.dtype);
       ex.run(StepFilter::all, false);
-      if (!(ex.last_issue_us() > 0)) return {};  // the same backend on every process: all return here
+      if (!(hooks->last_issue_us() > 0)) return {};  // the same backend on every process: all return here
       for (int w = 0; w < o.warmup; ++w) ex.run(StepFilter::all, false);
       std::vector<double> us;
       for (int it = 0; it < std::max(1, o.iters); ++it) {
         ex.run(StepFilter::all, false);
-        us.push_back(ex.last_issue_us());
+        us.push_back(hooks->last_issue_us());
       }
       const double t = median(us);
       if (printer) {
@@ -233,8 +236,9 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   spec.base = profile_for(o);
   spec.name = "calibrated-" + ex.backend() + "-P" + std::to_string(world);
   spec.dtype = o.dtype;
-  spec.shared_issuer = ex.single_issuer();
-  spec.ranks_per_device = ex.ranks_per_device();
+  CalibrationHooks* hooks = calibration_hooks(ex);
+  spec.shared_issuer = hooks && hooks->single_issuer();
+  spec.ranks_per_device = hooks ? hooks->ranks_per_device() : 1;
   const bool shared_device = spec.ranks_per_device > 1;
   std::set<GemmShape> shapes = bench_gemm_shapes(o, world);
   // The standard shapes fill the rate table between the bench's own, but none larger than the
@@ -274,13 +278,13 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   // The host's issue cost first: the timers below take the host's share off what they measure.
   HostCost measured_host = time_issue(ex, o, world, out, printer);
   const double issue_h = measured_host.issue_us;
-  measured_host.shared = ex.single_issuer();
+  measured_host.shared = spec.shared_issuer;
   const HostCost host = issue_h > 0 ? measured_host : spec.base.host;
   // The device's own times: replayed graphs where the backend has them (the host's issue is then
   // out of the way: with emulated ranks the device idles behind one issuing thread, and taking the
   // issue lead off a step-by-step run misses how much of the device's work ran under the issue),
   // else the step-by-step times less the issue lead.
-  const bool replay = issue_h > 0 && ex.replay_graphs(true);
+  const bool replay = issue_h > 0 && hooks->replay_graphs(true);
   if (printer && issue_h > 0)
     out << (replay ? line("#   the times below are the device's own: replayed CUDA graphs (host issue %.2f us per operation apart)\n", issue_h, 0)
                    : line("#   the times below are the device's share: measured less the host's issue lead at %.2f us per operation\n",
@@ -341,7 +345,7 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   auto issue_timer = [&] { return measured_host; };
   Profile prof = calibrate(spec, gemm_timer, comm_timer, collective_timer, add_timer, issue_timer,
                            shared_device ? GemmTimer(gemm_device_timer) : GemmTimer());
-  if (replay) ex.replay_graphs(o.backend.graph);  // the contention fit below times the bench's own way
+  if (replay) hooks->replay_graphs(o.backend.graph);  // the contention fit below times the bench's own way
   if (printer && prof.host.issue_us > 0)
     out << line("# host issue: %.2f us per device operation, %.2f us per GEMM", prof.host.issue_us,
                 issue_cost_us(prof.host, StepKind::gemm, 1))
@@ -356,7 +360,7 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
   // Where comm and GEMMs share the cores (cpu: MPI copies beside BLAS) or one GPU's SMs (cuda,
   // emulated ranks: same-device copies beside the other ranks' GEMMs), the contention factor is
   // fitted to the measured ag_gemm ring.
-  if ((ex.backend() == "cpu" || ex.single_issuer()) && world > 1) {
+  if ((ex.backend() == "cpu" || spec.shared_issuer) && world > 1) {
     const Problem p = problem_of(o, Op::ag_gemm, world);
     const double ring_us = time_plan(ex, o, p, plan_options_of(o, Algo::ring), StepFilter::all);
     const double s = fit_contention(prof, p, o, ring_us);

@@ -15,9 +15,9 @@ constexpr int kCalibrateMinIters = 10;
 
 // Collective. Starts from --profile (or the backend's default profile) and measures:
 //  - host issue (first): every algorithm of the asked ops at the bench's shape, run whole; the
-//    host wall time the executor spent enqueueing (Executor::last_issue_us, median of --iters)
+//    host wall time the executor spent enqueueing (CalibrationHooks::last_issue_us, median of --iters)
 //    over the device operations it enqueued (sim.hpp's issue_ops; all local ranks' when one thread
-//    issues them, Executor::single_issuer) gives Profile::host = {issue_us, shared}. cpu: steps are
+//    issues them, CalibrationHooks::single_issuer) gives Profile::host = {issue_us, shared}. cpu: steps are
 //    not enqueued, the base profile's figures stay. Where it is measured, the GEMM, link and
 //    collective times below are taken net of the host's issue lead for their plans (sim.hpp's
 //    issue_time_us), since the simulator adds the issue itself. Calibrate with the --graph
