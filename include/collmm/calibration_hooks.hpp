@@ -14,9 +14,6 @@ class CalibrationHooks {
   // Whether one host thread issues the steps of every local rank (cuda --transport local) rather
   // than one thread per rank (the cost model's Profile::host.shared).
   virtual bool single_issuer() const = 0;
-  // How many ranks of the job share one device's compute at most (cuda --transport local with
-  // more ranks than GPUs); 1 where every rank has its own (the cost model's Profile::ranks_per_device).
-  virtual int ranks_per_device() const = 0;
   // Host wall time (us) the last run() spent enqueueing its steps on the device (the longest of
   // its issuing threads; with a CUDA graph, the graph's launch).
   virtual double last_issue_us() const = 0;

@@ -55,7 +55,6 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   std::string timing_note() const override;
   // CalibrationHooks
   bool single_issuer() const override { return s_.transport == Transport::local; }
-  int ranks_per_device() const override;
   double last_issue_us() const override { return issue_us_; }
   bool replay_graphs(bool on) override {
     s_.graph = on;
