@@ -1,11 +1,12 @@
 // collmm/calibrate.hpp: building a cost-model Profile from measurements on the current machine.
-// A backend supplies timers; calibration runs them over a set of GEMM shapes and message sizes,
-// fits the model's inputs and returns (or writes) the profile.
+// A front end times what the spec asks for (its timers run plans on a backend); the fits here turn
+// those times into the profile's inputs. `collmm-bench --calibrate` wires the real backend in.
 //
-// Entry points for the front ends (`collmm-bench --calibrate` wires the real backend in):
-//   Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&);
-//   Profile calibrate_to_file(spec, gemm_timer, comm_timer, path);   // also writes the JSON
-//   std::vector<GemmShape> calibration_shapes(int64_t largest);
+//   CalibrationTimes measure(spec, timers...);        // calls each timer over the spec's sizes
+//   Profile fit_profile(spec, times);                 // the fits below
+//   Profile calibrate(spec, timers...);               // fit_profile(spec, measure(spec, timers...))
+//   HostCost fit_issue(samples);                      // host issue cost per device operation
+//   double fit_contention(profile, problem, ring, dtype, measured_us);
 //
 // What is fitted:
 //   GEMM: a rate table (GemmModel::table), one point per shape, tflops = 2mnk / t; the per-call
@@ -13,19 +14,16 @@
 //         the fastest point (used by shapes of other dtypes only if the table lacks them).
 //   link: least squares of t = latency + bytes / bw over the message sizes (intra-node figures;
 //         inter-node too when base.links.ranks_per_node is 0, i.e. one domain).
-//   collectives (when a CollectiveTimer and collective_bytes are given, world > 1): per kind
+//   collectives (when collective times and collective_bytes are given, world > 1): per kind
 //         (allgather, reduce_scatter) least squares of t / (world-1) = latency + part bytes / bw,
 //         the library's collective as it is (Profile::allgather / reduce_scatter).
-//   memory (when an AddTimer and add_bytes are given): memory_gbps = the least-squares slope
+//   memory (when add times and add_bytes are given): memory_gbps = the least-squares slope
 //         through 0 of t against the 3 * bytes an add moves (reads two, writes one), as the
 //         model's add_time_us counts them.
-//   host (when an IssueTimer is given and returns > 0): Profile::host = {its figure,
-//         spec.shared_issuer}; 0 (a backend whose steps are not enqueued: cpu) keeps the base's.
-//   device (spec.ranks_per_device > 1 and a device GEMM timer: ranks emulated on one GPU): the
-//         GemmTimer times a GEMM alone on the device (the table's tflops), the device timer the
-//         same shape run by every rank of the device at once (GemmPoint::device_tflops =
-//         ranks x 2mnk / t); Profile::ranks_per_device is set.
-//   Everything else (contention, inter-node links) is kept from spec.base.
+//   host (when measured, issue_us > 0): Profile::host = {the measured figures, spec.shared_issuer};
+//         0 (a backend whose steps are not enqueued: cpu) keeps the base's.
+//   Everything else (contention, inter-node links) is kept from spec.base; fit_contention is the
+//   front end's to apply where comm and GEMMs share a rank's cores.
 #pragma once
 
 #include <array>
@@ -63,7 +61,22 @@ struct CalibrationSpec {
   std::vector<double> collective_bytes;  // part sizes: two or more, or none (collectives not measured)
   std::vector<double> add_bytes;       // add output sizes: one or more, or none (memory_gbps from base)
   bool shared_issuer = false;          // one host thread issues every rank's steps (Profile::host.shared)
-  int ranks_per_device = 1;            // ranks sharing one device (Profile::ranks_per_device)
+};
+
+// The measured times, parallel to the spec's sizes; an empty list: not measured.
+struct CalibrationTimes {
+  std::vector<double> gemm_us;            // per spec.gemm_shapes
+  std::vector<double> comm_us;            // per spec.comm_bytes: one sendrecv step
+  std::vector<double> allgather_us;       // per spec.collective_bytes: the whole collective
+  std::vector<double> reduce_scatter_us;  // per spec.collective_bytes
+  std::vector<double> add_us;             // per spec.add_bytes
+  HostCost host;                          // issue_us 0: not measured (the base's figures stay)
+};
+
+// One algorithm's whole iteration as the host issued it: its GEMM launches, its other device
+// operations (sim.hpp's issue_ops) and the host wall time of the issue.
+struct IssueSample {
+  double gemms = 0, others = 0, us = 0;
 };
 
 // m in {L/8, L/2, L}, (n, k) in {(L, L), (L/2, L)}: six shapes around the largest dimension L.
@@ -71,15 +84,28 @@ std::vector<GemmShape> calibration_shapes(int64_t largest);
 // 64 KiB, 1 MiB, 16 MiB, ... up to `largest` bytes.
 std::vector<double> calibration_sizes(double largest);
 
-// Throws UsageError for a spec without shapes or with a single size, std::runtime_error when a timer returns a
-// non-positive time or the times do not grow with the size.
-// The collective and add timers are only called for the sizes of the spec's collective_bytes and add_bytes.
-// `gemm_device`: microseconds for the shape run by every rank of a shared device at once (used
-// when spec.ranks_per_device > 1).
+// Throws UsageError for a spec without shapes or with a single size (messages, collectives).
+// Times in the spec's order: GEMM shapes, host issue, then (world > 1, comm_bytes given) message
+// sizes, allgather and reduce-scatter over collective_bytes, adds over add_bytes. A timer that is
+// not given is not called, and its times stay empty.
+CalibrationTimes measure(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
+                         const AddTimer& = {}, const IssueTimer& = {});
+// Throws std::runtime_error when a time is not positive or link or collective times do not grow
+// with the size (where no host issue cost was measured; with one they are a flat latency).
+Profile fit_profile(const CalibrationSpec&, const CalibrationTimes&);
 Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
-                  const AddTimer& = {}, const IssueTimer& = {}, const GemmTimer& gemm_device = {});
+                  const AddTimer& = {}, const IssueTimer& = {});
 Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const std::string& path,
-                          const CollectiveTimer& = {}, const AddTimer& = {}, const IssueTimer& = {},
-                          const GemmTimer& gemm_device = {});
+                          const CollectiveTimer& = {}, const AddTimer& = {}, const IssueTimer& = {});
+
+// Host issue cost from whole iterations whose mixes of GEMMs and other operations differ: least
+// squares of us = gemms x gemm_issue_us + others x issue_us; where the two cannot be told apart
+// (a figure <= 0), one figure for both: the total wall over all operations. {0, 0}: no samples.
+HostCost fit_issue(const std::vector<IssueSample>&);
+
+// The single contention factor s (GEMM and comm each s times slower while the other runs on the
+// rank) at which the simulated plan `ring` takes `measured_us` (bisection on [1, 16]); 1 when it
+// is already as slow. The profile's launch-order rule is kept.
+double fit_contention(const Profile&, const Problem&, const PlanOptions& ring, Dtype, double measured_us);
 
 }  // namespace collmm

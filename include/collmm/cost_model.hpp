@@ -25,17 +25,6 @@
 //                     (P-1) steps take latency + max_q bytes(p_q) / gbps of those instead;
 //                     with its measured points, the interpolation between them.
 //   GEMMs running at once on one rank (several GEMM lanes) share its rate equally.
-//   ranks sharing one device (ranks_per_device > 1: ranks emulated on one GPU, rank r on device
-//                     r / ranks_per_device): the table's rate is a GEMM's rate alone on the device;
-//                     GEMMs running at once on the device (any of its ranks, any lane) each run at
-//                     min(1, cap / sum of the running GEMMs' alone rates) of it, cap = the device's
-//                     aggregate rate at the GEMM's shape (GemmPoint::device_tflops, interpolated as
-//                     the table is; without it, they share the alone rate equally, as a rank's
-//                     lanes do). The SM contention rule below then counts the device's comm and
-//                     GEMMs, not the rank's; the launch-order rule stays per rank (one rank's chunk
-//                     GEMM does not hold every SM of a device shared by several), except that a
-//                     GEMM filling the device alone (aggregate < 1.25 x its alone rate) holds back
-//                     every rank's SM comm (not the other ranks' GEMMs).
 //   SM contention (when the transport uses SMs): while a comm kernel (sendrecv, collective, add,
 //                     copy) is moving data on a rank, its GEMMs run gemm_slowdown times slower;
 //                     while a GEMM runs, that rank's comm runs comm_slowdown times slower. With
@@ -69,9 +58,6 @@ struct GemmPoint {
   Dtype dtype = Dtype::bf16;
   int64_t m = 0, n = 0, k = 0;
   double tflops = 0;
-  // The device's aggregate rate when every rank sharing it (Profile::ranks_per_device) runs this
-  // GEMM at once; 0: not measured.
-  double device_tflops = 0;
 };
 
 enum class GemmModel { roofline, table };
@@ -135,7 +121,6 @@ struct Profile {
   CollectiveCost allgather;         // JSON "collectives": {"allgather": {...}, "reduce_scatter": {...}}
   CollectiveCost reduce_scatter;
   HostCost host;                    // JSON "host": {"issue_us": ..., "shared": ...}; absent: none
-  int ranks_per_device = 1;         // JSON "device": {"ranks": ...}; > 1: ranks emulated on one device
 };
 
 // Built-in profiles ("h200-nvlink", "h200-ib", "cpu-2core") or a JSON file; throws UsageError
@@ -150,11 +135,6 @@ void save_profile(const Profile&, const std::string& path);
 // Times in microseconds.
 double gemm_time_us(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);
 double gemm_rate_tflops(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);  // before the memory bound
-// The device's aggregate GEMM rate at this shape (the table's device_tflops, interpolated over the
-// points that have it); 0 when no point has it.
-double gemm_device_tflops(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);
-// The device of rank r (r / ranks_per_device).
-int device_of(const Profile&, int rank);
 double copy_time_us(const Profile&, double bytes);
 double add_time_us(const Profile&, double bytes);
 // Whether ranks a and b share a node.

@@ -88,22 +88,6 @@ class Executor {
   virtual bool supports(Dtype) const = 0;
   virtual Dtype out_dtype(Dtype in) const = 0;   // element type of C and work buffers
   virtual std::string timing_note() const { return {}; }  // e.g. why timings are not overlap figures
-  // Whether one host thread issues the steps of every local rank (cuda --transport local) rather
-  // than one thread per rank (the cost model's Profile::host.shared).
-  virtual bool single_issuer() const { return false; }
-  // How many ranks of the job share one device's compute at most (cuda --transport local with
-  // more ranks than GPUs); 1 where every rank has its own (the cost model's Profile::ranks_per_device).
-  virtual int ranks_per_device() const { return 1; }
-  // Host wall time (us) the last run() spent enqueueing its steps on the device (the longest of
-  // its issuing threads; with a CUDA graph, the graph's launch); 0 where steps are not enqueued
-  // (cpu: lane threads run them).
-  virtual double last_issue_us() const { return 0; }
-  // From now on, run() replays a graph of the iteration captured once per filter (as --graph
-  // does) when `on`, or issues it step by step when not; returns false where the backend has no
-  // graphs (cpu). Calibration times the device's own work this way, with the host's issue out of
-  // its way.
-  virtual bool replay_graphs(bool on) { (void)on; return false; }
-
   // The peers this backend plays (null where the peers are real processes or emulated ranks).
   virtual PlayedPeers* played_peers() { return nullptr; }
 

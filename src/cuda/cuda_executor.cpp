@@ -31,12 +31,6 @@ CudaExecutor::~CudaExecutor() {
     for (auto c : s_.comms) ncclCommDestroy(c);
 }
 
-int CudaExecutor::ranks_per_device() const {
-  int most = 1;  // the GPUs of this process's ranks (local transport: every rank of the job)
-  for (int d : s_.devices) most = std::max<int>(most, static_cast<int>(std::count(s_.devices.begin(), s_.devices.end(), d)));
-  return most;
-}
-
 bool CudaExecutor::supports(Dtype d) const {
   if (d != Dtype::fp8_e4m3) return true;
   for (int dev : s_.devices) {

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "collmm/calibration_hooks.hpp"
 #include "collmm/executor.hpp"
 #include "host_link.hpp"
 #include "issue_threads.hpp"
@@ -40,7 +41,7 @@ struct CudaSetup {
   int processes_per_device = 1;  // processes sharing one GPU (several NCCL ranks on one GPU)
 };
 
-class CudaExecutor final : public Executor, public PlayedPeers {
+class CudaExecutor final : public Executor, public PlayedPeers, public CalibrationHooks {
  public:
   explicit CudaExecutor(CudaSetup setup);
   ~CudaExecutor() override;
@@ -52,8 +53,8 @@ class CudaExecutor final : public Executor, public PlayedPeers {
   bool supports(Dtype) const override;
   Dtype out_dtype(Dtype in) const override;
   std::string timing_note() const override;
+  // CalibrationHooks
   bool single_issuer() const override { return s_.transport == Transport::local; }
-  int ranks_per_device() const override;
   double last_issue_us() const override { return issue_us_; }
   bool replay_graphs(bool on) override {
     s_.graph = on;

@@ -1,5 +1,6 @@
-// bench_calibrate.cpp: collmm-bench --calibrate: GEMM, link, collective, add and host issue timers
-// built from plans, the CPU contention fit, and the profile file (bench_calibrate.hpp).
+// bench_calibrate.cpp: collmm-bench --calibrate: the calibration spec for the bench's shape, timers
+// built from plans run on the executor, the fits (collmm/calibrate.hpp), and the profile file
+// (bench_calibrate.hpp).
 #include "bench_calibrate.hpp"
 
 #include <algorithm>
@@ -11,23 +12,17 @@
 #include "bench_case.hpp"
 #include "bench_model.hpp"
 #include "collmm/calibrate.hpp"
+#include "collmm/calibration_hooks.hpp"
 #include "collmm/sim.hpp"
 
 namespace collmm {
 namespace {
 
 // Times one plan per rank of the job (built for every local rank) with a filter; one whole
-// iteration first so that every buffer holds data. `alone`: only the first local rank's GEMMs
-// run (the others' GEMM steps get 0 rows, which the engines skip; their steps stay, so that the
-// local transport still meets every rank at each comm step): a GEMM alone on a shared device.
-double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const PlanOptions& po, StepFilter filter,
-                 bool alone = false) {
+// iteration first so that every buffer holds data.
+double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const PlanOptions& po, StepFilter filter) {
   std::vector<Plan> plans;
   for (int r : ex.local_ranks()) plans.push_back(make_plan(p, po, r));
-  if (alone)
-    for (size_t i = 1; i < plans.size(); ++i)
-      for (Step& s : plans[i].steps)
-        if (s.kind == StepKind::gemm) s.a.rows = s.out.rows = 0;
   ex.prepare(plans, o.dtype);
   upload_inputs(ex, plans, o.seed, o.dtype);  // the bench's random inputs: GEMMs on zeros run faster
   ex.run(StepFilter::all, false);
@@ -62,15 +57,15 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
 }
 
 // Host microseconds per device operation enqueued, and per GEMM launch: the host wall time of the
-// issue (Executor::last_issue_us; median of --iters runs) of every algorithm of the asked ops at
-// the bench's shape, against the GEMMs and the other device operations it issued (issue_ops,
-// summed over the local ranks when one thread issues them all, else the most of one rank), fitted
-// as wall = gemms x gemm_issue_us + others x issue_us (least squares over the algorithms, whose
-// mixes differ: sequential plans are mostly copies, pipelined ones mostly GEMMs). Where the two
-// cannot be told apart (a fit <= 0), one figure for both: the total wall over all operations. The
-// largest over the processes. {0, 0} when the backend does not enqueue its steps (cpu).
+// issue (CalibrationHooks::last_issue_us; median of --iters runs) of every algorithm of the asked
+// ops at the bench's shape, against the GEMMs and the other device operations it issued
+// (issue_ops, summed over the local ranks when one thread issues them all, else the most of one
+// rank), fitted by fit_issue. The largest over the processes. {0, 0} when the backend does not
+// enqueue its steps (cpu).
 HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& out, bool printer) {
-  double sgg = 0, sgo = 0, soo = 0, sgt = 0, sot = 0, wall = 0, ops = 0;  // the normal equations' sums
+  CalibrationHooks* hooks = calibration_hooks(ex);
+  if (!hooks) return {};  // the same backend on every process: all return here
+  std::vector<IssueSample> samples;
   for (Op op : o.ops)
     for (Algo a : all_algos()) {
       const Problem p = problem_of(o, op, world);
@@ -85,17 +80,17 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
         double g = 0, n = 0;
         for (const Step& s : plan.steps)
           (s.kind == StepKind::gemm ? g : n) += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
-        if (ex.single_issuer()) gemms += g, others += n;
+        if (hooks->single_issuer()) gemms += g, others += n;
         else if (g + n > gemms + others) gemms = g, others = n;
       }
       ex.prepare(plans, o.dtype);
       ex.run(StepFilter::all, false);
-      if (!(ex.last_issue_us() > 0)) return {};  // the same backend on every process: all return here
+      if (!(hooks->last_issue_us() > 0)) return {};  // the same backend on every process: all return here
       for (int w = 0; w < o.warmup; ++w) ex.run(StepFilter::all, false);
       std::vector<double> us;
       for (int it = 0; it < std::max(1, o.iters); ++it) {
         ex.run(StepFilter::all, false);
-        us.push_back(ex.last_issue_us());
+        us.push_back(hooks->last_issue_us());
       }
       const double t = median(us);
       if (printer) {
@@ -104,16 +99,9 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
                       to_string(op).c_str(), to_string(a).c_str(), gemms, others, t, t / (gemms + others));
         out << buf;
       }
-      sgg += gemms * gemms, sgo += gemms * others, soo += others * others, sgt += gemms * t, sot += others * t;
-      wall += t, ops += gemms + others;
+      samples.push_back({gemms, others, t});
     }
-  HostCost h;
-  const double det = sgg * soo - sgo * sgo;
-  if (det > 1e-9 * sgg * soo) {
-    h.gemm_issue_us = (sgt * soo - sot * sgo) / det;
-    h.issue_us = (sot * sgg - sgt * sgo) / det;
-  }
-  if (!(h.gemm_issue_us > 0 && h.issue_us > 0)) h = {ops > 0 ? wall / ops : 0, false, 0};
+  HostCost h = fit_issue(samples);
   const std::vector<double> all = ex.host().allgather(std::vector<double>{h.issue_us, h.gemm_issue_us});
   for (size_t i = 0; i < all.size(); i += 2) h.issue_us = std::max(h.issue_us, all[i]), h.gemm_issue_us = std::max(h.gemm_issue_us, all[i + 1]);
   return h;
@@ -197,45 +185,37 @@ std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
   return shapes;
 }
 
-// The single contention factor s (GEMM and comm each s times slower while the other runs on the
-// rank) at which the simulated ag_gemm ring takes `measured_us`; 1 when it is already as slow.
-// The launch-order rule of the profile is kept.
-double fit_contention(Profile& prof, const Problem& p, const BenchOptions& o, double measured_us) {
-  PlanOptions ring = plan_options_of(o, Algo::ring);
-  const bool launch_order = prof.contention.launch_order;
-  auto predicted = [&](double s) {
-    prof.contention = {true, s, s, launch_order};
-    return predicted_time_us(p, ring, o.dtype, prof);
-  };
-  double lo = 1, hi = 16;  // 8 emulated ranks on one GPU needed more than 4 (docs/perf.md)
-  if (predicted(lo) >= measured_us) return lo;
-  if (predicted(hi) <= measured_us) return hi;
-  for (int i = 0; i < 30; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (predicted(mid) < measured_us ? lo : hi) = mid;
-  }
-  return 0.5 * (lo + hi);
-}
-
 std::string line(const char* format, double a, double b, double c = 0, double d = 0, double e = 0) {
   char buf[200];
   std::snprintf(buf, sizeof buf, format, a, b, c, d, e);
   return buf;
 }
 
-}  // namespace
+// Where comm and GEMMs share a rank's compute, the contention factor is fitted to the measured
+// ag_gemm ring: cpu (MPI copies beside BLAS on the same cores) and ranks emulated on one GPU (one
+// issuing thread: their copies run beside the other ranks' GEMMs). Elsewhere the base profile's
+// SM contention figures stay.
+bool fits_contention(const Executor& ex, const CalibrationSpec& spec) {
+  return (ex.backend() == "cpu" || spec.shared_issuer) && spec.world > 1;
+}
 
-Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) {
-  const bool printer = ex.host().proc() == 0;
+// What run_calibration measures, in the spec's terms, plus the ring the contention fit needs.
+struct Measured {
+  CalibrationTimes times;
+  double ring_us = 0;  // the ag_gemm ring at the bench's shape (fits_contention only)
+};
+
+// The spec for the bench's shape: every GEMM shape its plans run (and the standard shapes no larger),
+// message sizes up to its largest chunk, collective parts and adds at its own block sizes.
+CalibrationSpec build_spec(Executor& ex, const BenchOptions& o) {
   const int world = ex.world_size();
   const size_t elem = dtype_size(o.dtype);
   CalibrationSpec spec;
   spec.base = profile_for(o);
   spec.name = "calibrated-" + ex.backend() + "-P" + std::to_string(world);
   spec.dtype = o.dtype;
-  spec.shared_issuer = ex.single_issuer();
-  spec.ranks_per_device = ex.ranks_per_device();
-  const bool shared_device = spec.ranks_per_device > 1;
+  CalibrationHooks* hooks = calibration_hooks(ex);
+  spec.shared_issuer = hooks && hooks->single_issuer();
   std::set<GemmShape> shapes = bench_gemm_shapes(o, world);
   // The standard shapes fill the rate table between the bench's own, but none larger than the
   // largest GEMM a rank of the bench runs: on a 16-core CPU a 4096x8192x8192 sgemm takes 1.8 s.
@@ -247,7 +227,6 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
 
   // The largest chunk a ring step of the bench moves: ag_gemm's A rows block, gemm_rs's C rows block.
   const double chunk = double(block_size(o.m, world, 0)) * double(std::max(o.k, o.n)) * double(elem);
-  const double cols = 256;  // the comm plan's K: a 256-element row
   if (world > 1) spec.comm_bytes = calibration_sizes(std::max(16.0 * 1024 * 1024, chunk));
   spec.world = world;
   // The library's allgather / reduce-scatter: 64 KiB x 16^i up to the bench's own parts (ag_gemm's
@@ -264,23 +243,25 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     spec.collective_bytes.assign(sizes.begin(), sizes.end());
     spec.add_bytes = {rs_part};
   }
-  if (printer) {
-    out << "# collmm-bench --calibrate: backend " << ex.backend() << ", " << world << " ranks, " << to_string(o.dtype)
-        << ", base profile '" << spec.base.name << "', " << spec.gemm_shapes.size() << " GEMM shapes, "
-        << spec.comm_bytes.size() << " message sizes, median of " << o.iters << " runs each\n";
-    if (world == 1) out << "# one rank: no link to time; the link figures are the base profile's\n";
-  }
+  return spec;
+}
+
+// Times everything the spec asks for (collmm/calibrate.hpp's measure over the timers below), the
+// host's issue first: the timers take the host's share off what they measure. Process 0 prints
+// each measured point.
+Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& spec, std::ostream& out, bool printer) {
+  const int world = spec.world;
+  const double cols = 256;  // the comm plans' K: a 256-element row
   settle(ex, o, world);
-  // The host's issue cost first: the timers below take the host's share off what they measure.
   HostCost measured_host = time_issue(ex, o, world, out, printer);
   const double issue_h = measured_host.issue_us;
-  measured_host.shared = ex.single_issuer();
+  measured_host.shared = spec.shared_issuer;
   const HostCost host = issue_h > 0 ? measured_host : spec.base.host;
   // The device's own times: replayed graphs where the backend has them (the host's issue is then
-  // out of the way: with emulated ranks the device idles behind one issuing thread, and taking the
-  // issue lead off a step-by-step run misses how much of the device's work ran under the issue),
-  // else the step-by-step times less the issue lead.
-  const bool replay = issue_h > 0 && ex.replay_graphs(true);
+  // out of the way, and taking the issue lead off a step-by-step run misses how much of the
+  // device's work ran under the issue), else the step-by-step times less the issue lead.
+  CalibrationHooks* hooks = calibration_hooks(ex);
+  const bool replay = issue_h > 0 && hooks->replay_graphs(true);
   if (printer && issue_h > 0)
     out << (replay ? line("#   the times below are the device's own: replayed CUDA graphs (host issue %.2f us per operation apart)\n", issue_h, 0)
                    : line("#   the times below are the device's share: measured less the host's issue lead at %.2f us per operation\n",
@@ -289,24 +270,17 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     return replay ? t : device_us(t, p, po, f, host);
   };
 
-  // A GEMM shape as every rank runs it at once (the sequential ag_gemm plan's GEMMs), or, on a
-  // device shared by emulated ranks, alone (the device timer then gives the ranks at once).
-  auto time_gemm = [&](int64_t m, int64_t n, int64_t k, bool alone) {
+  // A GEMM shape as every rank runs it at once: the sequential ag_gemm plan's GEMMs.
+  auto gemm_timer = [&](int64_t m, int64_t n, int64_t k) {
     const Problem p = ag_gemm_problem(m, n * world, k, world, o.b_layout);
     const PlanOptions po = plan_options_of(o, Algo::sequential);
-    const double t = time_plan(ex, o, p, po, StepFilter::gemm_only, alone);
-    // Step by step, the host's lead is one GEMM's issue alone, every rank's otherwise (net).
-    const double us = alone && !replay ? std::max(t - issue_cost_us(host, StepKind::gemm, 1), 0.1 * t)
-                                       : net(t, p, po, StepFilter::gemm_only);
-    if (printer) out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s", double(m), double(n), double(k), us,
-                             2.0 * m * n * k / (us * 1e6))
-                     << (shared_device ? (alone ? " alone\n" : " each, every rank at once\n") : "\n");
+    const double us = net(time_plan(ex, o, p, po, StepFilter::gemm_only), p, po, StepFilter::gemm_only);
+    if (printer) out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s\n", double(m), double(n), double(k), us,
+                             2.0 * m * n * k / (us * 1e6));
     return us;
   };
-  auto gemm_timer = [&](int64_t m, int64_t n, int64_t k) { return time_gemm(m, n, k, shared_device); };
-  auto gemm_device_timer = [&](int64_t m, int64_t n, int64_t k) { return time_gemm(m, n, k, false); };
   auto comm_timer = [&](double bytes) {
-    const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * double(elem))));
+    const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * double(dtype_size(o.dtype)))));
     const Problem p = ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn);
     const PlanOptions po = plan_options_of(o, Algo::ring);
     const double us = net(time_plan(ex, o, p, po, StepFilter::comm_only), p, po, StepFilter::comm_only) / (world - 1);
@@ -339,35 +313,61 @@ Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) 
     return us;
   };
   auto issue_timer = [&] { return measured_host; };
-  Profile prof = calibrate(spec, gemm_timer, comm_timer, collective_timer, add_timer, issue_timer,
-                           shared_device ? GemmTimer(gemm_device_timer) : GemmTimer());
-  if (replay) ex.replay_graphs(o.backend.graph);  // the contention fit below times the bench's own way
-  if (printer && prof.host.issue_us > 0)
+  Measured m;
+  m.times = measure(spec, gemm_timer, comm_timer, collective_timer, add_timer, issue_timer);
+  if (replay) hooks->replay_graphs(o.backend.graph);  // the ring below is timed the bench's own way
+  if (fits_contention(ex, spec))
+    m.ring_us = time_plan(ex, o, problem_of(o, Op::ag_gemm, world), plan_options_of(o, Algo::ring), StepFilter::all);
+  return m;
+}
+
+// The profile: collmm/calibrate.hpp's fits, then the contention factor where fits_contention.
+Profile fit(const Executor& ex, const BenchOptions& o, const CalibrationSpec& spec, const Measured& m) {
+  Profile prof = fit_profile(spec, m.times);
+  if (!fits_contention(ex, spec)) return prof;
+  const Problem p = problem_of(o, Op::ag_gemm, spec.world);
+  const double s = fit_contention(prof, p, plan_options_of(o, Algo::ring), o.dtype, m.ring_us);
+  prof.contention = {true, s, s, prof.contention.launch_order};
+  prof.notes += " Contention fitted: GEMM and comm " + line("%.3f", s, 0) +
+                "x slower while the other runs on the rank (ag_gemm ring M=" + std::to_string(p.m) +
+                " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) + " measured " + line("%.1f", m.ring_us, 0) +
+                " us).";
+  return prof;
+}
+
+void print_header(std::ostream& out, const Executor& ex, const BenchOptions& o, const CalibrationSpec& spec) {
+  out << "# collmm-bench --calibrate: backend " << ex.backend() << ", " << spec.world << " ranks, " << to_string(o.dtype)
+      << ", base profile '" << spec.base.name << "', " << spec.gemm_shapes.size() << " GEMM shapes, "
+      << spec.comm_bytes.size() << " message sizes, median of " << o.iters << " runs each\n";
+  if (spec.world == 1) out << "# one rank: no link to time; the link figures are the base profile's\n";
+}
+
+void print_fits(std::ostream& out, const Executor& ex, const CalibrationSpec& spec, const Measured& m, const Profile& prof) {
+  if (prof.host.issue_us > 0)
     out << line("# host issue: %.2f us per device operation, %.2f us per GEMM", prof.host.issue_us,
                 issue_cost_us(prof.host, StepKind::gemm, 1))
         << (prof.host.shared ? ", one host thread issues every rank's steps\n" : ", one host thread per rank\n");
-  if (world > 1 && printer) {
+  if (spec.world > 1) {
     out << line("# link fit: %.2f GB/s, latency %.1f us\n", prof.links.intra_gbps, prof.links.intra_latency_us);
     out << line("# allgather fit: %.2f GB/s, latency %.1f us per ring step; reduce-scatter: %.2f GB/s, %.1f us\n",
                 prof.allgather.gbps, prof.allgather.latency_us, prof.reduce_scatter.gbps, prof.reduce_scatter.latency_us);
     out << line("# memory (adds): %.2f GB/s\n", prof.memory_gbps, 0);
   }
+  if (fits_contention(ex, spec))
+    out << line("# contention fit: ag_gemm ring measured %.1f us -> GEMM and comm %.3fx slower while the other runs\n",
+                m.ring_us, prof.contention.gemm_slowdown);
+}
 
-  // Where comm and GEMMs share the cores (cpu: MPI copies beside BLAS) or one GPU's SMs (cuda,
-  // emulated ranks: same-device copies beside the other ranks' GEMMs), the contention factor is
-  // fitted to the measured ag_gemm ring.
-  if ((ex.backend() == "cpu" || ex.single_issuer()) && world > 1) {
-    const Problem p = problem_of(o, Op::ag_gemm, world);
-    const double ring_us = time_plan(ex, o, p, plan_options_of(o, Algo::ring), StepFilter::all);
-    const double s = fit_contention(prof, p, o, ring_us);
-    prof.contention = {true, s, s, prof.contention.launch_order};
-    prof.notes += " Contention fitted: GEMM and comm " + line("%.3f", s, 0) +
-                  "x slower while the other runs on the rank (ag_gemm ring M=" + std::to_string(p.m) +
-                  " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) + " measured " + line("%.1f", ring_us, 0) +
-                  " us).";
-    if (printer) out << line("# contention fit: ag_gemm ring measured %.1f us -> GEMM and comm %.3fx slower while the other runs\n", ring_us, s);
-  }
+}  // namespace
+
+Profile run_calibration(Executor& ex, const BenchOptions& o, std::ostream& out) {
+  const bool printer = ex.host().proc() == 0;
+  const CalibrationSpec spec = build_spec(ex, o);
+  if (printer) print_header(out, ex, o, spec);
+  const Measured measured = time_all(ex, o, spec, out, printer);
+  const Profile prof = fit(ex, o, spec, measured);
   if (printer) {
+    print_fits(out, ex, spec, measured, prof);
     save_profile(prof, o.calibrate_path);
     out << "# profile written: " << o.calibrate_path << " (use it with --profile " << o.calibrate_path << ")\n";
   }

@@ -15,9 +15,9 @@ constexpr int kCalibrateMinIters = 10;
 
 // Collective. Starts from --profile (or the backend's default profile) and measures:
 //  - host issue (first): every algorithm of the asked ops at the bench's shape, run whole; the
-//    host wall time the executor spent enqueueing (Executor::last_issue_us, median of --iters)
+//    host wall time the executor spent enqueueing (CalibrationHooks::last_issue_us, median of --iters)
 //    over the device operations it enqueued (sim.hpp's issue_ops; all local ranks' when one thread
-//    issues them, Executor::single_issuer) gives Profile::host = {issue_us, shared}. cpu: steps are
+//    issues them, CalibrationHooks::single_issuer) gives Profile::host = {issue_us, shared}. cpu: steps are
 //    not enqueued, the base profile's figures stay. Where it is measured, the GEMM, link and
 //    collective times below are taken net of the host's issue lead for their plans (sim.hpp's
 //    issue_time_us), since the simulator adds the issue itself. Calibrate with the --graph
@@ -35,11 +35,14 @@ constexpr int kCalibrateMinIters = 10;
 //    and of those blocks; fitted per kind as the library runs them (Profile::allgather / reduce_scatter).
 //  - memory (P > 1): the add steps of the gemm_rs ring's comm alone (timestamps), at the bench's
 //    block size; memory_gbps = 3 x bytes / time.
-//  - cpu only, P > 1: the contention of the comm thread with the BLAS threads on shared cores. The
-//    model's contention input (GEMMs and comm each `s` times slower while the other runs on the
-//    rank) is fitted so that the simulated ag_gemm ring at the bench's shape matches the measured
-//    one (bisection on s in [1, 4]); cuda keeps the base profile's SM contention.
-// Process 0 writes FILE and prints what was measured to `out`.
+//  - cpu (and cuda's emulated ranks, one issuing thread), P > 1: the contention of comm with the
+//    GEMMs on the rank's compute (cpu: the comm thread beside the BLAS threads on shared cores).
+//    The model's contention input (GEMMs and comm each `s` times slower while the other runs on
+//    the rank) is fitted (collmm/calibrate.hpp's fit_contention) so that the simulated ag_gemm ring
+//    at the bench's shape matches the measured one; cuda otherwise keeps the base profile's SM
+//    contention.
+// Reads as: the spec for the bench's shape, the timings, the fits, the printout; process 0 writes
+// FILE and prints what was measured to `out`.
 Profile run_calibration(Executor&, const BenchOptions&, std::ostream& out);
 
 }  // namespace collmm

@@ -1,11 +1,13 @@
-// calibrate.cpp: GEMM rate table, link, collective, memory and host issue figures from a backend's
-// timers (collmm/calibrate.hpp).
+// calibrate.cpp: GEMM rate table, link, collective, memory, host issue and contention figures
+// fitted to a backend's measured times (collmm/calibrate.hpp).
 #include "collmm/calibrate.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
+
+#include "collmm/sim.hpp"
 
 namespace collmm {
 
@@ -31,18 +33,20 @@ struct Line {
   double latency_us = 0, gbps = 0;
 };
 
+void check_positive(const std::vector<double>& us, const char* what) {
+  for (double t : us)
+    if (!(t > 0)) throw std::runtime_error(std::string("calibration: ") + what + " timer gave a non-positive time");
+}
+
 // Least squares t = latency + bytes / bw over the sizes; the latency is clipped at 0. flat_ok: times
 // that do not grow with the size (what is left once the host's issue cost is taken off a transfer
 // the host, not the device, paced) give latency = their mean and a bandwidth that costs nothing.
-Line fit_line(const std::vector<double>& sizes, const std::function<double(double)>& timer, const char* what,
-              bool flat_ok = false) {
+Line fit_line(const std::vector<double>& sizes, const std::vector<double>& us, const char* what, bool flat_ok) {
+  check_positive(us, what);
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   const double n = double(sizes.size());
-  for (double bytes : sizes) {
-    const double us = timer(bytes);
-    if (!(us > 0)) throw std::runtime_error(std::string("calibration: ") + what + " timer gave a non-positive time");
-    sx += bytes, sy += us, sxx += bytes * bytes, sxy += bytes * us;
-  }
+  for (size_t i = 0; i < sizes.size(); ++i)
+    sx += sizes[i], sy += us[i], sxx += sizes[i] * sizes[i], sxy += sizes[i] * us[i];
   const double den = n * sxx - sx * sx;
   if (!(den > 0)) throw UsageError(std::string("calibration needs at least two different ") + what + " sizes");
   const double slope = (n * sxy - sx * sy) / den, intercept = (sy - slope * sx) / n;
@@ -51,12 +55,51 @@ Line fit_line(const std::vector<double>& sizes, const std::function<double(doubl
   return {std::max(0.0, intercept), 1.0 / slope / 1e3};  // bytes per us -> GB/s
 }
 
+// A library collective's per-step line over the part sizes, and its measured points, each capped
+// by the next larger size's time: a smaller part cannot take longer than a larger one, so a slower
+// small size is noise (seen on the 2-core machine: 64 KiB parts 4.0 ms, 1 MiB parts 1.5 ms).
+CollectiveCost fit_collective(const CalibrationSpec& spec, const std::vector<double>& us, bool flat_ok) {
+  std::vector<double> step_us;
+  std::map<double, double> points;  // part bytes -> us per ring step
+  for (size_t i = 0; i < us.size(); ++i) {
+    step_us.push_back(us[i] / double(spec.world - 1));
+    points[spec.collective_bytes[i]] = step_us.back();
+  }
+  const Line l = fit_line(spec.collective_bytes, step_us, "collective", flat_ok);
+  std::vector<std::pair<double, double>> kept(points.begin(), points.end());
+  for (size_t i = kept.size(); i-- > 1;) kept[i - 1].second = std::min(kept[i - 1].second, kept[i].second);
+  return {l.gbps, l.latency_us, kept};
+}
+
+bool collectives_asked(const CalibrationSpec& spec) {
+  return !spec.comm_bytes.empty() && !spec.collective_bytes.empty() && spec.world > 1;
+}
+
 }  // namespace
 
-Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
-                  const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue,
-                  const GemmTimer& gemm_device) {
+CalibrationTimes measure(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
+                         const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue) {
   if (spec.gemm_shapes.empty()) throw UsageError("calibration needs at least one GEMM shape");
+  if (spec.comm_bytes.size() == 1) throw UsageError("calibration needs at least two message sizes (or none)");
+  if (coll && collectives_asked(spec) && spec.collective_bytes.size() < 2)
+    throw UsageError("calibration needs at least two collective sizes (or none)");
+  CalibrationTimes t;
+  for (const GemmShape& s : spec.gemm_shapes) t.gemm_us.push_back(gemm(s[0], s[1], s[2]));
+  if (issue) t.host = issue();
+  if (spec.comm_bytes.empty()) return t;  // one rank: no link to time
+  for (double bytes : spec.comm_bytes) t.comm_us.push_back(comm(bytes));
+  if (coll && collectives_asked(spec)) {
+    for (double bytes : spec.collective_bytes) t.allgather_us.push_back(coll(StepKind::allgather, bytes));
+    for (double bytes : spec.collective_bytes) t.reduce_scatter_us.push_back(coll(StepKind::reduce_scatter, bytes));
+  }
+  if (add)
+    for (double bytes : spec.add_bytes) t.add_us.push_back(add(bytes));
+  return t;
+}
+
+Profile fit_profile(const CalibrationSpec& spec, const CalibrationTimes& t) {
+  if (spec.gemm_shapes.empty() || t.gemm_us.size() != spec.gemm_shapes.size())
+    throw UsageError("calibration needs one GEMM time per shape (at least one shape)");
   if (spec.comm_bytes.size() == 1) throw UsageError("calibration needs at least two message sizes (or none)");
   Profile p = spec.base;
   p.name = spec.name;
@@ -65,47 +108,36 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
   p.gemm.table.erase(std::remove_if(p.gemm.table.begin(), p.gemm.table.end(),
                                     [&](const GemmPoint& g) { return g.dtype == spec.dtype; }),
                      p.gemm.table.end());
-  const bool shared_device = spec.ranks_per_device > 1 && gemm_device;
-  p.ranks_per_device = shared_device ? spec.ranks_per_device : 1;
+  check_positive(t.gemm_us, "GEMM");
   double best = 0;
-  for (const GemmShape& s : spec.gemm_shapes) {
-    const double flops = 2.0 * double(s[0]) * double(s[1]) * double(s[2]);
-    const double us = gemm(s[0], s[1], s[2]);
-    if (!(us > 0)) throw std::runtime_error("calibration: GEMM timer gave a non-positive time");
-    double device = 0;
-    if (shared_device) {
-      const double all_us = gemm_device(s[0], s[1], s[2]);
-      if (!(all_us > 0)) throw std::runtime_error("calibration: device GEMM timer gave a non-positive time");
-      device = spec.ranks_per_device * flops / (all_us * 1e6);
-    }
-    p.gemm.table.push_back({spec.dtype, s[0], s[1], s[2], flops / (us * 1e6), device});
-    best = std::max(best, flops / (us * 1e6));
+  for (size_t i = 0; i < spec.gemm_shapes.size(); ++i) {
+    const GemmShape& s = spec.gemm_shapes[i];
+    const double tflops = 2.0 * double(s[0]) * double(s[1]) * double(s[2]) / (t.gemm_us[i] * 1e6);
+    p.gemm.table.push_back({spec.dtype, s[0], s[1], s[2], tflops});
+    best = std::max(best, tflops);
   }
   auto& peaks = p.gemm.peak_tflops;
   peaks.erase(std::remove_if(peaks.begin(), peaks.end(), [&](auto& e) { return e.first == spec.dtype; }), peaks.end());
   peaks.push_back({spec.dtype, best});
-
   p.notes = "Calibrated: GEMM rate table (" + to_string(spec.dtype) + ", " + std::to_string(spec.gemm_shapes.size()) +
-            " shapes) measured" +
-            (shared_device ? " alone and with all " + std::to_string(spec.ranks_per_device) + " ranks of the device at once; "
-                           : "; ");
-  if (issue) {
-    const HostCost h = issue();
-    if (!(h.issue_us >= 0 && h.gemm_issue_us >= 0) || !std::isfinite(h.issue_us) || !std::isfinite(h.gemm_issue_us))
-      throw std::runtime_error("calibration: issue timer gave a negative time");
-    if (h.issue_us > 0) {
-      p.host = {h.issue_us, spec.shared_issuer, h.gemm_issue_us};
-      p.notes += std::string("host issue cost measured (one host thread ") +
-                 (spec.shared_issuer ? "for every rank" : "per rank") + "); ";
-    }
+            " shapes) measured; ";
+
+  const HostCost& h = t.host;
+  if (!(h.issue_us >= 0 && h.gemm_issue_us >= 0) || !std::isfinite(h.issue_us) || !std::isfinite(h.gemm_issue_us))
+    throw std::runtime_error("calibration: issue timer gave a negative time");
+  if (h.issue_us > 0) {
+    p.host = {h.issue_us, spec.shared_issuer, h.gemm_issue_us};
+    p.notes += std::string("host issue cost measured (one host thread ") +
+               (spec.shared_issuer ? "for every rank" : "per rank") + "); ";
   }
   if (spec.comm_bytes.empty()) {  // one rank: no link to time
     p.notes += "links and the rest from '" + spec.base.name + "'.";
     return p;
   }
 
-  const bool flat_ok = p.host.issue_us > 0;  // the timers then return the device's share only
-  const Line link = fit_line(spec.comm_bytes, comm, "message", flat_ok);
+  const bool flat_ok = p.host.issue_us > 0;  // the times are then the device's share only
+  if (t.comm_us.size() != spec.comm_bytes.size()) throw UsageError("calibration needs one time per message size");
+  const Line link = fit_line(spec.comm_bytes, t.comm_us, "message", flat_ok);
   p.links.intra_gbps = link.gbps;
   p.links.intra_latency_us = link.latency_us;
   if (p.links.ranks_per_node == 0) {
@@ -114,31 +146,23 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
   }
   p.notes += "link fit (" + std::to_string(spec.comm_bytes.size()) + " sizes) measured; ";
 
-  if (coll && !spec.collective_bytes.empty() && spec.world > 1) {
+  if (collectives_asked(spec) && !t.allgather_us.empty()) {
     if (spec.collective_bytes.size() < 2) throw UsageError("calibration needs at least two collective sizes (or none)");
-    for (auto [kind, cost] : {std::pair<StepKind, CollectiveCost*>{StepKind::allgather, &p.allgather},
-                              {StepKind::reduce_scatter, &p.reduce_scatter}}) {
-      std::map<double, double> points;  // part bytes -> us per ring step
-      const Line l = fit_line(spec.collective_bytes,
-                              [&](double bytes) { return points[bytes] = coll(kind, bytes) / double(spec.world - 1); },
-                              "collective", flat_ok);
-      // A smaller part cannot take longer than a larger one: a slower small size is noise (seen
-      // on the 2-core machine: 64 KiB parts 4.0 ms, 1 MiB parts 1.5 ms), so each point is capped
-      // by the next larger one's time.
-      std::vector<std::pair<double, double>> kept(points.begin(), points.end());
-      for (size_t i = kept.size(); i-- > 1;) kept[i - 1].second = std::min(kept[i - 1].second, kept[i].second);
-      *cost = {l.gbps, l.latency_us, kept};
-    }
+    if (t.allgather_us.size() != spec.collective_bytes.size() || t.reduce_scatter_us.size() != spec.collective_bytes.size())
+      throw UsageError("calibration needs one time per collective size");
+    p.allgather = fit_collective(spec, t.allgather_us, flat_ok);
+    p.reduce_scatter = fit_collective(spec, t.reduce_scatter_us, flat_ok);
     p.notes += "allgather and reduce-scatter measured as the library runs them (" +
                std::to_string(spec.collective_bytes.size()) + " sizes); ";
   }
-  if (add && !spec.add_bytes.empty()) {
+  if (!spec.add_bytes.empty() && !t.add_us.empty()) {
+    if (t.add_us.size() != spec.add_bytes.size()) throw UsageError("calibration needs one time per add size");
+    check_positive(t.add_us, "add");
     double sxx = 0, sxy = 0;  // t = x / bw through 0, x = 3 * bytes
-    for (double bytes : spec.add_bytes) {
-      const double us = add(bytes);
-      if (!(us > 0)) throw std::runtime_error("calibration: add timer gave a non-positive time");
+    for (size_t i = 0; i < spec.add_bytes.size(); ++i) {
+      const double bytes = spec.add_bytes[i];
       if (!(bytes > 0)) throw UsageError("calibration: add sizes must be > 0 bytes");
-      sxx += 9 * bytes * bytes, sxy += 3 * bytes * us;
+      sxx += 9 * bytes * bytes, sxy += 3 * bytes * t.add_us[i];
     }
     p.memory_gbps = sxx / sxy / 1e3;
     p.notes += "memory bandwidth from timed adds (" + std::to_string(spec.add_bytes.size()) + " sizes); ";
@@ -147,12 +171,50 @@ Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const Comm
   return p;
 }
 
+Profile calibrate(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
+                  const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue) {
+  return fit_profile(spec, measure(spec, gemm, comm, coll, add, issue));
+}
+
 Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
                           const std::string& path, const CollectiveTimer& coll, const AddTimer& add,
-                          const IssueTimer& issue, const GemmTimer& gemm_device) {
-  Profile p = calibrate(spec, gemm, comm, coll, add, issue, gemm_device);
+                          const IssueTimer& issue) {
+  Profile p = calibrate(spec, gemm, comm, coll, add, issue);
   save_profile(p, path);
   return p;
+}
+
+HostCost fit_issue(const std::vector<IssueSample>& samples) {
+  double sgg = 0, sgo = 0, soo = 0, sgt = 0, sot = 0, wall = 0, ops = 0;  // the normal equations' sums
+  for (const IssueSample& s : samples) {
+    sgg += s.gemms * s.gemms, sgo += s.gemms * s.others, soo += s.others * s.others;
+    sgt += s.gemms * s.us, sot += s.others * s.us;
+    wall += s.us, ops += s.gemms + s.others;
+  }
+  HostCost h;
+  const double det = sgg * soo - sgo * sgo;
+  if (det > 1e-9 * sgg * soo) {
+    h.gemm_issue_us = (sgt * soo - sot * sgo) / det;
+    h.issue_us = (sot * sgg - sgt * sgo) / det;
+  }
+  if (!(h.gemm_issue_us > 0 && h.issue_us > 0)) h = {ops > 0 ? wall / ops : 0, false, 0};
+  return h;
+}
+
+double fit_contention(const Profile& base, const Problem& p, const PlanOptions& ring, Dtype dtype, double measured_us) {
+  Profile prof = base;
+  auto predicted = [&](double s) {
+    prof.contention = {true, s, s, base.contention.launch_order};
+    return simulate(p, ring, dtype, prof, StepFilter::all, false).time_us;
+  };
+  double lo = 1, hi = 16;
+  if (predicted(lo) >= measured_us) return lo;
+  if (predicted(hi) <= measured_us) return hi;
+  for (int i = 0; i < 30; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (predicted(mid) < measured_us ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
 }
 
 }  // namespace collmm

@@ -25,14 +25,13 @@ double peak_tflops(const Profile& prof, Dtype d) {
   throw UsageError("profile '" + prof.name + "' has no GEMM peak for dtype " + to_string(d));
 }
 
-// Inverse-distance weighting (power 2) of the table's rates for dtype d in log2 coordinates;
-// `device`: the points' device_tflops (those that have it) instead of their tflops. 0 when no
-// point qualifies.
-double interpolate(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype d, bool device) {
+// Inverse-distance weighting (power 2) of the table's rates for dtype d in log2 coordinates; 0
+// when the table has no point for d.
+double interpolate(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype d) {
   const double x[3] = {std::log2(double(m)), std::log2(double(n)), std::log2(double(k))};
   double wsum = 0, rsum = 0;
   for (const GemmPoint& p : prof.gemm.table) {
-    const double rate = device ? p.device_tflops : p.tflops;
+    const double rate = p.tflops;
     if (p.dtype != d || !(rate > 0)) continue;
     const double y[3] = {std::log2(double(p.m)), std::log2(double(p.n)), std::log2(double(p.k))};
     double dist2 = 0;
@@ -46,7 +45,7 @@ double interpolate(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype d
 }
 
 double table_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype d) {
-  const double r = interpolate(prof, m, n, k, d, false);
+  const double r = interpolate(prof, m, n, k, d);
   return r > 0 ? r : peak_tflops(prof, d);  // no table row for this dtype: the roofline peak
 }
 
@@ -66,12 +65,6 @@ double gemm_rate_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dt
   return rate;
 }
 
-double gemm_device_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {
-  if (prof.gemm.model != GemmModel::table || m <= 0 || n <= 0 || k <= 0) return 0;
-  return interpolate(prof, m, n, k, in, true);
-}
-
-int device_of(const Profile& prof, int rank) { return rank / std::max(1, prof.ranks_per_device); }
 
 double gemm_time_us(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;

@@ -100,11 +100,8 @@ json to_json(const Profile& p) {
   json peaks = json::object();
   for (auto& [d, tf] : p.gemm.peak_tflops) peaks[to_string(d)] = tf;
   json table = json::array();
-  for (const GemmPoint& g : p.gemm.table) {
-    json e = {{"dtype", to_string(g.dtype)}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"tflops", g.tflops}};
-    if (g.device_tflops > 0) e["device_tflops"] = g.device_tflops;
-    table.push_back(e);
-  }
+  for (const GemmPoint& g : p.gemm.table)
+    table.push_back(json{{"dtype", to_string(g.dtype)}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"tflops", g.tflops}});
   return {{"name", p.name},
           {"notes", p.notes},
           {"gemm", {{"model", to_string(p.gemm.model)}, {"library", to_string(p.gemm.library)}, {"overhead_us", p.gemm.overhead_us},
@@ -122,8 +119,7 @@ json to_json(const Profile& p) {
                            {"reduce_scatter", {{"gbps", p.reduce_scatter.gbps},
                                                {"latency_us", p.reduce_scatter.latency_us},
                                                {"points", p.reduce_scatter.points}}}}},
-          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}, {"gemm_issue_us", p.host.gemm_issue_us}}},
-          {"device", {{"ranks", p.ranks_per_device}}}};
+          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}, {"gemm_issue_us", p.host.gemm_issue_us}}}};
 }
 
 Profile profile_from_json(const json& j) {
@@ -140,8 +136,7 @@ Profile profile_from_json(const json& j) {
     for (auto& [d, tf] : peaks.items()) p.gemm.peak_tflops.push_back({parse_dtype(d), tf.get<double>()});
     for (const json& e : table)
       p.gemm.table.push_back({parse_dtype(e.at("dtype").get<std::string>()), json_integer<int64_t>(e, "m"),
-                              json_integer<int64_t>(e, "n"), json_integer<int64_t>(e, "k"), e.at("tflops").get<double>(),
-                              get<double>(e, "device_tflops", 0)});
+                              json_integer<int64_t>(e, "n"), json_integer<int64_t>(e, "k"), e.at("tflops").get<double>()});
     p.memory_gbps = get<double>(j, "memory_gbps", 0);
     const json l = get<json>(j, "links", json::object());
     p.links.ranks_per_node = json_integer<int>(l, "ranks_per_node", 0);
@@ -174,8 +169,6 @@ Profile profile_from_json(const json& j) {
     p.host.shared = get<bool>(h, "shared", false);
     p.host.gemm_issue_us = get<double>(h, "gemm_issue_us", 0);
     if (!(p.host.gemm_issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.gemm_issue_us must be >= 0");
-    p.ranks_per_device = json_integer<int>(get<json>(j, "device", json::object()), "ranks", 1);  // absent: a device per rank
-    if (p.ranks_per_device < 1) throw UsageError("profile '" + p.name + "': device.ranks must be >= 1");
     if (!(p.host.issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.issue_us must be >= 0");
     if (p.contention.gemm_slowdown < 1 || p.contention.comm_slowdown < 1)
       throw UsageError("profile '" + p.name + "': slowdown factors must be >= 1");

@@ -26,8 +26,6 @@ Engine::Engine(Dtype dtype, const Profile& profile, StepFilter filter, int world
   sends_.resize(world);
   recvs_.resize(world);
   is_touched_.assign(world, 0);
-  devs_.resize(world > 0 ? device_of(prof_, world - 1) + 1 : 0);
-  for (int r = 0; r < world; ++r) devs_[device_of(prof_, r)].ranks.push_back(r);
 }
 
 void Engine::add_rank(const Plan& plan) {
@@ -73,8 +71,6 @@ void Engine::add_rank(const Plan& plan) {
       case StepKind::gemm:
         if (!x.skip) {
           x.work_us = gemm_time_us(prof_, st.a.rows, shape.gemm_n, shape.gemm_k, dtype_);
-          x.flops = 2.0 * double(st.a.rows) * double(shape.gemm_n) * double(shape.gemm_k);
-          x.cap = 1e6 * gemm_device_tflops(prof_, st.a.rows, shape.gemm_n, shape.gemm_k, dtype_);
         }
         break;
       case StepKind::copy:

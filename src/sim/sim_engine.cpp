@@ -11,28 +11,24 @@
 
 namespace collmm::sim {
 
-// A GEMM whose device, running it on every rank at once, gains less than this over running it
-// alone is one that alone already fills the device (it holds every SM, as on a device of its own).
-constexpr double kFills = 1.25;
-
 bool Engine::sm_comm(StepKind k) const { return prof_.contention.transport_uses_sms && k != StepKind::gemm; }
 
 double Engine::speed_of(const Activity& a) const {
   if (a.type == Activity::wake) return 1;
   const Contention& c = prof_.contention;
-  if (a.type == Activity::local && a.gemm) {  // GEMMs on one device share its compute
-    const SimDevice& d = device(a.rank);
-    const double share = a.cap > 0 ? std::min(1.0, a.cap / d.gemm_demand) : 1.0 / std::max(1, d.gemm_running);
-    const bool comm = c.transport_uses_sms && (d.comm_running > 0 || colls_running_ > 0);
+  if (a.type == Activity::local && a.gemm) {  // GEMMs on one rank share its compute
+    const SimRank& rank = ranks_[a.rank];
+    const double share = 1.0 / std::max(1, rank.gemm_running);
+    const bool comm = c.transport_uses_sms && (rank.comm_running > 0 || colls_running_ > 0);
     return comm ? share / c.gemm_slowdown : share;
   }
   if (!c.transport_uses_sms) return 1;
   switch (a.type) {
     case Activity::local:
-      return device(a.rank).gemm_running > 0 ? 1 / c.comm_slowdown : 1;
+      return ranks_[a.rank].gemm_running > 0 ? 1 / c.comm_slowdown : 1;
     case Activity::message: {
       const SimMessage& m = msgs_[a.id];
-      return (device(m.src).gemm_running > 0 || device(m.dst).gemm_running > 0) ? 1 / c.comm_slowdown : 1;
+      return (ranks_[m.src].gemm_running > 0 || ranks_[m.dst].gemm_running > 0) ? 1 / c.comm_slowdown : 1;
     }
     case Activity::collective:
       return gemm_total_ > 0 ? 1 / c.comm_slowdown : 1;
@@ -64,35 +60,27 @@ void Engine::rerate_rank(int r, double t) {
   for (int act : ranks_[r].active) rerate(act, t);
 }
 
-void Engine::rerate_device(int d, double t) {
-  for (int r : devs_[d].ranks) rerate_rank(r, t);
-}
-
 void Engine::rerate_all(double t) {
   for (int r = 0; r < world_; ++r) rerate_rank(r, t);
   for (int c : active_colls_) rerate(c, t);
 }
 
-// Adds (delta = +1) or removes (-1) a counted activity from its device's contention state,
+// Adds (delta = +1) or removes (-1) a counted activity from its rank's contention state,
 // re-rating the activities whose speed may change (GEMMs always count; comm only when it contends
 // for SMs).
 void Engine::set_counts(const Activity& a, int delta, double t) {
   if (!a.counted) return;
   auto bump = [&](int r) {
-    SimDevice& d = device(r);
-    const bool was = d.comm_running > 0;
-    d.comm_running += delta;
-    if ((d.comm_running > 0) != was) rerate_device(device_of(prof_, r), t);
+    SimRank& rank = ranks_[r];
+    const bool was = rank.comm_running > 0;
+    rank.comm_running += delta;
+    if ((rank.comm_running > 0) != was) rerate_rank(r, t);
   };
   switch (a.type) {
     case Activity::local:
       if (a.gemm) {
-        ranks_[a.rank].gemm_running += delta;  // the launch-order rule's: the rank's own GEMMs
-        SimDevice& d = device(a.rank);
-        d.gemm_running += delta;
-        if (a.fills) d.filling_running += delta;
-        d.gemm_demand = d.gemm_running > 0 ? d.gemm_demand + delta * a.rate : 0;
-        rerate_device(device_of(prof_, a.rank), t);  // every change re-rates: GEMMs share the device
+        ranks_[a.rank].gemm_running += delta;
+        rerate_rank(a.rank, t);  // every change re-rates: GEMMs share the rank
         const bool was = gemm_total_ > 0;
         gemm_total_ += delta;
         if ((gemm_total_ > 0) != was && colls_running_ > 0) rerate_all(t);
@@ -149,9 +137,6 @@ void Engine::start(int r, int s, double t) {
     case StepKind::add:
       a.gemm = x.kind == StepKind::gemm;
       a.remaining = x.skip ? 0 : x.work_us;
-      a.rate = x.work_us > 0 ? x.flops / x.work_us : 0;
-      a.cap = x.cap;
-      a.fills = a.cap > 0 && a.cap < kFills * a.rate;
       start_activity(a, t);
       return;
     case StepKind::sendrecv:
@@ -175,29 +160,18 @@ void Engine::start(int r, int s, double t) {
     case StepKind::allgather:
     case StepKind::reduce_scatter: {
       Collective& c = colls_[x.coll];
-      ++c.posted;
-      if (!streamed()) {  // every member posted: the collective runs
-        if (c.posted == world_) start_collective(x.coll, 1, t);
-        return;
-      }
-      if (c.posted == 1) {
-        c.phase = Collective::head;
-        start_collective(x.coll, 1 - 1.0 / world_, t);
-      } else if (c.posted == world_ && c.phase == Collective::head_done) {
-        c.phase = Collective::tail;
-        start_collective(x.coll, 1.0 / world_, t);
-      }
+      if (++c.posted == world_) start_collective(x.coll, t);  // every member posted: the collective runs
       return;
     }
   }
 }
 
-void Engine::start_collective(int id, double fraction, double t) {
+void Engine::start_collective(int id, double t) {
   const Collective& c = colls_[id];
   Activity coll;
   coll.type = Activity::collective;
   coll.id = id;
-  coll.remaining = c.skip ? 0 : fraction * collective_time_us(prof_, world_, c.max_part_bytes, c.kind == StepKind::reduce_scatter);
+  coll.remaining = c.skip ? 0 : collective_time_us(prof_, world_, c.max_part_bytes, c.kind == StepKind::reduce_scatter);
   start_activity(coll, t);
 }
 
@@ -229,10 +203,6 @@ void Engine::try_start(int r, double t) {
         comm_waits_for_sms = true;  // a running GEMM holds the SMs; starts when it ends
         continue;
       }
-      // Another rank's GEMM that fills the shared device holds its SMs too; this rank's GEMMs
-      // still start beside it (measured on one H200 with emulated ranks: the copies wait, the
-      // ranks' GEMMs run together).
-      if (sm_comm(x.kind) && device(r).filling_running > 0) continue;
       if (x.kind == StepKind::gemm && comm_waits_for_sms) continue;  // queued behind that comm
     }
     start(r, s, t);
@@ -271,9 +241,6 @@ void Engine::finish(int act, double t) {
       delist(a.rank);
       set_counts(a, -1, t);
       step_done(a.rank, a.id, t);
-      if (a.fills)  // comm of the device's other ranks held back by it (launch order) may start now
-        for (int r : device(a.rank).ranks)
-          if (!is_touched_[r]) is_touched_[r] = 1, touched_.push_back(r);
       break;
     case Activity::message: {
       const SimMessage& m = msgs_[a.id];
@@ -287,15 +254,7 @@ void Engine::finish(int act, double t) {
     case Activity::collective: {
       active_colls_.erase(std::find(active_colls_.begin(), active_colls_.end(), act));
       set_counts(a, -1, t);
-      Collective& c = colls_[a.id];
-      if (c.phase == Collective::head) {  // streamed: the tail once the last member is issued
-        c.phase = Collective::head_done;
-        if (c.posted == world_) {
-          c.phase = Collective::tail;
-          start_collective(a.id, 1.0 / world_, t);
-        }
-        break;
-      }
+      const Collective& c = colls_[a.id];
       for (int r = 0; r < world_; ++r) step_done(r, c.steps[r], t);
       break;
     }

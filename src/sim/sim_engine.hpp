@@ -25,8 +25,6 @@ struct SimStep {
   int share_send[2] = {0, 0};          // sendrecv: sends / receives per class (0 intra, 1 inter)
   int share_recv[2] = {0, 0};
   double work_us = 0;                  // gemm, copy, add: nominal time
-  double flops = 0;                    // gemm: 2mnk
-  double cap = 0;                      // gemm: its device's aggregate rate at its shape, flops/us (0: none)
   double issued_us = 0;                // when the host has enqueued it (0: host issue not modelled)
   bool skip = false;                   // left out by the StepFilter: takes no time
   bool wake = false;                   // a wake-up is pending at issued_us
@@ -41,16 +39,8 @@ struct SimRank {
   std::vector<size_t> lane_head;
   std::vector<StepTime> times;
   std::vector<int> active;                   // activities touching this rank
-  int gemm_running = 0;                      // its GEMMs running (the launch-order rule)
-};
-
-// The compute the ranks r with r / Profile::ranks_per_device == d share: one per rank unless ranks
-// are emulated on one GPU. GEMMs on it share its rate; SM contention counts its comm and GEMMs.
-struct SimDevice {
-  std::vector<int> ranks;
-  int gemm_running = 0, comm_running = 0;
-  int filling_running = 0;  // running GEMMs that fill the device alone (Activity::fills)
-  double gemm_demand = 0;   // the running GEMMs' alone rates, flops per us
+  int gemm_running = 0;                      // its GEMMs running (they share its rate; the launch-order rule)
+  int comm_running = 0;                      // its comm activities running that contend for SMs
 };
 
 struct SimMessage {
@@ -65,10 +55,6 @@ struct Collective {
   int posted = 0;
   bool skip = false;
   std::vector<int> steps;  // per rank, its step
-  // Issued member by member by one host thread (Profile::host.shared): the device starts on the
-  // first member's parts (the head, (P-1)/P of the work) and the last member's part (the tail,
-  // 1/P) runs once the head is done and the last member has been issued.
-  enum Phase { waiting, head, head_done, tail } phase = waiting;
 };
 
 // Something that takes time: a local step (gemm, copy, add), a message, a collective, or the wait
@@ -77,8 +63,6 @@ struct Activity {
   enum Type { local, message, collective, wake } type = local;
   int rank = -1, id = -1;  // local, wake: (rank, step); message: id; collective: id
   bool gemm = false;       // local gemm
-  double rate = 0, cap = 0;  // local gemm: its alone rate and its device's aggregate (flops per us)
-  bool fills = false;        // local gemm: alone it fills its device (cap < kFills x rate): it holds every SM
   bool counted = false;    // counts in the contention state
   double remaining = 0, speed = 1, last = 0;
   uint32_t version = 0;
@@ -107,8 +91,7 @@ class Engine {
   void try_start(int r, double t);
   void start(int r, int s, double t);
   void start_activity(Activity a, double t);
-  void start_collective(int id, double fraction, double t);  // `fraction` of its work
-  bool streamed() const { return prof_.host.shared && prof_.host.issue_us > 0; }
+  void start_collective(int id, double t);
   void finish(int act, double t);
   void step_done(int r, int s, double t);
   void wake_at(int r, int s, double t);  // rank r's ready step s comes back at its issued_us
@@ -116,10 +99,7 @@ class Engine {
   double speed_of(const Activity& a) const;
   void rerate(int act, double t);
   void rerate_rank(int r, double t);
-  void rerate_device(int d, double t);
   void rerate_all(double t);
-  SimDevice& device(int r) { return devs_[device_of(prof_, r)]; }
-  const SimDevice& device(int r) const { return devs_[device_of(prof_, r)]; }
   void schedule(int act);
   bool sm_comm(StepKind k) const;
 
@@ -128,7 +108,6 @@ class Engine {
   StepFilter filter_;
   int world_;
   std::vector<SimRank> ranks_;
-  std::vector<SimDevice> devs_;
   std::vector<SimMessage> msgs_;
   std::vector<Collective> colls_;
   // Per rank, in order: (peer, step, slot in SimRank::msgs, bytes) of each send and receive.

@@ -7,6 +7,7 @@
 
 #include "collmm/calibrate.hpp"
 #include "collmm/cost_model.hpp"
+#include "collmm/sim.hpp"
 
 namespace collmm {
 namespace {
@@ -168,49 +169,45 @@ TEST(Profile, HostIssueRoundTrip) {
   EXPECT_THROW(profile_from_json(nlohmann::json{{"host", {{"issue_us", -1}}}}), UsageError);
 }
 
-TEST(Profile, SharedDeviceRoundTrip) {
-  for (const std::string& name : builtin_profile_names()) EXPECT_EQ(builtin_profile(name).ranks_per_device, 1) << name;
-  Profile a = builtin_profile("h200-nvlink");
-  a.ranks_per_device = 8;
-  a.gemm.table[0].device_tflops = 900;
-  const nlohmann::json j = to_json(a);
-  EXPECT_EQ(j.at("device").at("ranks").get<int>(), 8);
-  EXPECT_EQ(j.at("gemm").at("table")[0].at("device_tflops").get<double>(), 900);
-  EXPECT_FALSE(j.at("gemm").at("table")[1].contains("device_tflops"));  // not measured: left out
-  const Profile b = profile_from_json(j);
-  EXPECT_EQ(b.ranks_per_device, 8);
-  EXPECT_EQ(b.gemm.table[0].device_tflops, 900);
-  EXPECT_EQ(b.gemm.table[1].device_tflops, 0);
-  EXPECT_EQ(to_json(b), j);
-  // Only the points that have it count; exact at a point, between them elsewhere, 0 with none.
-  const GemmPoint& p0 = b.gemm.table[0];
-  EXPECT_DOUBLE_EQ(gemm_device_tflops(b, p0.m, p0.n, p0.k, Dtype::bf16), 900);
-  EXPECT_DOUBLE_EQ(gemm_device_tflops(b, 333, 777, 999, Dtype::bf16), 900);
-  EXPECT_EQ(gemm_device_tflops(builtin_profile("h200-nvlink"), p0.m, p0.n, p0.k, Dtype::bf16), 0);
-  EXPECT_EQ(device_of(b, 7), 0);
-  EXPECT_EQ(device_of(b, 8), 1);
-  nlohmann::json old = j;
-  old.erase("device");
-  EXPECT_EQ(profile_from_json(old).ranks_per_device, 1);
-  EXPECT_THROW(profile_from_json(nlohmann::json{{"device", {{"ranks", 0}}}}), UsageError);
+// A profile calibrated before the model dropped the shared device rate (ranks emulated on one GPU)
+// holds "device": {"ranks": R} and per-point "device_tflops": they load, are not used (every rank
+// has its own device) and are not written back.
+TEST(Profile, OldSharedDeviceFieldsAreIgnored) {
+  const Profile a = builtin_profile("h200-nvlink");
+  nlohmann::json old = to_json(a);
+  old["device"] = {{"ranks", 8}};
+  old["gemm"]["table"][0]["device_tflops"] = 900;
+  const Profile b = profile_from_json(old);
+  EXPECT_EQ(to_json(b), to_json(a));
+  const GemmPoint& p0 = a.gemm.table[0];
+  EXPECT_EQ(gemm_time_us(b, p0.m, p0.n, p0.k, p0.dtype), gemm_time_us(a, p0.m, p0.n, p0.k, p0.dtype));
 }
 
-TEST(Calibrate, SharedDeviceTimesAloneAndAllAtOnce) {
-  // 4 ranks on one device: a GEMM alone at 3 TFLOP/s; all 4 at once take as long as 4 x 2mnk at 8.
-  auto alone = [](int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k / (3 * 1e6); };
-  auto all = [](int64_t m, int64_t n, int64_t k) { return 4 * 2.0 * m * n * k / (8 * 1e6); };
-  CalibrationSpec spec;
-  spec.dtype = Dtype::bf16;
-  spec.gemm_shapes = calibration_shapes(2048);
-  spec.base = builtin_profile("h200-nvlink");
-  spec.ranks_per_device = 4;
-  const Profile p = calibrate(spec, alone, {}, {}, {}, {}, all);
-  EXPECT_EQ(p.ranks_per_device, 4);
-  EXPECT_NEAR(gemm_rate_tflops(p, 1024, 2048, 2048, Dtype::bf16), 3, 1e-12);
-  EXPECT_NEAR(gemm_device_tflops(p, 1024, 2048, 2048, Dtype::bf16), 8, 1e-12);
-  const Profile own = calibrate(spec, alone, {});  // no device timer: a device per rank
-  EXPECT_EQ(own.ranks_per_device, 1);
-  EXPECT_EQ(gemm_device_tflops(own, 1024, 2048, 2048, Dtype::bf16), 0);
+// The host issue fit: iterations of different mixes give the GEMM launch's and the other
+// operations' costs apart; one mix (or figures <= 0) gives one figure, the mean per operation.
+TEST(Calibrate, IssueFitTellsGemmsFromTheRest) {
+  const HostCost h = fit_issue({{8, 32, 8 * 12.0 + 32 * 5.0}, {64, 16, 64 * 12.0 + 16 * 5.0}, {4, 4, 4 * 12.0 + 4 * 5.0}});
+  EXPECT_NEAR(h.gemm_issue_us, 12, 1e-9);
+  EXPECT_NEAR(h.issue_us, 5, 1e-9);
+  const HostCost one = fit_issue({{8, 32, 400}, {16, 64, 800}});  // the same mix twice
+  EXPECT_NEAR(one.issue_us, 1200.0 / 120, 1e-9);
+  EXPECT_EQ(one.gemm_issue_us, 0);
+  EXPECT_EQ(fit_issue({}).issue_us, 0);
+}
+
+// The contention fit finds the factor at which the simulated ring takes the measured time, and
+// gives 1 where the model without contention is already as slow.
+TEST(Calibrate, ContentionFitMatchesTheRing) {
+  Problem p;
+  p.op = Op::ag_gemm, p.m = 1024, p.n = 1024, p.k = 1024, p.world = 2;
+  PlanOptions ring;
+  ring.algo = Algo::ring;
+  Profile prof = builtin_profile("cpu-2core");
+  prof.contention = {true, 2.5, 2.5, false};
+  const double measured = simulate(p, ring, Dtype::f32, prof, StepFilter::all, false).time_us;
+  prof.contention = {false, 1, 1, false};
+  EXPECT_NEAR(fit_contention(prof, p, ring, Dtype::f32, measured), 2.5, 1e-4);
+  EXPECT_EQ(fit_contention(prof, p, ring, Dtype::f32, 1.0), 1);
 }
 
 TEST(Calibrate, RecoversRatesLatencyAndBandwidth) {

@@ -160,67 +160,6 @@ TEST(Simulate, GemmLanesShareTheRank) {
   EXPECT_NEAR(sim_us(ag(4, mc, nr, k), o, analytic_profile(kTflops, gbps)), 4 * g, 1e-3 * g);
 }
 
-// Ranks emulated on one device: a table whose one point says a GEMM alone runs at 1 TFLOP/s and
-// `device_tflops` for the device with every rank at once (0: not measured).
-Profile shared_device(int ranks_per_device, double device_tflops) {
-  Profile p = analytic_profile(kTflops, 1e9);
-  p.gemm.model = GemmModel::table;
-  p.gemm.table = {{Dtype::f32, 256, 256, 512, kTflops, device_tflops}};
-  p.ranks_per_device = ranks_per_device;
-  return p;
-}
-
-// The sequential plan's GEMMs alone (one per rank, all ready at 0): on a shared device each runs at
-// min(1, cap / demand) of its alone rate; without a measured cap they share one GEMM's rate.
-TEST(Simulate, RanksOnOneDeviceShareItsRate) {
-  const int64_t mc = 256, nr = 256, k = 512;
-  const int P = 4;
-  const double g = test::gemm_us(P * mc, nr, k, kTflops);  // a rank's whole GEMM alone
-  auto gemms = [&](const Profile& prof) { return sim_us(ag(P, mc, nr, k), algo(Algo::sequential), prof, StepFilter::gemm_only); };
-  EXPECT_NEAR(gemms(shared_device(4, 2 * kTflops)), 2 * g, 1e-6 * g);  // 4 at once, twice one's rate: 2g
-  EXPECT_NEAR(gemms(shared_device(4, 8 * kTflops)), g, 1e-6 * g);      // the device outruns 4 of them
-  EXPECT_NEAR(gemms(shared_device(4, 0)), 4 * g, 1e-6 * g);            // not measured: one at a time
-  EXPECT_NEAR(gemms(shared_device(2, 1 * kTflops)), 2 * g, 1e-6 * g);  // two devices of 2 ranks, one at a time each
-  EXPECT_NEAR(gemms(shared_device(1, 1 * kTflops)), g, 1e-6 * g);      // a device per rank
-}
-
-// The ring on one device that runs one GEMM at a time (cap = one GEMM's rate), with fast links:
-// every step's P chunk GEMMs (one per rank) share the device, P g a step, P steps: P^2 g.
-TEST(Simulate, RingOnOneSharedDevice) {
-  const int64_t mc = 256, nr = 256, k = 512;
-  const double g = test::gemm_us(mc, nr, k, kTflops);
-  for (int P : {2, 4}) {
-    Profile prof = shared_device(P, kTflops);
-    prof.links = {0, 1e6, 0, 1e6, 0};
-    EXPECT_NEAR(sim_us(ag(P, mc, nr, k), algo(Algo::ring), prof), P * P * g, 1e-3 * g) << "P=" << P;
-    // Launch order on one device: a rank's transfer held back by another rank's GEMM starts when
-    // that GEMM ends (and every algorithm runs to its end).
-    prof.contention = {true, 1.0, 1.0, true};
-    prof.host = {0.01 * g, true};
-    for (Op op : {Op::ag_gemm, Op::gemm_rs})
-      for (Algo a : all_algos()) {
-        const Problem p = op == Op::ag_gemm ? ag(P, mc, nr, k) : rs(P, mc, nr, k);
-        EXPECT_GT(sim_us(p, algo(a), prof), 0) << to_string(op) << " " << to_string(a) << " P=" << P;
-      }
-  }
-}
-
-// Launch order on a shared device, P = 2 ring, transfer c = g / 2. GEMMs that fill the device alone
-// (aggregate = one GEMM's rate): rank 0's GEMM starts first and holds rank 1's transfer (not rank
-// 1's GEMM); both GEMMs share the device (2g), then the transfers (c), then both last GEMMs (2g):
-// 4g + c. GEMMs that do not fill it (aggregate = twice one's rate): nothing is held, g + max(g, c).
-TEST(Simulate, GemmFillingASharedDeviceHoldsItsComm) {
-  const int64_t mc = 256, nr = 256, k = 512;
-  const double g = test::gemm_us(mc, nr, k, kTflops), c = 0.5 * g;
-  for (double aggregate : {1.0, 2.0}) {
-    Profile prof = shared_device(2, aggregate * kTflops);
-    prof.links = {0, mc * k * 4.0 / (c * 1e3), 0, mc * k * 4.0 / (c * 1e3), 0};
-    prof.contention = {true, 1.0, 1.0, true};
-    const double want = aggregate == 1.0 ? 4 * g + c : 2 * g;
-    EXPECT_NEAR(sim_us(ag(2, mc, nr, k), algo(Algo::ring), prof), want, 1e-6 * g) << "aggregate " << aggregate;
-  }
-}
-
 TEST(Simulate, FiltersRunOnlyTheirSteps) {
   const Problem p = ag(3, 64, 64, 64);
   const SimResult r = simulate(p, algo(Algo::ring), Dtype::f32, analytic_profile(kTflops, 1), StepFilter::gemm_only);
