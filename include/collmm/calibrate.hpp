@@ -54,13 +54,13 @@ using IssueTimer = std::function<HostCost()>;
 struct CalibrationSpec {
   std::string name = "calibrated";
   Dtype dtype = Dtype::bf16;
-  std::vector<GemmShape> gemm_shapes;  // at least one
-  std::vector<double> comm_bytes;      // at least two different sizes, or none (one rank: links kept from base)
-  Profile base;                        // the inputs not measured here
-  int world = 1;                       // ranks of the collectives the CollectiveTimer times
+  std::vector<GemmShape> gemm_shapes;    // at least one
+  std::vector<double> comm_bytes;        // at least two different sizes, or none (one rank: links kept from base)
+  Profile base;                          // the inputs not measured here
+  int world = 1;                         // ranks of the collectives the CollectiveTimer times
   std::vector<double> collective_bytes;  // part sizes: two or more, or none (collectives not measured)
-  std::vector<double> add_bytes;       // add output sizes: one or more, or none (memory_gbps from base)
-  bool shared_issuer = false;          // one host thread issues every rank's steps (Profile::host.shared)
+  std::vector<double> add_bytes;         // add output sizes: one or more, or none (memory_gbps from base)
+  bool shared_issuer = false;            // one host thread issues every rank's steps (Profile::host.shared)
 };
 
 // The measured times, parallel to the spec's sizes; an empty list: not measured.

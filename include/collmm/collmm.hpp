@@ -68,12 +68,14 @@ class Context {
                const MatmulOptions& options = {});
 
  private:
-  static void check_pointers(const char* op, const void* a, const void* b, const void* c);  // throws UsageError on a null one
+  static void check_pointers(const char* op, const void* a, const void* b,
+                             const void* c);  // throws UsageError on a null one
   // Plans and prepares when the problem, options or dtype changed since the last call.
   void prepare(const Problem& problem, const MatmulOptions& options, Dtype dtype);
   int gathered_buffer() const;  // the prepared plan's gathered A
   // One run on the caller's buffers: (buffer id, memory); memory nullptr leaves the buffer the executor's.
-  void run_on(const std::vector<std::pair<int, const void*>>& inputs, const std::vector<std::pair<int, void*>>& outputs);
+  void run_on(const std::vector<std::pair<int, const void*>>& inputs,
+              const std::vector<std::pair<int, void*>>& outputs);
 
   std::unique_ptr<Executor> executor_;
   struct Prepared;

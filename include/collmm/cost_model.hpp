@@ -67,16 +67,16 @@ GemmModel parse_gemm_model(const std::string&);
 struct GemmCost {
   GemmModel model = GemmModel::roofline;
   std::vector<std::pair<Dtype, double>> peak_tflops;  // roofline peak per input dtype
-  std::vector<GemmPoint> table;                        // rate table (model == table)
-  double overhead_us = 0;                              // per call: launch and tail
-  GemmLibrary library = GemmLibrary::cublaslt;         // sets the element type of C and the sums
+  std::vector<GemmPoint> table;                       // rate table (model == table)
+  double overhead_us = 0;                             // per call: launch and tail
+  GemmLibrary library = GemmLibrary::cublaslt;        // sets the element type of C and the sums
 };
 
 struct LinkCost {
-  int ranks_per_node = 0;           // 0: every rank in one domain (NVLink, shared memory)
-  double intra_gbps = 0;            // GB/s per direction per rank, inside a node
+  int ranks_per_node = 0;  // 0: every rank in one domain (NVLink, shared memory)
+  double intra_gbps = 0;   // GB/s per direction per rank, inside a node
   double intra_latency_us = 0;
-  double inter_gbps = 0;            // GB/s per direction per rank, between nodes
+  double inter_gbps = 0;  // GB/s per direction per rank, between nodes
   double inter_latency_us = 0;
 };
 
@@ -105,22 +105,22 @@ struct CollectiveCost {
 // ranks emulated in one process (--transport local) share one thread, which at P = 8 can be
 // slower than the device.
 struct HostCost {
-  double issue_us = 0;  // host microseconds per device operation enqueued
-  bool shared = false;  // one host thread issues every rank's steps (else one per rank)
+  double issue_us = 0;       // host microseconds per device operation enqueued
+  bool shared = false;       // one host thread issues every rank's steps (else one per rank)
   double gemm_issue_us = 0;  // per GEMM launch, where it differs (cuBLASLt costs the host more than
                              // a copy); 0: issue_us
 };
 
 struct Profile {
   std::string name;
-  std::string notes;                // where the numbers come from
+  std::string notes;  // where the numbers come from
   GemmCost gemm;
-  double memory_gbps = 0;           // effective bytes moved per second by copies and adds
+  double memory_gbps = 0;  // effective bytes moved per second by copies and adds
   LinkCost links;
   Contention contention;
-  CollectiveCost allgather;         // JSON "collectives": {"allgather": {...}, "reduce_scatter": {...}}
+  CollectiveCost allgather;  // JSON "collectives": {"allgather": {...}, "reduce_scatter": {...}}
   CollectiveCost reduce_scatter;
-  HostCost host;                    // JSON "host": {"issue_us": ..., "shared": ...}; absent: none
+  HostCost host;  // JSON "host": {"issue_us": ..., "shared": ...}; absent: none
 };
 
 // Built-in profiles ("h200-nvlink", "h200-ib", "cpu-2core") or a JSON file; throws UsageError

@@ -40,8 +40,8 @@ std::vector<double> decode(const void* bytes, size_t count, Dtype);
 double round_to(Dtype, double);
 
 struct Comparison {
-  int64_t wrong = 0;         // outside the tolerance, NaN, or never written
-  double max_rel_err = 0;    // max |got - want| / (|want| + scale)
+  int64_t wrong = 0;       // outside the tolerance, NaN, or never written
+  double max_rel_err = 0;  // max |got - want| / (|want| + scale)
 };
 // Relative tolerance for an output of `out` dtype from inputs of `in` dtype over a sum of k terms.
 double tolerance(Dtype in, Dtype out, int64_t k);

@@ -24,11 +24,12 @@ class HostComm {
   // What the job is doing, named by a timeout's message: "setup: option agreement", ...
   void set_phase(std::string phase) { phase_ = std::move(phase); }
   const std::string& phase() const { return phase_; }
-  virtual int proc() const = 0;   // this process, 0..procs()-1
+  virtual int proc() const = 0;  // this process, 0..procs()-1
   virtual int procs() const = 0;
   virtual void barrier() = 0;
   virtual std::vector<std::string> allgather(const std::string& mine) = 0;  // every process's string
-  virtual std::vector<double> allgather(const std::vector<double>& mine) = 0;  // concatenated in process order; all same length
+  virtual std::vector<double> allgather(
+      const std::vector<double>& mine) = 0;       // concatenated in process order; all same length
   [[noreturn]] virtual void abort(int code) = 0;  // ends every process of the job
 
  private:
@@ -48,20 +49,22 @@ struct RankRun {
 
 // Settings the backends read; each ignores what is not its own.
 struct BackendOptions {
-  std::string backend = "cpu";   // cpu | cuda
-  int threads = 0;               // cpu: BLAS threads per rank; 0: the node's cores split over its ranks
-  std::string transport = "nccl";  // cuda: nccl | local (ranks emulated in one process) | host (one rank, peers in host memory)
-  int world = 0;                 // cuda local and host transports: how many ranks the job has
-  int rank = 0;                  // cuda host transport: the rank this process runs
+  std::string backend = "cpu";  // cpu | cuda
+  int threads = 0;              // cpu: BLAS threads per rank; 0: the node's cores split over its ranks
+  std::string transport =
+      "nccl";     // cuda: nccl | local (ranks emulated in one process) | host (one rank, peers in host memory)
+  int world = 0;  // cuda local and host transports: how many ranks the job has
+  int rank = 0;   // cuda host transport: the rank this process runs
   std::string link_copy = "engine";  // cuda host transport: engine (cudaMemcpyAsync) | sm (a copy kernel)
-  bool comm_priority = false;    // cuda: the comm lane (and the host link's streams) at the highest stream priority
-  int gpus = 0;                  // cuda: -g G, GPUs driven by this process, one thread each (0: one per MPI rank)
-  int gemm_sms = 0;              // cuda: SM count target for GEMMs (0: all)
-  int sm_margin = 0;             // cuda: leave this many SMs to comm kernels
+  bool comm_priority = false;        // cuda: the comm lane (and the host link's streams) at the highest stream priority
+  int gpus = 0;                      // cuda: -g G, GPUs driven by this process, one thread each (0: one per MPI rank)
+  int gemm_sms = 0;                  // cuda: SM count target for GEMMs (0: all)
+  int sm_margin = 0;                 // cuda: leave this many SMs to comm kernels
   int nccl_min_ctas = 0, nccl_max_ctas = 0;  // cuda: NCCL CTA bounds (0: NCCL's default)
-  bool graph = false;            // cuda: capture one iteration in a CUDA graph and replay it
-  std::string gemm_algo = "heuristic";  // cuda: heuristic (cuBLASLt's first answer) | timed (fastest of its top 8, timed once per shape)
-  int timeout_s = 300;           // a run that takes longer aborts the job (a rank died or hangs)
+  bool graph = false;                        // cuda: capture one iteration in a CUDA graph and replay it
+  std::string gemm_algo =
+      "heuristic";  // cuda: heuristic (cuBLASLt's first answer) | timed (fastest of its top 8, timed once per shape)
+  int timeout_s = 300;  // a run that takes longer aborts the job (a rank died or hangs)
   // Tests of the job's teardown: this rank fails (throws) or stops (SIGSTOP) while the backend
   // starts (cuda: right before its NCCL communicators are made). -1: none.
   int debug_fail_rank = -1, debug_hang_rank = -1;
@@ -86,7 +89,7 @@ class Executor {
   virtual std::vector<int> local_ranks() const = 0;  // ranks this process drives, ascending
   virtual HostComm& host() = 0;
   virtual bool supports(Dtype) const = 0;
-  virtual Dtype out_dtype(Dtype in) const = 0;   // element type of C and work buffers
+  virtual Dtype out_dtype(Dtype in) const = 0;            // element type of C and work buffers
   virtual std::string timing_note() const { return {}; }  // e.g. why timings are not overlap figures
   // The peers this backend plays (null where the peers are real processes or emulated ranks).
   virtual PlayedPeers* played_peers() { return nullptr; }

@@ -3,8 +3,8 @@
 //
 //  1. structure: waits name earlier steps, lanes exist, every comm step is on lane 0 (so list
 //     order is the order transfers are posted, which MPI and NCCL match by), slices lie inside
-//     their buffers, A and B are never written, no step is empty, shapes agree (GEMM rows and widths, copy/add/transfer element counts, one
-//     row width on both sides, since the data check follows whole rows);
+//     their buffers, A and B are never written, no step is empty, shapes agree (GEMM rows and widths, copy/add/transfer
+//     element counts, one row width on both sides, since the data check follows whole rows);
 //  2. matching and no deadlock: the k-th send r->q has the k-th receive on q from r, of the same
 //     size; every rank's k-th collective is the same one with the same part sizes; a simulation
 //     (lane FIFO + waits; a sendrecv group ends once each of its transfers met a posted

@@ -54,8 +54,8 @@ struct SimResult {
 };
 
 // Builds rank r's plan with make_plan for r = 0..P-1, one at a time, and simulates them.
-SimResult simulate(const Problem&, const PlanOptions&, Dtype, const Profile&,
-                   StepFilter filter = StepFilter::all, bool want_timeline = true);
+SimResult simulate(const Problem&, const PlanOptions&, Dtype, const Profile&, StepFilter filter = StepFilter::all,
+                   bool want_timeline = true);
 
 // The host's share of a run: the simulated time of this problem's plans on a device that takes
 // no time, i.e. when the host (Profile::host, with `host`'s figures) has issued their last step;
@@ -68,21 +68,20 @@ struct Prediction {
   Problem problem;
   PlanOptions options;
   Dtype dtype = Dtype::bf16;
-  double time_us = 0;           // the whole plan
-  double t_gemm_us = 0;         // as collmm-bench: the sequential plan's GEMMs alone
-  double t_comm_us = 0;         // and its comm alone
-  double t_sequential_us = 0;   // the sequential algorithm on the same shape
-  double speedup = 0;           // t_sequential / time
+  double time_us = 0;             // the whole plan
+  double t_gemm_us = 0;           // as collmm-bench: the sequential plan's GEMMs alone
+  double t_comm_us = 0;           // and its comm alone
+  double t_sequential_us = 0;     // the sequential algorithm on the same shape
+  double speedup = 0;             // t_sequential / time
   double overlap_efficiency = 0;  // (t_sequential - time) / min(t_gemm, t_comm); 0 when that is 0
-  double hidden_comm_mean = 0;  // overlap.hpp: comm time covered by GEMM, mean over ranks
-  double hidden_comm_min = 0;   // and the worst rank
-  double tflops_per_rank = 0;   // 2MNK / P / time
-  Timeline timeline;            // the predicted iteration (for the SVG and the Chrome trace)
+  double hidden_comm_mean = 0;    // overlap.hpp: comm time covered by GEMM, mean over ranks
+  double hidden_comm_min = 0;     // and the worst rank
+  double tflops_per_rank = 0;     // 2MNK / P / time
+  Timeline timeline;              // the predicted iteration (for the SVG and the Chrome trace)
 };
 
 // Simulates the plan, and the sequential plan three times (all, gemm_only, comm_only) unless
 // `sequential` (the sequential row of the same shape) is given.
-Prediction predict(const Problem&, const PlanOptions&, Dtype, const Profile&,
-                   const Prediction* sequential = nullptr);
+Prediction predict(const Problem&, const PlanOptions&, Dtype, const Profile&, const Prediction* sequential = nullptr);
 
 }  // namespace collmm

@@ -20,9 +20,9 @@
 namespace collmm {
 
 struct SvgOptions {
-  int max_ranks = 0;        // draw ranks 0..max_ranks-1 only (0: all); the title says so
-  double width_px = 1200;   // the whole picture
-  std::string subtitle;     // e.g. "predicted, h200-nvlink, M=8192 N=8192 K=8192 bf16"
+  int max_ranks = 0;       // draw ranks 0..max_ranks-1 only (0: all); the title says so
+  double width_px = 1200;  // the whole picture
+  std::string subtitle;    // e.g. "predicted, h200-nvlink, M=8192 N=8192 K=8192 bf16"
 };
 
 std::string timeline_svg(const Timeline&, const SvgOptions& = {});

@@ -14,7 +14,7 @@ struct TimelineEvent {
   int rank = 0;
   int lane = 0;
   StepKind kind = StepKind::gemm;
-  int index = -1;   // the algorithm's step or stage
+  int index = -1;  // the algorithm's step or stage
   int chunk = -1;
   double start_us = 0, end_us = 0;
   bool is_comm() const { return collmm::is_comm(kind) || kind == StepKind::copy || kind == StepKind::add; }

@@ -8,9 +8,9 @@
 //
 // The candidates: sequential; pipelined with S in {2, 4, 8} (those the shape allows, and only
 // while S * P^2 <= 4M simulated steps); ring and bidir; each with 1 and 2 GEMM lanes (sequential:
-// 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4). Every candidate is simulated (collmm/sim.hpp); the model's pick is
-// the fastest. When the cache holds measurements of this exact (op, M, N, K, P, dtype), the pick
-// is the fastest measured configuration instead (source "measured"), whatever the model says.
+// 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4). Every candidate is simulated
+// (collmm/sim.hpp); the model's pick is the fastest. When the cache holds measurements of this exact (op, M, N, K, P,
+// dtype), the pick is the fastest measured configuration instead (source "measured"), whatever the model says.
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",

@@ -18,11 +18,16 @@ namespace {
 
 at::ScalarType scalar_type(Dtype d) {
   switch (d) {
-    case Dtype::f64: return at::kDouble;
-    case Dtype::f32: return at::kFloat;
-    case Dtype::f16: return at::kHalf;
-    case Dtype::bf16: return at::kBFloat16;
-    default: throw UsageError("aten executor: no " + to_string(d) + " tensors");
+    case Dtype::f64:
+      return at::kDouble;
+    case Dtype::f32:
+      return at::kFloat;
+    case Dtype::f16:
+      return at::kHalf;
+    case Dtype::bf16:
+      return at::kBFloat16;
+    default:
+      throw UsageError("aten executor: no " + to_string(d) + " tensors");
   }
 }
 
@@ -53,11 +58,13 @@ class AtenExecutor : public Executor {
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override {
     if (plans.size() != 1) throw UsageError("aten executor: one plan per process");
     const Plan& p = plans[0];
-    std::vector<std::pair<std::string, std::string>> keys{
-        {"world size", std::to_string(p.problem.world)}, {"op", to_string(p.problem.op)},
-        {"M", std::to_string(p.problem.m)}, {"N", std::to_string(p.problem.n)},
-        {"K", std::to_string(p.problem.k)}, {"B layout", to_string(p.problem.b_layout)},
-        {"dtype", to_string(dtype)}};
+    std::vector<std::pair<std::string, std::string>> keys{{"world size", std::to_string(p.problem.world)},
+                                                          {"op", to_string(p.problem.op)},
+                                                          {"M", std::to_string(p.problem.m)},
+                                                          {"N", std::to_string(p.problem.n)},
+                                                          {"K", std::to_string(p.problem.k)},
+                                                          {"B layout", to_string(p.problem.b_layout)},
+                                                          {"dtype", to_string(dtype)}};
     for (auto& key : agreement_keys(p.options)) keys.push_back(std::move(key));
     check_processes_agree(*host_, keys);
     if (p.rank != group_->getRank() || p.problem.world != group_->getSize())
@@ -68,7 +75,8 @@ class AtenExecutor : public Executor {
     tensors_.assign(p.buffers.size(), at::Tensor());
     own_.assign(p.buffers.size(), at::Tensor());
     for (size_t i = 0; i < p.buffers.size(); ++i)  // scratch: allocated once per plan, reused by every run
-      if (p.buffers[i].role == Role::gathered || p.buffers[i].role == Role::work) tensors_[i] = own(static_cast<int>(i));
+      if (p.buffers[i].role == Role::gathered || p.buffers[i].role == Role::work)
+        tensors_[i] = own(static_cast<int>(i));
   }
 
   void bind(int i, int buffer, void* data, size_t nbytes) override {
@@ -82,11 +90,14 @@ class AtenExecutor : public Executor {
   }
   void write(int i, int buffer, const void* bytes, size_t nbytes) override {
     backed(i, buffer).copy_(at::from_blob(const_cast<void*>(bytes), {static_cast<int64_t>(nbytes)}, at::kByte)
-                                .view(scalar_type(dtype_)).view(backed(i, buffer).sizes()));
+                                .view(scalar_type(dtype_))
+                                .view(backed(i, buffer).sizes()));
   }
   void read(int i, int buffer, void* bytes, size_t nbytes) override {
-    at::from_blob(bytes, {static_cast<int64_t>(nbytes)}, at::kByte).view(scalar_type(dtype_))
-        .view(backed(i, buffer).sizes()).copy_(backed(i, buffer));
+    at::from_blob(bytes, {static_cast<int64_t>(nbytes)}, at::kByte)
+        .view(scalar_type(dtype_))
+        .view(backed(i, buffer).sizes())
+        .copy_(backed(i, buffer));
   }
   void poison() override {
     for (size_t i = 0; i < plan_.buffers.size(); ++i)
@@ -152,15 +163,24 @@ class AtenExecutor : public Executor {
     switch (s.kind) {
       case StepKind::gemm: {
         at::Tensor out = rows(s.out);
-        if (s.accumulate) out.addmm_(rows(s.a), b_matrix());
-        else at::mm_out(out, rows(s.a), b_matrix());
+        if (s.accumulate)
+          out.addmm_(rows(s.a), b_matrix());
+        else
+          at::mm_out(out, rows(s.a), b_matrix());
         return {};
       }
-      case StepKind::copy: rows(s.out).copy_(rows(s.a)); return {};
-      case StepKind::add: rows(s.out).add_(rows(s.a)); return {};
-      case StepKind::sendrecv: return sendrecv(s);
-      case StepKind::allgather: return allgather(s);
-      case StepKind::reduce_scatter: return reduce_scatter(s);
+      case StepKind::copy:
+        rows(s.out).copy_(rows(s.a));
+        return {};
+      case StepKind::add:
+        rows(s.out).add_(rows(s.a));
+        return {};
+      case StepKind::sendrecv:
+        return sendrecv(s);
+      case StepKind::allgather:
+        return allgather(s);
+      case StepKind::reduce_scatter:
+        return reduce_scatter(s);
     }
     return {};
   }

@@ -57,22 +57,32 @@ std::optional<BLayout> layout_of(const at::Tensor& b) {
 // The first problem found with one rank's own tensors, or "".
 std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name) {
   std::ostringstream e;
-  if (a.dim() < 2) e << name << " must have 2 or more dims (got " << dims(a.sizes()) << ")";
-  else if (a.size(-1) == 0) e << name << " " << dims(a.sizes()) << " has no columns";
-  else if (!dtype_of(a.scalar_type())) e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
-  else if (!a.is_contiguous()) e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides());
-  else if (dim != 0 && dim != -a.dim()) e << dim_name << " must be 0 (collmm splits the rows of the flattened leading dims); got " << dim;
+  if (a.dim() < 2)
+    e << name << " must have 2 or more dims (got " << dims(a.sizes()) << ")";
+  else if (a.size(-1) == 0)
+    e << name << " " << dims(a.sizes()) << " has no columns";
+  else if (!dtype_of(a.scalar_type()))
+    e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
+  else if (!a.is_contiguous())
+    e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides());
+  else if (dim != 0 && dim != -a.dim())
+    e << dim_name << " must be 0 (collmm splits the rows of the flattened leading dims); got " << dim;
   return e.str();
 }
 
 std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string& name, int64_t k) {
   std::ostringstream e;
-  if (b.dim() != 2) e << name << " must be 2-D (got " << dims(b.sizes()) << ")";
-  else if (b.device() != a.device()) e << name << " is on " << b.device() << ", A on " << a.device();
-  else if (b.scalar_type() != a.scalar_type()) e << name << " is " << b.scalar_type() << ", A is " << a.scalar_type();
-  else if (b.size(0) != k) e << name << " has " << b.size(0) << " rows; A has " << k << " columns";
-  else if (!layout_of(b)) e << name << " " << dims(b.sizes()) << " with strides " << dims(b.strides())
-                            << " is neither row-major [K, N] nor the transpose of a row-major [N, K] (w.t())";
+  if (b.dim() != 2)
+    e << name << " must be 2-D (got " << dims(b.sizes()) << ")";
+  else if (b.device() != a.device())
+    e << name << " is on " << b.device() << ", A on " << a.device();
+  else if (b.scalar_type() != a.scalar_type())
+    e << name << " is " << b.scalar_type() << ", A is " << a.scalar_type();
+  else if (b.size(0) != k)
+    e << name << " has " << b.size(0) << " rows; A has " << k << " columns";
+  else if (!layout_of(b))
+    e << name << " " << dims(b.sizes()) << " with strides " << dims(b.strides())
+      << " is neither row-major [K, N] nor the transpose of a row-major [N, K] (w.t())";
   return e.str();
 }
 
@@ -101,7 +111,8 @@ int64_t agreed_split(HostComm& host, int64_t mine, const std::string& what) {
   }
   if (!fits)
     throw UsageError(what + " over the ranks are " + got.str() + ": not collmm's split of " + std::to_string(total) +
-                     " over " + std::to_string(p) + " ranks (" + want.str() + ": the first total % P ranks hold one more)");
+                     " over " + std::to_string(p) + " ranks (" + want.str() +
+                     ": the first total % P ranks hold one more)");
   return total;
 }
 
@@ -127,9 +138,11 @@ auto user_errors_as_value_errors(F fn) -> decltype(fn()) {
   }
 }
 
-std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
-    const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
-    c10::string_view algo_view) {
+std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(const at::Tensor& a_shard,
+                                                                                 at::TensorList bs, int64_t gather_dim,
+                                                                                 c10::string_view group_name,
+                                                                                 bool return_a,
+                                                                                 c10::string_view algo_view) {
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
@@ -137,7 +150,8 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
-    for (size_t i = 0; misfit.empty() && i < bs.size(); ++i) misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
+    for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
+      misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
     if (misfit.empty()) misfit = check_algo(algo);
     raise_if_any_process_failed(host, misfit);
 
@@ -146,9 +160,12 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const int64_t m_r = a_shard.numel() / k, n_r = bs[0].size(1);
     const at::IntArrayRef inner = a_shard.sizes().slice(1, a_shard.dim() - 2);
     check_processes_agree(host, {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
-                                 {"K (A_shard's last dim)", std::to_string(k)}, {"A_shard's middle dims", dims(inner)},
-                                 {"dtype", to_string(dtype)}, {"Bs[0] layout", to_string(layout)},
-                                 {"number of Bs", std::to_string(bs.size())}, {"algo", algo},
+                                 {"K (A_shard's last dim)", std::to_string(k)},
+                                 {"A_shard's middle dims", dims(inner)},
+                                 {"dtype", to_string(dtype)},
+                                 {"Bs[0] layout", to_string(layout)},
+                                 {"number of Bs", std::to_string(bs.size())},
+                                 {"algo", algo},
                                  {"return_A", return_a ? "True" : "False"}});
     const int64_t m = agreed_split(host, m_r, "the rows of A_shard (leading dims flattened)");
     const int64_t n = agreed_split(host, n_r, "the columns of Bs[0]");
@@ -164,8 +181,10 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     bind(ex, kBufA, a_shard);
     bind(ex, kBufB, bs[0]);
     bind(ex, kBufC, c);
-    if (keep_gathered) bind(ex, gathered_buffer(plan), gathered);
-    else ex.bind(0, gathered_buffer(plan), nullptr, 0);
+    if (keep_gathered)
+      bind(ex, gathered_buffer(plan), gathered);
+    else
+      ex.bind(0, gathered_buffer(plan), nullptr, 0);
     ex.run(StepFilter::all, false);
 
     const int64_t rest = c10::multiply_integers(inner);
@@ -182,7 +201,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
 }
 
 at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op_view,
-                                     int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view) {
+                                 int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view) {
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
     SessionLock s = session_for(std::string(group_name), a.device());
@@ -200,9 +219,13 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
     const int64_t m = k_r ? a.numel() / k_r : 0, n = b.size(1);
     const at::IntArrayRef inner = a.sizes().slice(1, a.dim() - 2);
     check_processes_agree(host, {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                 {"M (A's leading dims flattened)", std::to_string(m)}, {"A's middle dims", dims(inner)},
-                                 {"N (B's columns)", std::to_string(n)}, {"dtype", to_string(dtype)},
-                                 {"B layout", to_string(layout)}, {"reduce_op", reduce_op}, {"algo", algo}});
+                                 {"M (A's leading dims flattened)", std::to_string(m)},
+                                 {"A's middle dims", dims(inner)},
+                                 {"N (B's columns)", std::to_string(n)},
+                                 {"dtype", to_string(dtype)},
+                                 {"B layout", to_string(layout)},
+                                 {"reduce_op", reduce_op},
+                                 {"algo", algo}});
     const int64_t k = agreed_split(host, k_r, "the columns of A (rows of B)");
     const int p = s.session.world(), r = s.session.rank();
     const int64_t rest = c10::multiply_integers(inner);
@@ -230,10 +253,12 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
 }  // namespace collmm::torch_ext
 
 TORCH_LIBRARY(collmm, m) {
-  m.def("fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
-        "bool return_A=True, str algo=\"auto\") -> (Tensor?, Tensor[])");
-  m.def("fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
-        "str algo=\"auto\") -> Tensor");
+  m.def(
+      "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
+      "bool return_A=True, str algo=\"auto\") -> (Tensor?, Tensor[])");
+  m.def(
+      "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
+      "str algo=\"auto\") -> Tensor");
   // Which executor the ops use for CPU tensors in groups first used after this call: "host" (the
   // default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen GEMMs on the
   // calling thread, the group's comm asynchronous: the executor of CUDA tensors).

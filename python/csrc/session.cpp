@@ -20,8 +20,8 @@ namespace {
 // Everything a prepared plan depends on, as one key.
 std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
   std::ostringstream k;
-  k << to_string(p.op) << ' ' << p.m << ' ' << p.n << ' ' << p.k << ' ' << p.world << ' ' << to_string(p.b_layout) << ' '
-    << to_string(o) << ' ' << to_string(d);
+  k << to_string(p.op) << ' ' << p.m << ' ' << p.n << ' ' << p.k << ' ' << p.world << ' ' << to_string(p.b_layout)
+    << ' ' << to_string(o) << ' ' << to_string(d);
   return k.str();
 }
 
@@ -31,8 +31,12 @@ std::mutex g_mutex;
 }  // namespace
 
 Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind)
-    : group_(group), device_(device), kind_(kind), host_(std::make_unique<C10dHostComm>(group, device)),
-      rank_(group->getRank()), world_(group->getSize()) {
+    : group_(group),
+      device_(device),
+      kind_(kind),
+      host_(std::make_unique<C10dHostComm>(group, device)),
+      rank_(group->getRank()),
+      world_(group->getSize()) {
   if (kind == ExecutorKind::host) cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // torch's intra-op pool
 }
 
@@ -71,8 +75,9 @@ Prepared& Session::prepare(const Problem& problem, const PlanOptions& options, D
 
 SessionLock session_for(const std::string& group_name, c10::Device device) {
   // Never destroyed: sessions (their lane threads) live until the process ends.
-  static auto& sessions = *new std::map<std::pair<std::string, std::string>,
-                                        std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
+  static auto& sessions =
+      *new std::map<std::pair<std::string, std::string>,
+                    std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
   std::unique_lock<std::mutex> lock(g_mutex);
   c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
   try {
@@ -87,7 +92,8 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
   // A weak reference: the group may be destroyed between calls; a new group under an old name
   // (or at an old address: the weak reference keeps the address taken) starts a new session.
   if (it == sessions.end() || it->second.first.lock().get() != group.get()) {
-    it = sessions.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group), nullptr)).first;
+    it = sessions.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group), nullptr))
+             .first;
     it->second.second = std::make_unique<Session>(group.get(), device, kind);
   }
   return SessionLock{std::move(lock), std::move(group), *it->second.second};

@@ -1,8 +1,8 @@
 // session.hpp: what the ops keep per process group and device: an executor on that group (CPU
 // tensors: the host executor, OpenBLAS GEMMs on lane threads with the group as its Transport, or,
 // after set_cpu_executor("aten"), the ATen executor; CUDA tensors: the ATen executor), the plan
-// last prepared on it, and the algorithms that "auto" chose per shape. The plan is prepared again only when the problem, options or dtype
-// change; every call then binds the caller's tensors to the plan's buffers and runs it.
+// last prepared on it, and the algorithms that "auto" chose per shape. The plan is prepared again only when the
+// problem, options or dtype change; every call then binds the caller's tensors to the plan's buffers and runs it.
 #pragma once
 
 #include <map>

@@ -61,7 +61,9 @@ class DataFlow {
   void check_final(Errors&) const;
   void check_rank(int rank, Errors&) const;  // check_final for one rank
   // Replaying one rank alone: its receives get these rows instead of a peer's.
-  void receive(int rank, int step, const Slice& into, std::vector<Terms> rows) { write(rank, step, into, std::move(rows), false); }
+  void receive(int rank, int step, const Slice& into, std::vector<Terms> rows) {
+    write(rank, step, into, std::move(rows), false);
+  }
   std::vector<Terms> read(int rank, const Slice&) const;
   // Called with every transfer as it happens, and the rows it carries.
   std::function<void(const Pair&, const std::vector<Terms>&)> on_transfer;

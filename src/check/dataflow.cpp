@@ -17,8 +17,12 @@
 
 namespace collmm::check {
 
-bool Term::operator<(const Term& o) const { return std::tie(kind, rank, row, b_rank) < std::tie(o.kind, o.rank, o.row, o.b_rank); }
-bool Term::operator==(const Term& o) const { return kind == o.kind && rank == o.rank && row == o.row && b_rank == o.b_rank; }
+bool Term::operator<(const Term& o) const {
+  return std::tie(kind, rank, row, b_rank) < std::tie(o.kind, o.rank, o.row, o.b_rank);
+}
+bool Term::operator==(const Term& o) const {
+  return kind == o.kind && rank == o.rank && row == o.row && b_rank == o.b_rank;
+}
 
 DataFlow::DataFlow(const std::vector<Plan>& plans) : plans_(plans) {
   for (const Plan& plan : plans) {
@@ -141,7 +145,8 @@ void DataFlow::check_rows(int rank, int buf, const std::vector<Terms>& expected,
     } else {
       if (bad_value) {
         Terms missing, extra;
-        std::set_difference(expected[t].begin(), expected[t].end(), got.begin(), got.end(), std::back_inserter(missing));
+        std::set_difference(expected[t].begin(), expected[t].end(), got.begin(), got.end(),
+                            std::back_inserter(missing));
         std::set_difference(got.begin(), got.end(), expected[t].begin(), expected[t].end(), std::back_inserter(extra));
         msg << " holds " << list(got);
         if (!missing.empty()) msg << ", missing " << list(missing);

@@ -88,8 +88,8 @@ void pair_collectives(const std::vector<Plan>& plans, Matching& m, Errors& error
       }
       for (int x = 0; x < P; ++x)
         if (s.parts[x].rows != first.parts[x].rows)
-          disagree("gives rank " + std::to_string(x) + " " + std::to_string(s.parts[x].rows) + " rows; rank 0 gives it " +
-                   std::to_string(first.parts[x].rows));
+          disagree("gives rank " + std::to_string(x) + " " + std::to_string(s.parts[x].rows) +
+                   " rows; rank 0 gives it " + std::to_string(first.parts[x].rows));
       const Slice& mine = s.kind == StepKind::allgather ? s.a : s.out;
       if (mine.rows != first.parts[q].rows)
         disagree(std::string(s.kind == StepKind::allgather ? "contributes " : "expects ") + std::to_string(mine.rows) +

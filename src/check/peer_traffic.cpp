@@ -19,7 +19,9 @@ bool is_lowered(const Plan& plan) {
 
 PeerTraffic peer_traffic(const std::vector<Plan>& plans, int rank) {
   for (const Plan& plan : plans)
-    if (!is_lowered(plan)) throw std::runtime_error("peer_traffic: rank " + std::to_string(plan.rank) + "'s plan has a collective; lower it first");
+    if (!is_lowered(plan))
+      throw std::runtime_error("peer_traffic: rank " + std::to_string(plan.rank) +
+                               "'s plan has a collective; lower it first");
   Errors errors;
   if (!check_structure(plans, errors)) throw std::runtime_error("peer_traffic: " + errors.at(0));
   const Matching matching = match_comm(plans, errors);
@@ -53,20 +55,26 @@ std::vector<std::string> replay_alone(const std::vector<Plan>& plans, int rank, 
     const Step& s = plan.steps[i];
     const int step = static_cast<int>(i);
     if (s.kind != StepKind::sendrecv) {
-      if (is_comm(s.kind)) errors.push_back(where(plan, step) + ": a collective; lower it first");
-      else flow.run_local(rank, step);
+      if (is_comm(s.kind))
+        errors.push_back(where(plan, step) + ": a collective; lower it first");
+      else
+        flow.run_local(rank, step);
       continue;
     }
     for (size_t k = 0; k < s.sends.size(); ++k) {  // sends read what the rank holds when the step starts
       const LinkTransfer* want = find(traffic.sent, step, static_cast<int>(k));
-      if (!want) errors.push_back(where(plan, step) + ": send " + std::to_string(k) + " is not in the traffic");
+      if (!want)
+        errors.push_back(where(plan, step) + ": send " + std::to_string(k) + " is not in the traffic");
       else if (flow.read(rank, s.sends[k].slice) != want->rows)
-        errors.push_back(where(plan, step) + ": send " + std::to_string(k) + " carries other rows than its receiver needs");
+        errors.push_back(where(plan, step) + ": send " + std::to_string(k) +
+                         " carries other rows than its receiver needs");
     }
     for (size_t k = 0; k < s.recvs.size(); ++k) {
       const LinkTransfer* got = find(traffic.received, step, static_cast<int>(k));
-      if (!got) errors.push_back(where(plan, step) + ": receive " + std::to_string(k) + " is not staged");
-      else flow.receive(rank, step, s.recvs[k].slice, got->rows);
+      if (!got)
+        errors.push_back(where(plan, step) + ": receive " + std::to_string(k) + " is not staged");
+      else
+        flow.receive(rank, step, s.recvs[k].slice, got->rows);
     }
   }
   flow.check_rank(rank, errors);

@@ -32,8 +32,8 @@ struct LinkTransfer {
   int step = -1;   // the step of this rank's plan
   int index = -1;  // into that step's sends (sent) or recvs (received)
   int peer = -1;
-  int peer_step = -1;  // the step of the peer's plan that holds the other side
-  Slice slice;     // the rows on this rank: what is sent, or where received rows land
+  int peer_step = -1;       // the step of the peer's plan that holds the other side
+  Slice slice;              // the rows on this rank: what is sent, or where received rows land
   std::vector<Terms> rows;  // what each row carries
 };
 

@@ -39,9 +39,7 @@ struct StepCheck {
       return false;
     }
     if (s.row < 0 || s.rows < 0 || s.row + s.rows > buffer(s).rows) {
-      fail(what + " " + rows_str(s) + " lies outside its buffer of " + std::to_string(buffer(s).rows) +
-               " rows",
-           true);
+      fail(what + " " + rows_str(s) + " lies outside its buffer of " + std::to_string(buffer(s).rows) + " rows", true);
       return false;
     }
     return true;
@@ -50,8 +48,8 @@ struct StepCheck {
   void same_elements(const Slice& out, const Slice& in, const std::string& what) {
     const int64_t n_out = out.rows * width(out), n_in = in.rows * width(in);
     if (n_out != n_in)
-      fail(what + ": " + rows_str(in) + " has " + std::to_string(n_in) + " elements, " + rows_str(out) +
-           " has " + std::to_string(n_out));
+      fail(what + ": " + rows_str(in) + " has " + std::to_string(n_in) + " elements, " + rows_str(out) + " has " +
+           std::to_string(n_out));
     else if (width(out) != width(in))
       fail(what + ": rows of " + std::to_string(width(in)) + " and of " + std::to_string(width(out)) +
            " elements (the data check follows whole rows)");
@@ -81,9 +79,8 @@ struct StepCheck {
         if (s.a.rows != s.out.rows)
           fail("multiplies " + std::to_string(s.a.rows) + " rows into " + std::to_string(s.out.rows));
         if (width(s.a) != shape.gemm_k || width(s.out) != shape.gemm_n)
-          fail("GEMM of a [" + std::to_string(width(s.a)) + "]-wide input into a [" +
-               std::to_string(width(s.out)) + "]-wide output; B_r is [" + std::to_string(shape.gemm_k) +
-               ", " + std::to_string(shape.gemm_n) + "]");
+          fail("GEMM of a [" + std::to_string(width(s.a)) + "]-wide input into a [" + std::to_string(width(s.out)) +
+               "]-wide output; B_r is [" + std::to_string(shape.gemm_k) + ", " + std::to_string(shape.gemm_n) + "]");
         if (buffer(s.a).role != Role::a && buffer(s.a).role != Role::gathered)
           fail("GEMM input is " + to_string(buffer(s.a).role) + ", not A or the gathered A");
         if (is_input(buffer(s.out).role)) fail("GEMM output is " + to_string(buffer(s.out).role));
@@ -164,7 +161,8 @@ bool check_buffers(const Plan& plan, Errors& errors) {
     return false;
   }
   const LocalShape s = local_shape(plan.problem, plan.rank);
-  const BufferSpec want[3] = {{Role::a, s.a_rows, s.a_cols}, {Role::b, s.b_rows, s.b_cols}, {Role::c, s.c_rows, s.c_cols}};
+  const BufferSpec want[3] = {
+      {Role::a, s.a_rows, s.a_cols}, {Role::b, s.b_rows, s.b_cols}, {Role::c, s.c_rows, s.c_cols}};
   bool ok = true;
   for (int b = 0; b < 3; ++b) {
     const BufferSpec& got = plan.buffers[static_cast<size_t>(b)];

@@ -12,16 +12,15 @@ namespace {
 
 struct RankState {
   std::vector<char> started, done;
-  std::vector<int> pending;                // transfers of a sendrecv not yet met
+  std::vector<int> pending;                  // transfers of a sendrecv not yet met
   std::vector<std::vector<int>> lane_steps;  // [lane] -> its steps in order
-  std::vector<size_t> head;                // [lane] -> first step of the lane not ended
+  std::vector<size_t> head;                  // [lane] -> first step of the lane not ended
 };
 
 class Simulation {
  public:
   Simulation(const std::vector<Plan>& plans, const Matching& m, DataFlow& flow)
-      : plans_(plans), m_(m), flow_(flow), pair_done_(m.pairs.size(), 0),
-        collective_posted_(m.common_collectives, 0) {
+      : plans_(plans), m_(m), flow_(flow), pair_done_(m.pairs.size(), 0), collective_posted_(m.common_collectives, 0) {
     for (const Plan& plan : plans) {
       RankState st;
       const size_t n = plan.steps.size();
@@ -40,7 +39,8 @@ class Simulation {
     for (bool moved = true; moved;) {
       moved = false;
       for (size_t r = 0; r < ranks_.size(); ++r)
-        for (size_t lane = 0; lane < ranks_[r].lane_steps.size(); ++lane) moved = advance(static_cast<int>(r), lane) || moved;
+        for (size_t lane = 0; lane < ranks_[r].lane_steps.size(); ++lane)
+          moved = advance(static_cast<int>(r), lane) || moved;
     }
     for (const RankState& st : ranks_)
       for (char d : st.done)
@@ -132,7 +132,8 @@ class Simulation {
     }
     if (s.kind == StepKind::allgather || s.kind == StepKind::reduce_scatter) {
       const int k = m_.collective_ordinal[r][i];
-      if (k >= static_cast<int>(m_.common_collectives)) return "is posted; no other rank has a collective #" + std::to_string(k);
+      if (k >= static_cast<int>(m_.common_collectives))
+        return "is posted; no other rank has a collective #" + std::to_string(k);
       for (size_t q = 0; q < ranks_.size(); ++q)
         if (!ranks_[q].started[m_.collectives[q][k]]) why += (why.empty() ? "" : ", ") + std::to_string(q);
       return "is posted; collective #" + std::to_string(k) + " waits for rank(s) " + why;
@@ -142,12 +143,14 @@ class Simulation {
       const std::vector<int>& pairs = dir == 0 ? m_.send_pair[r][i] : m_.recv_pair[r][i];
       for (size_t t = 0; t < list.size(); ++t) {
         if (pairs[t] >= 0 && pair_done_[pairs[t]]) continue;
-        why += (why.empty() ? "" : "; ") + std::string(dir == 0 ? "send to " : "receive from ") + std::to_string(list[t].peer);
+        why += (why.empty() ? "" : "; ") + std::string(dir == 0 ? "send to " : "receive from ") +
+               std::to_string(list[t].peer);
         if (pairs[t] < 0) {
           why += " has no partner";
         } else {
           const TransferRef& other = dir == 0 ? m_.pairs[pairs[t]].recv : m_.pairs[pairs[t]].send;
-          why += " waits for its partner, step " + std::to_string(other.step) + " of rank " + std::to_string(other.rank);
+          why +=
+              " waits for its partner, step " + std::to_string(other.step) + " of rank " + std::to_string(other.rank);
         }
       }
     }

@@ -22,7 +22,8 @@ uint64_t splitmix(uint64_t x) {
 // hundreds of millions of values).
 template <class F>
 void parallel_rows(int64_t n, F f) {
-  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<int64_t>(1, n / 64));
+  const int64_t threads =
+      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), std::max<int64_t>(1, n / 64));
   if (threads <= 1) {
     for (int64_t i = 0; i < n; ++i) f(i);
     return;
@@ -97,8 +98,8 @@ HostMatrix reference_c(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
     for (int64_t j = 0; j < cols; ++j) b[kk * cols + j] = input_value(seed, 1, kk, n0 + j, dtype);
   HostMatrix c{rows, cols, std::vector<double>(static_cast<size_t>(rows * cols))};
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(cols),
-              static_cast<int>(p.k), 1.0, a.data(), static_cast<int>(p.k), b.data(), static_cast<int>(cols),
-              0.0, c.v.data(), static_cast<int>(cols));
+              static_cast<int>(p.k), 1.0, a.data(), static_cast<int>(p.k), b.data(), static_cast<int>(cols), 0.0,
+              c.v.data(), static_cast<int>(cols));
   return c;
 }
 
@@ -107,12 +108,17 @@ double tolerance(Dtype in, Dtype out, int64_t k) {
   // inputs in +-[0.1, 1]), so these are relative to a typical output element.
   const double grow = std::max(1.0, std::log2(static_cast<double>(k)));
   switch (out) {
-    case Dtype::f64: return 1e-12 * grow;
-    case Dtype::f32: return (in == Dtype::tf32 ? 2e-3 : 2e-6) * grow;
-    case Dtype::tf32: return 2e-3 * grow;
-    case Dtype::f16: return 4e-3;
+    case Dtype::f64:
+      return 1e-12 * grow;
+    case Dtype::f32:
+      return (in == Dtype::tf32 ? 2e-3 : 2e-6) * grow;
+    case Dtype::tf32:
+      return 2e-3 * grow;
+    case Dtype::f16:
+      return 4e-3;
     case Dtype::bf16:
-    case Dtype::fp8_e4m3: return 3e-2;
+    case Dtype::fp8_e4m3:
+      return 3e-2;
   }
   return 1e-2;
 }

@@ -17,10 +17,14 @@ namespace {
 
 const char* level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "unknown";
 }
@@ -108,8 +112,8 @@ class MpiHostComm : public HostComm {
     if (mpi_wait_until(request, std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_))) return;
     char cpu[64];
     std::snprintf(cpu, sizeof cpu, "%.2f", thread_cpu_seconds() - cpu0);
-    std::cerr << ("collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": no answer from every rank within " +
-                  std::to_string(timeout_s_) + " s (--timeout) in " + phase() +
+    std::cerr << ("collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                  ": no answer from every rank within " + std::to_string(timeout_s_) + " s (--timeout) in " + phase() +
                   ": a rank died or hangs; aborting the job (this wait took " + cpu + " CPU s)\n")
               << std::flush;
     abort(3);

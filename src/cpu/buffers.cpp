@@ -86,8 +86,8 @@ unsigned char* PlanBuffers::ptr(const Slice& s) {
   HostBuffer& b = at(s.buf);
   if (s.row < 0 || s.rows < 0 || s.row + s.rows > b.rows) {
     std::ostringstream msg;
-    msg << "cpu backend: rows [" << s.row << ", " << s.row + s.rows << ") outside buffer " << s.buf
-        << " (" << to_string(b.role) << ", " << b.rows << " rows)";
+    msg << "cpu backend: rows [" << s.row << ", " << s.row + s.rows << ") outside buffer " << s.buf << " ("
+        << to_string(b.role) << ", " << b.rows << " rows)";
     throw std::runtime_error(msg.str());
   }
   if (!b.base()) throw std::runtime_error("cpu backend: buffer " + std::to_string(s.buf) + " has no memory yet");

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <thread>
 
-#include "mpi_host.hpp"
 #include "gemm_engine.hpp"
 #include "host_executor.hpp"
+#include "mpi_host.hpp"
 #include "mpi_transport.hpp"
 
 namespace collmm {

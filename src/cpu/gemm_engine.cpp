@@ -20,8 +20,8 @@ namespace {
 blasint to_blasint(int64_t v, const char* what, const char* file, int line) {
   if (v < 0 || v > static_cast<int64_t>(std::numeric_limits<blasint>::max())) {
     std::ostringstream msg;
-    msg << file << ":" << line << ": " << what << " = " << v
-        << " does not fit the BLAS integer (max " << std::numeric_limits<blasint>::max() << ")";
+    msg << file << ":" << line << ": " << what << " = " << v << " does not fit the BLAS integer (max "
+        << std::numeric_limits<blasint>::max() << ")";
     throw std::runtime_error(msg.str());
   }
   return static_cast<blasint>(v);
@@ -45,7 +45,6 @@ void widen_bf16(const void* src, int64_t rows, int64_t cols, int64_t ld, std::ve
 
 bool gemm_supports(Dtype in) { return in == Dtype::f32 || in == Dtype::f64 || in == Dtype::bf16; }
 
-
 bool have_native_bf16() {
 #ifdef COLLMM_HAVE_SBGEMM
   return true;
@@ -68,22 +67,20 @@ void run_gemm(const GemmCall& g) {
       return;
     case Dtype::f32:
       cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, static_cast<const float*>(g.a), lda,
-                  static_cast<const float*>(g.b), ldb, static_cast<float>(beta), static_cast<float*>(g.c),
-                  ldc);
+                  static_cast<const float*>(g.b), ldb, static_cast<float>(beta), static_cast<float*>(g.c), ldc);
       return;
     case Dtype::bf16: {
 #ifdef COLLMM_HAVE_SBGEMM
       cblas_sbgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, static_cast<const bfloat16*>(g.a), lda,
-                   static_cast<const bfloat16*>(g.b), ldb, static_cast<float>(beta),
-                   static_cast<float*>(g.c), ldc);
+                   static_cast<const bfloat16*>(g.b), ldb, static_cast<float>(beta), static_cast<float*>(g.c), ldc);
 #else
       thread_local std::vector<float> a32, b32;  // one pair per GEMM lane thread
       const int64_t b_rows = g.b_layout == BLayout::nk ? g.n : g.k;
       const int64_t b_cols = g.b_layout == BLayout::nk ? g.k : g.n;
       widen_bf16(g.a, g.m, g.k, g.lda, a32);
       widen_bf16(g.b, b_rows, b_cols, g.ldb, b32);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a32.data(), k, b32.data(),
-                  COLLMM_BLASINT(b_cols), static_cast<float>(beta), static_cast<float*>(g.c), ldc);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a32.data(), k, b32.data(), COLLMM_BLASINT(b_cols),
+                  static_cast<float>(beta), static_cast<float*>(g.c), ldc);
 #endif
       return;
     }

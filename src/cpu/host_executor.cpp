@@ -19,8 +19,8 @@
 #include "collmm/agreement.hpp"
 #include "collmm/deadline.hpp"
 #include "collmm/element_types.hpp"
-#include "collmm/memory.hpp"
 #include "collmm/executor.hpp"
+#include "collmm/memory.hpp"
 #include "gemm_engine.hpp"
 #include "host_executor.hpp"
 #include "lane_pool.hpp"
@@ -41,11 +41,13 @@ using Clock = std::chrono::steady_clock;
 // "name=value" of everything every rank must agree on, in a fixed order.
 std::vector<std::pair<std::string, std::string>> signature(const Plan& plan, Dtype dtype) {
   const Problem& p = plan.problem;
-  std::vector<std::pair<std::string, std::string>> keys{
-      {"world size", std::to_string(p.world)}, {"op", to_string(p.op)},
-      {"M", std::to_string(p.m)},             {"N", std::to_string(p.n)},
-      {"K", std::to_string(p.k)},             {"B layout", to_string(p.b_layout)},
-      {"dtype", to_string(dtype)}};
+  std::vector<std::pair<std::string, std::string>> keys{{"world size", std::to_string(p.world)},
+                                                        {"op", to_string(p.op)},
+                                                        {"M", std::to_string(p.m)},
+                                                        {"N", std::to_string(p.n)},
+                                                        {"K", std::to_string(p.k)},
+                                                        {"B layout", to_string(p.b_layout)},
+                                                        {"dtype", to_string(dtype)}};
   for (auto& key : agreement_keys(plan.options)) keys.push_back(std::move(key));
   return keys;
 }
@@ -54,9 +56,13 @@ class HostExecutor : public Executor {
  public:
   HostExecutor(const BackendOptions& options, std::unique_ptr<HostComm> host, std::unique_ptr<Transport> transport,
                int blas_threads, int ranks_on_node)
-      : options_(options), host_(std::move(host)), transport_(std::move(transport)), blas_threads_(blas_threads),
+      : options_(options),
+        host_(std::move(host)),
+        transport_(std::move(transport)),
+        blas_threads_(blas_threads),
         ranks_on_node_(ranks_on_node) {
-    if (options.timeout_s < 1) throw UsageError("timeout must be >= 1 s (got " + std::to_string(options.timeout_s) + ")");
+    if (options.timeout_s < 1)
+      throw UsageError("timeout must be >= 1 s (got " + std::to_string(options.timeout_s) + ")");
     if (transport_->rank() == options.debug_hang_rank) std::raise(SIGSTOP);
     if (transport_->rank() == options.debug_fail_rank)
       throw std::runtime_error("rank " + std::to_string(transport_->rank()) +
@@ -79,7 +85,8 @@ class HostExecutor : public Executor {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (ranks_on_node_ * blas_threads_ <= cores) return {};
     return std::to_string(ranks_on_node_) + " ranks x " + std::to_string(blas_threads_) + " BLAS thread(s) on the " +
-           std::to_string(cores) + " cores of this node: ranks take turns on the cores, so these times (and E) "
+           std::to_string(cores) +
+           " cores of this node: ranks take turns on the cores, so these times (and E) "
            "are not overlap figures";
   }
 
@@ -99,8 +106,7 @@ class HostExecutor : public Executor {
       misfit = "a plan for rank " + std::to_string(plan.rank) + " of " + std::to_string(plan.problem.world) +
                " given to rank " + std::to_string(transport_->rank()) + " of " + std::to_string(transport_->size());
     check_ranks_agree(plan, dtype, misfit);  // collective: every rank throws the same message
-    if (!supports(dtype))
-      throw UsageError("cpu backend: no " + to_string(dtype) + " GEMM (it has f32, f64, bf16)");
+    if (!supports(dtype)) throw UsageError("cpu backend: no " + to_string(dtype) + " GEMM (it has f32, f64, bf16)");
     pool_.reset();
     plan_ = plan;
     dtype_ = dtype;
@@ -116,7 +122,8 @@ class HostExecutor : public Executor {
   }
   bool can_bind() const override { return true; }
   void bind(int i, int buffer, void* data, size_t nbytes) override {
-    if (i != 0) throw UsageError("cpu backend: local rank index " + std::to_string(i) + " (this process drives one rank)");
+    if (i != 0)
+      throw UsageError("cpu backend: local rank index " + std::to_string(i) + " (this process drives one rank)");
     if (!pool_) throw std::runtime_error("cpu backend: bind() before prepare()");
     buffers_.bind(buffer, data, nbytes);
   }
@@ -129,7 +136,8 @@ class HostExecutor : public Executor {
     const double cpu0 = thread_cpu_seconds();
     if (!transport_->barrier_until(deadline)) {
       char cpu[96];
-      std::snprintf(cpu, sizeof cpu, "in the barrier that starts the run (this wait took %.2f CPU s)", thread_cpu_seconds() - cpu0);
+      std::snprintf(cpu, sizeof cpu, "in the barrier that starts the run (this wait took %.2f CPU s)",
+                    thread_cpu_seconds() - cpu0);
       watchdog(cpu);
     }
     std::vector<bool> skip(plan_.steps.size(), false);
@@ -146,7 +154,8 @@ class HostExecutor : public Executor {
 
  private:
   HostBuffer& checked_buffer(int i, int buffer, size_t nbytes) {
-    if (i != 0) throw UsageError("cpu backend: local rank index " + std::to_string(i) + " (this process drives one rank)");
+    if (i != 0)
+      throw UsageError("cpu backend: local rank index " + std::to_string(i) + " (this process drives one rank)");
     HostBuffer& b = buffers_.backed(buffer);
     if (nbytes != b.bytes())
       throw UsageError("cpu backend: buffer " + std::to_string(buffer) + " (" + to_string(b.role) + ") holds " +
@@ -163,12 +172,18 @@ class HostExecutor : public Executor {
 
   void run_step(const Step& s) {
     switch (s.kind) {
-      case StepKind::gemm: return run_gemm_step(s);
-      case StepKind::copy: return run_copy_or_add(s, false);
-      case StepKind::add: return run_copy_or_add(s, true);
-      case StepKind::sendrecv: return run_sendrecv(s);
-      case StepKind::allgather: return run_allgather(s);
-      case StepKind::reduce_scatter: return run_reduce_scatter(s);
+      case StepKind::gemm:
+        return run_gemm_step(s);
+      case StepKind::copy:
+        return run_copy_or_add(s, false);
+      case StepKind::add:
+        return run_copy_or_add(s, true);
+      case StepKind::sendrecv:
+        return run_sendrecv(s);
+      case StepKind::allgather:
+        return run_allgather(s);
+      case StepKind::reduce_scatter:
+        return run_reduce_scatter(s);
     }
   }
 

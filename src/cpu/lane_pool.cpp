@@ -14,17 +14,19 @@ double us_since(LanePool::Clock::time_point t0) {
 }  // namespace
 
 LanePool::LanePool(const Plan& plan, StepFn run_step)
-    : plan_(plan), run_step_(std::move(run_step)), lane_steps_(static_cast<size_t>(plan.lanes)),
+    : plan_(plan),
+      run_step_(std::move(run_step)),
+      lane_steps_(static_cast<size_t>(plan.lanes)),
       state_(static_cast<size_t>(plan.lanes)) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
     if (s.lane < 0 || s.lane >= plan.lanes)
-      throw std::runtime_error("cpu backend: step " + std::to_string(i) + " is on lane " +
-                               std::to_string(s.lane) + " of a plan with " + std::to_string(plan.lanes));
+      throw std::runtime_error("cpu backend: step " + std::to_string(i) + " is on lane " + std::to_string(s.lane) +
+                               " of a plan with " + std::to_string(plan.lanes));
     for (int w : s.waits)
       if (w < 0 || static_cast<size_t>(w) >= i)
-        throw std::runtime_error("cpu backend: step " + std::to_string(i) + " waits for step " +
-                                 std::to_string(w) + ", which is not an earlier step");
+        throw std::runtime_error("cpu backend: step " + std::to_string(i) + " waits for step " + std::to_string(w) +
+                                 ", which is not an earlier step");
     lane_steps_[static_cast<size_t>(s.lane)].push_back(static_cast<int>(i));
   }
   for (int lane = 0; lane < plan.lanes; ++lane) threads_.emplace_back([this, lane] { lane_main(lane); });

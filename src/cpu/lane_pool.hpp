@@ -54,14 +54,17 @@ class LanePool {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool stop_ = false;
-  long generation_ = 0;               // bumped by start()
+  long generation_ = 0;  // bumped by start()
   std::vector<bool> skip_;
   std::vector<char> done_;
   int finished_lanes_ = 0;
   bool failed_ = false;
   std::exception_ptr error_;
-  struct LaneState { int step = -1; bool running = false; };
-  std::vector<LaneState> state_;      // current step of each lane (-1: idle)
+  struct LaneState {
+    int step = -1;
+    bool running = false;
+  };
+  std::vector<LaneState> state_;  // current step of each lane (-1: idle)
   Clock::time_point t0_;
   std::vector<StepTime> times_;
   double total_us_ = 0;

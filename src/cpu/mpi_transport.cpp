@@ -17,8 +17,8 @@ namespace {
 int to_int(int64_t v, const char* what, const char* file, int line) {
   if (v < 0 || v > INT_MAX) {
     std::ostringstream msg;
-    msg << file << ":" << line << ": " << what << " = " << v
-        << " does not fit MPI's int count (max " << INT_MAX << "); use more ranks or pipeline stages";
+    msg << file << ":" << line << ": " << what << " = " << v << " does not fit MPI's int count (max " << INT_MAX
+        << "); use more ranks or pipeline stages";
     throw std::runtime_error(msg.str());
   }
   return static_cast<int>(v);
@@ -77,11 +77,9 @@ void MpiTransport::sendrecv(const std::vector<Message>& sends, const std::vector
   std::vector<MPI_Request> requests(sends.size() + recvs.size(), MPI_REQUEST_NULL);
   size_t i = 0;
   for (const Message& m : recvs)
-    COLLMM_MPI(MPI_Irecv(m.data, COLLMM_MPI_INT(m.rows), row_type(m.row_bytes), m.peer, kTag, comm_,
-                         &requests[i++]));
+    COLLMM_MPI(MPI_Irecv(m.data, COLLMM_MPI_INT(m.rows), row_type(m.row_bytes), m.peer, kTag, comm_, &requests[i++]));
   for (const Message& m : sends)
-    COLLMM_MPI(MPI_Isend(m.data, COLLMM_MPI_INT(m.rows), row_type(m.row_bytes), m.peer, kTag, comm_,
-                         &requests[i++]));
+    COLLMM_MPI(MPI_Isend(m.data, COLLMM_MPI_INT(m.rows), row_type(m.row_bytes), m.peer, kTag, comm_, &requests[i++]));
   wait_yielding(requests);
 }
 
@@ -91,8 +89,8 @@ void MpiTransport::allgather(const void* mine, int64_t mine_rows, unsigned char*
     throw std::runtime_error("cpu backend: allgather has " + std::to_string(parts.size()) + " parts for " +
                              std::to_string(size_) + " ranks");
   if (mine_rows != parts[static_cast<size_t>(rank_)].rows)
-    throw std::runtime_error("cpu backend: allgather contributes " + std::to_string(mine_rows) +
-                             " rows to a part of " + std::to_string(parts[static_cast<size_t>(rank_)].rows));
+    throw std::runtime_error("cpu backend: allgather contributes " + std::to_string(mine_rows) + " rows to a part of " +
+                             std::to_string(parts[static_cast<size_t>(rank_)].rows));
   std::vector<int> counts, displs;
   for (const RowRange& q : parts) {
     counts.push_back(COLLMM_MPI_INT(q.rows));
@@ -101,14 +99,14 @@ void MpiTransport::allgather(const void* mine, int64_t mine_rows, unsigned char*
   const MPI_Datatype row = row_type(row_bytes);
   const unsigned char* own = base + static_cast<size_t>(parts[static_cast<size_t>(rank_)].row) * row_bytes;
   const void* send = mine == own ? MPI_IN_PLACE : mine;
-  COLLMM_MPI(MPI_Allgatherv(send, counts[static_cast<size_t>(rank_)], row, base, counts.data(), displs.data(),
-                            row, comm_));
+  COLLMM_MPI(
+      MPI_Allgatherv(send, counts[static_cast<size_t>(rank_)], row, base, counts.data(), displs.data(), row, comm_));
 }
 
 void MpiTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts) {
   if (static_cast<int>(counts.size()) != size_)
-    throw std::runtime_error("cpu backend: reduce-scatter has " + std::to_string(counts.size()) +
-                             " parts for " + std::to_string(size_) + " ranks");
+    throw std::runtime_error("cpu backend: reduce-scatter has " + std::to_string(counts.size()) + " parts for " +
+                             std::to_string(size_) + " ranks");
   std::vector<int> recvcounts;
   for (int64_t c : counts) recvcounts.push_back(COLLMM_MPI_INT(c));
   COLLMM_MPI(MPI_Reduce_scatter(send, recv, recvcounts.data(), element_type(dtype), MPI_SUM, comm_));

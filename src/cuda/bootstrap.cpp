@@ -15,10 +15,10 @@
 #include <iostream>
 #include <string>
 
-#include "cuda_check.hpp"
 #include "collmm/deadline.hpp"
-#include "mpi_host.hpp"
+#include "cuda_check.hpp"
 #include "cuda_executor.hpp"
+#include "mpi_host.hpp"
 #include "nccl_host_comm.hpp"
 #include "nccl_transport.hpp"
 
@@ -32,7 +32,8 @@ int visible_gpus() {
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    throw UsageError(std::string("--backend cuda: no usable CUDA GPU (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")");
+    throw UsageError(std::string("--backend cuda: no usable CUDA GPU (cudaGetDeviceCount: ") + cudaGetErrorString(e) +
+                     ")");
   }
   if (n == 0) throw UsageError("--backend cuda: no CUDA GPU is visible");
   return n;
@@ -47,7 +48,8 @@ int env_int(const char* name) {
   const char* v = env(name);
   char* end = nullptr;
   const long x = v ? std::strtol(v, &end, 10) : 0;
-  if (!v || *end) throw UsageError(std::string("environment variable ") + name + "='" + (v ? v : "") + "' is not an integer");
+  if (!v || *end)
+    throw UsageError(std::string("environment variable ") + name + "='" + (v ? v : "") + "' is not an integer");
   return static_cast<int>(x);
 }
 
@@ -75,11 +77,12 @@ void nccl_setup(const BackendOptions& o, HostComm* host, int rank, Setup setup) 
   const std::string who = "collmm cuda: rank " + std::to_string(rank) + ": ";
   try {
     DeadlineGuard guard(o.timeout_s,
-                        who + "NCCL setup (ncclCommInitRankConfig) did not finish within " + std::to_string(o.timeout_s) +
-                            " s (--timeout): a rank died or hangs; aborting the job",
+                        who + "NCCL setup (ncclCommInitRankConfig) did not finish within " +
+                            std::to_string(o.timeout_s) + " s (--timeout): a rank died or hangs; aborting the job",
                         [&] { end_job(3); });
     if (rank == o.debug_hang_rank) std::raise(SIGSTOP);
-    if (rank == o.debug_fail_rank) throw std::runtime_error("failing on purpose (--debug-die-rank, --debug-phase init)");
+    if (rank == o.debug_fail_rank)
+      throw std::runtime_error("failing on purpose (--debug-die-rank, --debug-phase init)");
     setup();
   } catch (const std::exception& e) {
     std::cerr << (who + "NCCL setup failed: " + e.what() + "; aborting the job\n") << std::flush;
@@ -117,7 +120,8 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
   if (o.transport == "host") {
     if (o.world < 1) throw UsageError("--transport host needs the job's size: --world P (P >= 1)");
     if (o.rank < 0 || o.rank >= o.world)
-      throw UsageError("--transport host: --rank " + std::to_string(o.rank) + " is not a rank of --world " + std::to_string(o.world));
+      throw UsageError("--transport host: --rank " + std::to_string(o.rank) + " is not a rank of --world " +
+                       std::to_string(o.world));
     if (o.link_copy != "engine" && o.link_copy != "sm")
       throw UsageError("--link-copy must be engine or sm, got '" + o.link_copy + "'");
     s.transport = cuda::Transport::host;
@@ -129,7 +133,8 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     return std::make_unique<cuda::CudaExecutor>(std::move(s));
   }
   if (o.link_copy != "engine") throw UsageError("--link-copy applies to --transport host only");
-  if (o.rank != 0) throw UsageError("--rank applies to --transport host only (other transports take the rank from the launcher)");
+  if (o.rank != 0)
+    throw UsageError("--rank applies to --transport host only (other transports take the rank from the launcher)");
   if (o.transport != "nccl") throw UsageError("--transport must be nccl, local or host, got '" + o.transport + "'");
   s.transport = cuda::Transport::nccl;
 
@@ -140,8 +145,9 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     const int per_node = launched_by_mpi() ? mpi_node_size() : 1;
     const int node_rank = launched_by_mpi() ? mpi_node_rank() : 0;
     if (G * per_node > gpus)
-      throw UsageError("-g " + std::to_string(G) + " with " + std::to_string(per_node) + " process(es) per node needs " +
-                       std::to_string(G * per_node) + " GPUs; " + std::to_string(gpus) + " visible");
+      throw UsageError("-g " + std::to_string(G) + " with " + std::to_string(per_node) +
+                       " process(es) per node needs " + std::to_string(G * per_node) + " GPUs; " +
+                       std::to_string(gpus) + " visible");
     s.world = G * s.host->procs();
     for (int i = 0; i < G; ++i) s.ranks.push_back(s.host->proc() * G + i), s.devices.push_back(node_rank * G + i);
     ncclUniqueId id;
@@ -180,7 +186,8 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
     s.host = cuda::make_nccl_host_comm(host_comm, s.devices[0], o.timeout_s);
   }
   if (o.world > 0 && o.world != s.world)
-    throw UsageError("world " + std::to_string(o.world) + " asked for, but the job has " + std::to_string(s.world) + " ranks");
+    throw UsageError("world " + std::to_string(o.world) + " asked for, but the job has " + std::to_string(s.world) +
+                     " ranks");
   return std::make_unique<cuda::CudaExecutor>(std::move(s));
 }
 

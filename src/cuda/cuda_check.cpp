@@ -8,14 +8,15 @@ namespace collmm::cuda {
 namespace {
 
 [[noreturn]] void fail(const char* lib, const std::string& what, const char* call, const char* file, int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + lib +
-                           " " + what);
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + lib + " " +
+                           what);
 }
 
 }  // namespace
 
 void check_cuda(cudaError_t code, const char* call, const char* file, int line) {
-  if (code != cudaSuccess) fail("CUDA", std::string(cudaGetErrorName(code)) + ": " + cudaGetErrorString(code), call, file, line);
+  if (code != cudaSuccess)
+    fail("CUDA", std::string(cudaGetErrorName(code)) + ": " + cudaGetErrorString(code), call, file, line);
 }
 
 void check_cublas(cublasStatus_t code, const char* call, const char* file, int line) {

@@ -81,9 +81,10 @@ void CudaExecutor::check_memory(const MemoryNeed& need) const {
 
 void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
   if (plans.size() != s_.ranks.size())
-    throw UsageError("cuda executor: " + std::to_string(plans.size()) + " plans for " + std::to_string(s_.ranks.size()) +
-                     " local ranks");
-  if (!supports(dtype)) throw UsageError("cuda backend: " + to_string(dtype) + " needs a GPU of compute capability 9.0+");
+    throw UsageError("cuda executor: " + std::to_string(plans.size()) + " plans for " +
+                     std::to_string(s_.ranks.size()) + " local ranks");
+  if (!supports(dtype))
+    throw UsageError("cuda backend: " + to_string(dtype) + " needs a GPU of compute capability 9.0+");
   for (size_t i = 0; i < plans.size(); ++i) {
     if (plans[i].rank != s_.ranks[i] || plans[i].problem.world != s_.world)
       throw UsageError("cuda executor: plan " + std::to_string(i) + " is for rank " + std::to_string(plans[i].rank) +
@@ -107,7 +108,8 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
         if (a == b) continue;
         int can = 0;
         COLLMM_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
-        if (!can) throw UsageError("--transport local: GPU " + std::to_string(a) + " cannot access GPU " + std::to_string(b));
+        if (!can)
+          throw UsageError("--transport local: GPU " + std::to_string(a) + " cannot access GPU " + std::to_string(b));
         COLLMM_CUDA(cudaSetDevice(a));
         const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
         if (e == cudaErrorPeerAccessAlreadyEnabled)
@@ -169,13 +171,14 @@ RankRun CudaExecutor::unlowered(const RankRun& run) const {
 }
 
 RankDevice& CudaExecutor::rank_at(int i, int buffer, size_t nbytes) {
-  if (i < 0 || i >= static_cast<int>(ranks_.size())) throw UsageError("cuda executor: no local rank " + std::to_string(i));
+  if (i < 0 || i >= static_cast<int>(ranks_.size()))
+    throw UsageError("cuda executor: no local rank " + std::to_string(i));
   RankDevice& r = *ranks_[i];
   if (buffer < 0 || buffer >= static_cast<int>(r.plan().buffers.size()))
     throw UsageError("cuda executor: no buffer " + std::to_string(buffer));
   if (nbytes > r.buffer_bytes(buffer))
-    throw UsageError("cuda executor: " + std::to_string(nbytes) + " bytes for buffer " + std::to_string(buffer) + " of " +
-                     std::to_string(r.buffer_bytes(buffer)));
+    throw UsageError("cuda executor: " + std::to_string(nbytes) + " bytes for buffer " + std::to_string(buffer) +
+                     " of " + std::to_string(r.buffer_bytes(buffer)));
   COLLMM_CUDA(cudaSetDevice(r.device()));
   return r;
 }
@@ -298,7 +301,8 @@ void CudaExecutor::wait_all() {
       if (std::chrono::steady_clock::now() > deadline) {
         abort_comms();
         throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + " did not finish within " +
-                                 std::to_string(s_.timeout_s) + " s (a peer died or hangs); NCCL communicators aborted");
+                                 std::to_string(s_.timeout_s) +
+                                 " s (a peer died or hangs); NCCL communicators aborted");
       }
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(200));
@@ -326,8 +330,8 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
   } else {  // -g G: one host thread per GPU, as nccl-tests does, made once
     if (!issue_threads_) issue_threads_ = std::make_unique<IssueThreads>(static_cast<int>(ranks_.size()));
     // A rank that fails leaves its peers waiting in NCCL for it: abort every communicator at once.
-    const std::vector<double> walls = issue_threads_->run_all([&](size_t i) { launch_rank(i, filter); },
-                                                              [&] { abort_comms(); });
+    const std::vector<double> walls =
+        issue_threads_->run_all([&](size_t i) { launch_rank(i, filter); }, [&] { abort_comms(); });
     issue_us_ = *std::max_element(walls.begin(), walls.end());
   }
   wait_all();

@@ -29,16 +29,16 @@ enum class Transport { nccl, local, host };
 struct CudaSetup {
   Transport transport = Transport::nccl;
   int world = 1;
-  std::vector<int> ranks;          // ranks driven here, ascending
-  std::vector<int> devices;        // GPU of each
-  std::vector<ncclComm_t> comms;   // nccl: one per rank driven here; the executor destroys them
+  std::vector<int> ranks;         // ranks driven here, ascending
+  std::vector<int> devices;       // GPU of each
+  std::vector<ncclComm_t> comms;  // nccl: one per rank driven here; the executor destroys them
   std::unique_ptr<HostComm> host;
   EngineSettings engine;
   bool graph = false;
   int timeout_s = 300;
   LinkCopy link_copy = LinkCopy::engine;  // host: copy engines or an SM copy kernel
-  int processes_per_node = 1;    // processes of the job on this node (they share its host memory)
-  int processes_per_device = 1;  // processes sharing one GPU (several NCCL ranks on one GPU)
+  int processes_per_node = 1;             // processes of the job on this node (they share its host memory)
+  int processes_per_device = 1;           // processes sharing one GPU (several NCCL ranks on one GPU)
 };
 
 class CudaExecutor final : public Executor, public PlayedPeers, public CalibrationHooks {
@@ -86,7 +86,7 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   CudaSetup s_;
   std::vector<std::unique_ptr<RankDevice>> ranks_;
   std::map<int, std::vector<cudaGraphExec_t>> graphs_;  // per filter: one per rank (nccl) or one (local)
-  double issue_us_ = 0;  // host wall time of the last run()'s issue (longest thread)
+  double issue_us_ = 0;                                 // host wall time of the last run()'s issue (longest thread)
   // host transport: the link, the job's inputs it makes the peers' data from, and for each step of
   // the lowered plan the step of the given plan it comes from.
   PinnedArena arena_;

@@ -15,17 +15,38 @@ namespace collmm::cuda {
 namespace {
 
 template <typename T>
-__device__ float to_f(T v) { return static_cast<float>(v); }
+__device__ float to_f(T v) {
+  return static_cast<float>(v);
+}
 template <typename T>
-__device__ T from_f(float v) { return static_cast<T>(v); }
-template <> __device__ float to_f(__half v) { return __half2float(v); }
-template <> __device__ __half from_f(float v) { return __float2half_rn(v); }
-template <> __device__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <> __device__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
+__device__ T from_f(float v) {
+  return static_cast<T>(v);
+}
+template <>
+__device__ float to_f(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __half from_f(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ float to_f(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ __nv_bfloat16 from_f(float v) {
+  return __float2bfloat16_rn(v);
+}
 
 template <typename T>
-__device__ T sum(T x, T y) { return from_f<T>(to_f(x) + to_f(y)); }
-template <> __device__ double sum(double x, double y) { return x + y; }
+__device__ T sum(T x, T y) {
+  return from_f<T>(to_f(x) + to_f(y));
+}
+template <>
+__device__ double sum(double x, double y) {
+  return x + y;
+}
 
 // `vectors` 16-byte groups of W = 16 / sizeof(T) elements, then the tail element by element.
 template <typename T>
@@ -72,12 +93,21 @@ __global__ void copy_bytes_kernel(char* dst, const char* src, size_t bytes) {
 void add_into(void* out, const void* a, size_t count, Dtype dtype, cudaStream_t stream) {
   if (count == 0) return;
   switch (dtype) {
-    case Dtype::f64: launch_add<double>(out, a, count, stream); break;
+    case Dtype::f64:
+      launch_add<double>(out, a, count, stream);
+      break;
     case Dtype::f32:
-    case Dtype::tf32: launch_add<float>(out, a, count, stream); break;
-    case Dtype::f16: launch_add<__half>(out, a, count, stream); break;
-    case Dtype::bf16: launch_add<__nv_bfloat16>(out, a, count, stream); break;
-    case Dtype::fp8_e4m3: throw UsageError("add: fp8 is an input type, never an output type");
+    case Dtype::tf32:
+      launch_add<float>(out, a, count, stream);
+      break;
+    case Dtype::f16:
+      launch_add<__half>(out, a, count, stream);
+      break;
+    case Dtype::bf16:
+      launch_add<__nv_bfloat16>(out, a, count, stream);
+      break;
+    case Dtype::fp8_e4m3:
+      throw UsageError("add: fp8 is an input type, never an output type");
   }
   COLLMM_CUDA(cudaGetLastError());
 }
@@ -96,7 +126,8 @@ void sm_copy(void* dst, const void* src, size_t bytes, int ctas, cudaStream_t st
     const size_t tail = bytes - head - vectors * 16;
     if (head > 0) copy_bytes_kernel<<<1, 32, 0, stream>>>(d, s, head);
     if (vectors > 0)
-      copy_kernel<<<ctas, 512, 0, stream>>>(reinterpret_cast<uint4*>(d + head), reinterpret_cast<const uint4*>(s + head), vectors);
+      copy_kernel<<<ctas, 512, 0, stream>>>(reinterpret_cast<uint4*>(d + head),
+                                            reinterpret_cast<const uint4*>(s + head), vectors);
     if (tail > 0) copy_bytes_kernel<<<1, 32, 0, stream>>>(d + bytes - tail, s + bytes - tail, tail);
   }
   COLLMM_CUDA(cudaGetLastError());

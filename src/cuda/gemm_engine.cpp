@@ -28,7 +28,8 @@ std::vector<cublasLtMatmulAlgo_t> split_k_variants(cublasLtHandle_t h, cublasLtM
     uint32_t schemes = 0;
     size_t got = 0;
     cublasLtMatmulAlgoCapGetAttribute(&r[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_ok, sizeof splitk_ok, &got);
-    cublasLtMatmulAlgoCapGetAttribute(&r[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes, &got);
+    cublasLtMatmulAlgoCapGetAttribute(&r[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes,
+                                      &got);
     if (!splitk_ok) continue;
     for (int32_t split : {2, 4, 8})
       for (uint32_t scheme : {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
@@ -53,12 +54,18 @@ struct Types {
 
 Types types_of(Dtype d) {
   switch (d) {
-    case Dtype::f64: return {CUDA_R_64F, CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
-    case Dtype::f32: return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
-    case Dtype::tf32: return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
-    case Dtype::f16: return {CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
-    case Dtype::bf16: return {CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
-    case Dtype::fp8_e4m3: return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::f64:
+      return {CUDA_R_64F, CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case Dtype::f32:
+      return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::tf32:
+      return {CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+    case Dtype::f16:
+      return {CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::bf16:
+      return {CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::fp8_e4m3:
+      return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
   }
   throw UsageError("gemm engine: unknown dtype");
 }
@@ -113,8 +120,18 @@ bool GemmEngine::supports(Dtype d) const {
 
 GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, void* workspace) {
   const int sm_target = sm_target_ > 0 && sm_target_ < sm_count_ ? sm_target_ : 0;
-  const GemmKey key{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, static_cast<int>(g.dtype), static_cast<int>(g.b_layout),
-                    sm_target, alignment_of(g.a), alignment_of(g.b), alignment_of(g.c)};
+  const GemmKey key{g.m,
+                    g.n,
+                    g.k,
+                    g.lda,
+                    g.ldb,
+                    g.ldc,
+                    static_cast<int>(g.dtype),
+                    static_cast<int>(g.b_layout),
+                    sm_target,
+                    alignment_of(g.a),
+                    alignment_of(g.b),
+                    alignment_of(g.c)};
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
 
@@ -128,7 +145,8 @@ GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, voi
   COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   if (sm_target > 0)
-    COLLMM_CUBLAS(cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof sm_target));
+    COLLMM_CUBLAS(
+        cublasLtMatmulDescSetAttribute(e.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof sm_target));
   if (g.dtype == Dtype::fp8_e4m3 && scales_) {
     const float* sa = scales_ + 64;  // cuBLASLt's A is our B
     const float* sb = scales_;
@@ -148,10 +166,14 @@ GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, voi
   const uint64_t ws = workspace_bytes_;
   const uint32_t al_a = key.align_b, al_b = key.align_a, al_c = key.align_c;  // cuBLASLt's A is our B
   COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-  COLLMM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+  COLLMM_CUBLAS(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+  COLLMM_CUBLAS(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+  COLLMM_CUBLAS(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+  COLLMM_CUBLAS(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   COLLMM_CUDA(cudaStreamIsCapturing(stream, &capturing));
   const int wanted = choice_ == AlgoChoice::timed && capturing == cudaStreamCaptureStatusNone ? kTimedCandidates : 1;
@@ -165,12 +187,11 @@ GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, voi
     cublasLtMatrixLayoutDestroy(e.b);
     cublasLtMatrixLayoutDestroy(e.c);
     cublasLtMatmulDescDestroy(e.op);
-    throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) +
-                             ": cuBLASLt has no algorithm for " + to_string(g.dtype) + " M=" + std::to_string(g.m) +
-                             " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) + " lda=" +
-                             std::to_string(g.lda) + " ldb=" + std::to_string(g.ldb) + " ldc=" +
-                             std::to_string(g.ldc) + " B " + to_string(g.b_layout) + " (status " +
-                             cublasLtGetStatusName(st) + ")");
+    throw std::runtime_error(
+        std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": cuBLASLt has no algorithm for " +
+        to_string(g.dtype) + " M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) +
+        " lda=" + std::to_string(g.lda) + " ldb=" + std::to_string(g.ldb) + " ldc=" + std::to_string(g.ldc) + " B " +
+        to_string(g.b_layout) + " (status " + cublasLtGetStatusName(st) + ")");
   }
   e.algo = results[0].algo;
   if (found > 1) tune(e, g, stream, workspace, found, results);
@@ -184,14 +205,15 @@ cublasStatus_t GemmEngine::try_launch(const Entry& e, const cublasLtMatmulAlgo_t
   const bool f64 = g.dtype == Dtype::f64;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* b = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  return cublasLtMatmul(handle_, e.op, alpha, g.b, e.a, g.a, e.b, b, c, e.c, c, e.c, &algo, workspace,
-                        workspace_bytes_, stream);
+  return cublasLtMatmul(handle_, e.op, alpha, g.b, e.a, g.a, e.b, b, c, e.c, c, e.c, &algo, workspace, workspace_bytes_,
+                        stream);
 }
 
 void GemmEngine::launch(const Entry& e, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g, void* c, float beta,
                         cudaStream_t stream, void* workspace) {
   const cublasStatus_t st = try_launch(e, algo, g, c, beta, stream, workspace);
-  if (st != CUBLAS_STATUS_SUCCESS) check_cublas(st, ("cublasLtMatmul for " + describe(g, beta)).c_str(), __FILE__, __LINE__);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    check_cublas(st, ("cublasLtMatmul for " + describe(g, beta)).c_str(), __FILE__, __LINE__);
 }
 
 void GemmEngine::tune(Entry& e, const GemmArgs& g, cudaStream_t stream, void* workspace, int candidates,
@@ -199,8 +221,8 @@ void GemmEngine::tune(Entry& e, const GemmArgs& g, cudaStream_t stream, void* wo
   std::vector<cublasLtMatmulAlgo_t> algos;
   for (int i = 0; i < candidates; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS) algos.push_back(results[i].algo);
-  for (const auto& a : split_k_variants(handle_, e.op, e.a, e.b, e.c, results, std::min(candidates, kSplitKBases),
-                                        workspace_bytes_))
+  for (const auto& a :
+       split_k_variants(handle_, e.op, e.a, e.b, e.c, results, std::min(candidates, kSplitKBases), workspace_bytes_))
     algos.push_back(a);
   // Candidates run into C (beta = 0) or, for an accumulating GEMM, into a scratch copy's space.
   void* out = g.c;

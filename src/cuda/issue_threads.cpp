@@ -18,7 +18,8 @@ IssueThreads::~IssueThreads() {
   for (auto& t : threads_) t.join();
 }
 
-std::vector<double> IssueThreads::run_all(const std::function<void(size_t)>& work, const std::function<void()>& on_error) {
+std::vector<double> IssueThreads::run_all(const std::function<void(size_t)>& work,
+                                          const std::function<void()>& on_error) {
   std::unique_lock<std::mutex> lock(mutex_);
   work_ = &work;
   on_error_ = &on_error;

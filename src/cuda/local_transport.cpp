@@ -111,7 +111,8 @@ class Scheduler : public IssueTarget {
           RankDevice& from = *ranks_[q];
           const Slice& part = step(all[q]).parts.at(x.rank);
           if (from.bytes(part) != to.bytes(s.out))
-            throw std::runtime_error("local transport: reduce_scatter part of rank " + std::to_string(q) + " differs in size");
+            throw std::runtime_error("local transport: reduce_scatter part of rank " + std::to_string(q) +
+                                     " differs in size");
           COLLMM_CUDA(cudaStreamWaitEvent(stream(x), from.events(all[q].step).start, 0));
           add_into(to.ptr(s.out), from.ptr(part), to.bytes(s.out) / dtype_size(out), out, stream(x));
         }

@@ -35,15 +35,18 @@ int64_t uniform_stride(const std::vector<Slice>& parts) {
 
 void sendrecv(RankDevice& r, ncclComm_t comm, const Step& s, cudaStream_t st) {
   COLLMM_NCCL(ncclGroupStart());
-  for (const Transfer& t : s.sends) COLLMM_NCCL(ncclSend(r.ptr(t.slice), r.bytes(t.slice), ncclUint8, t.peer, comm, st));
-  for (const Transfer& t : s.recvs) COLLMM_NCCL(ncclRecv(r.ptr(t.slice), r.bytes(t.slice), ncclUint8, t.peer, comm, st));
+  for (const Transfer& t : s.sends)
+    COLLMM_NCCL(ncclSend(r.ptr(t.slice), r.bytes(t.slice), ncclUint8, t.peer, comm, st));
+  for (const Transfer& t : s.recvs)
+    COLLMM_NCCL(ncclRecv(r.ptr(t.slice), r.bytes(t.slice), ncclUint8, t.peer, comm, st));
   COLLMM_NCCL(ncclGroupEnd());
 }
 
 void allgather(RankDevice& r, ncclComm_t comm, const Step& s, cudaStream_t st) {
   const int me = r.rank();
   if (r.bytes(s.a) != r.bytes(s.parts.at(me)))
-    throw std::runtime_error("allgather: rank " + std::to_string(me) + " contributes a slice of another size than its part");
+    throw std::runtime_error("allgather: rank " + std::to_string(me) +
+                             " contributes a slice of another size than its part");
   if (equal_and_adjacent(s.parts)) {
     COLLMM_NCCL(ncclAllGather(r.ptr(s.a), r.ptr(s.parts[0]), r.bytes(s.a), ncclUint8, comm, st));
     return;
@@ -72,8 +75,8 @@ void reduce_scatter(RankDevice& r, ncclComm_t comm, const Step& s, cudaStream_t 
   if (r.bytes(s.out) != r.bytes(s.parts.at(me)))
     throw std::runtime_error("reduce_scatter: rank " + std::to_string(me) + "'s output and its part differ in size");
   if (equal_and_adjacent(s.parts)) {
-    COLLMM_NCCL(ncclReduceScatter(r.ptr(s.parts[0]), r.ptr(s.out), r.bytes(s.out) / esize, nccl_type(out), ncclSum,
-                                  comm, st));
+    COLLMM_NCCL(
+        ncclReduceScatter(r.ptr(s.parts[0]), r.ptr(s.out), r.bytes(s.out) / esize, nccl_type(out), ncclSum, comm, st));
     return;
   }
   COLLMM_NCCL(ncclGroupStart());
@@ -89,12 +92,17 @@ void reduce_scatter(RankDevice& r, ncclComm_t comm, const Step& s, cudaStream_t 
 
 ncclDataType_t nccl_type(Dtype d) {
   switch (d) {
-    case Dtype::f64: return ncclFloat64;
+    case Dtype::f64:
+      return ncclFloat64;
     case Dtype::f32:
-    case Dtype::tf32: return ncclFloat32;
-    case Dtype::f16: return ncclFloat16;
-    case Dtype::bf16: return ncclBfloat16;
-    case Dtype::fp8_e4m3: return ncclUint8;
+    case Dtype::tf32:
+      return ncclFloat32;
+    case Dtype::f16:
+      return ncclFloat16;
+    case Dtype::bf16:
+      return ncclBfloat16;
+    case Dtype::fp8_e4m3:
+      return ncclUint8;
   }
   return ncclUint8;
 }
@@ -103,10 +111,17 @@ void issue_nccl_step(RankDevice& r, ncclComm_t comm, int i) {
   const Step& s = r.plan().steps[i];
   cudaStream_t st = r.lane(s.lane);
   switch (s.kind) {
-    case StepKind::sendrecv: sendrecv(r, comm, s, st); break;
-    case StepKind::allgather: allgather(r, comm, s, st); break;
-    case StepKind::reduce_scatter: reduce_scatter(r, comm, s, st); break;
-    default: throw std::runtime_error("step " + std::to_string(i) + " is not a comm step");
+    case StepKind::sendrecv:
+      sendrecv(r, comm, s, st);
+      break;
+    case StepKind::allgather:
+      allgather(r, comm, s, st);
+      break;
+    case StepKind::reduce_scatter:
+      reduce_scatter(r, comm, s, st);
+      break;
+    default:
+      throw std::runtime_error("step " + std::to_string(i) + " is not a comm step");
   }
 }
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
 #include "collmm/data.hpp"
 #include "collmm/element_types.hpp"
+#include "cuda_check.hpp"
 
 namespace collmm::cuda {
 namespace {
@@ -62,7 +62,8 @@ void PeerInputs::materialize(const check::LinkTransfer& t, int64_t cols, void* d
 
 // ag_gemm: every row is one row of the global A; runs of consecutive rows are one copy each.
 void PeerInputs::copy_rows(const check::LinkTransfer& t, int64_t cols, char* dst) {
-  if (cols != p_.k) throw std::runtime_error("peer inputs: an ag_gemm transfer of rows " + std::to_string(cols) + " wide, not K");
+  if (cols != p_.k)
+    throw std::runtime_error("peer inputs: an ag_gemm transfer of rows " + std::to_string(cols) + " wide, not K");
   const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(dtype_);
   for (size_t first = 0; first < t.rows.size();) {
     auto row_of = [&](size_t x) {
@@ -73,7 +74,8 @@ void PeerInputs::copy_rows(const check::LinkTransfer& t, int64_t cols, char* dst
     };
     size_t last = first + 1;
     while (last < t.rows.size() && row_of(last) == row_of(first) + static_cast<int64_t>(last - first)) ++last;
-    COLLMM_CUDA(cudaMemcpyAsync(dst + first * row_bytes, static_cast<char*>(a_) + static_cast<size_t>(row_of(first)) * row_bytes,
+    COLLMM_CUDA(cudaMemcpyAsync(dst + first * row_bytes,
+                                static_cast<char*>(a_) + static_cast<size_t>(row_of(first)) * row_bytes,
                                 (last - first) * row_bytes, cudaMemcpyDeviceToHost, stream_));
     first = last;
   }
@@ -82,7 +84,8 @@ void PeerInputs::copy_rows(const check::LinkTransfer& t, int64_t cols, char* dst
 // gemm_rs: every row is a sum of some ranks' partials of one output row; consecutive rows with the
 // same ranks are one GEMM per rank (A_q rows @ B_q), summed in place, then copied out.
 void PeerInputs::sum_partials(const check::LinkTransfer& t, int64_t cols, char* dst) {
-  if (cols != p_.n) throw std::runtime_error("peer inputs: a gemm_rs transfer of rows " + std::to_string(cols) + " wide, not N");
+  if (cols != p_.n)
+    throw std::runtime_error("peer inputs: a gemm_rs transfer of rows " + std::to_string(cols) + " wide, not N");
   const Dtype out = output_dtype(GemmLibrary::cublaslt, dtype_);
   const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(out), esize = dtype_size(dtype_);
   auto ranks_of = [&](size_t x) {
@@ -104,7 +107,9 @@ void PeerInputs::sum_partials(const check::LinkTransfer& t, int64_t cols, char* 
     if (ranks.empty()) throw std::runtime_error("peer inputs: an empty transfer row");
     const int64_t row0 = t.rows[first][0].row;
     size_t last = first + 1;
-    while (last < t.rows.size() && ranks_of(last) == ranks && t.rows[last][0].row == row0 + static_cast<int64_t>(last - first)) ++last;
+    while (last < t.rows.size() && ranks_of(last) == ranks &&
+           t.rows[last][0].row == row0 + static_cast<int64_t>(last - first))
+      ++last;
     char* sum = static_cast<char*>(sum_) + first * row_bytes;
     for (size_t x = 0; x < ranks.size(); ++x) {
       const int q = ranks[x];

@@ -36,8 +36,8 @@ class PeerInputs {
   Problem p_;
   uint64_t seed_;
   Dtype dtype_;
-  void* a_ = nullptr;  // global A [M, K]
-  void* b_ = nullptr;  // gemm_rs: global B
+  void* a_ = nullptr;    // global A [M, K]
+  void* b_ = nullptr;    // gemm_rs: global B
   void* sum_ = nullptr;  // a running sum being made
   size_t sum_bytes_ = 0;
   void* workspace_ = nullptr;

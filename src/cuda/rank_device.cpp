@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.hpp"
 #include "collmm/element_types.hpp"
+#include "cuda_check.hpp"
 #include "elementwise.hpp"
 
 namespace collmm::cuda {
@@ -102,9 +102,7 @@ void RankDevice::reserve_scratch(size_t bytes) {
   scratch_bytes_ = bytes;
 }
 
-Dtype RankDevice::dtype_of(int buf) const {
-  return buffer_dtype(plan_.buffers.at(buf).role, in_, out_);
-}
+Dtype RankDevice::dtype_of(int buf) const { return buffer_dtype(plan_.buffers.at(buf).role, in_, out_); }
 
 size_t RankDevice::buffer_bytes(int buf) const {
   const BufferSpec& b = plan_.buffers.at(buf);
@@ -159,7 +157,8 @@ void RankDevice::issue_local_step(int i) {
   cudaStream_t st = lanes_[s.lane];
   switch (s.kind) {
     case StepKind::gemm: {
-      if (s.out.rows != s.a.rows) throw std::runtime_error("gemm step " + std::to_string(i) + ": rows of out and a differ");
+      if (s.out.rows != s.a.rows)
+        throw std::runtime_error("gemm step " + std::to_string(i) + ": rows of out and a differ");
       const LocalShape ls = local_shape(plan_.problem, plan_.rank);
       GemmArgs g;
       g.m = s.out.rows, g.n = ls.gemm_n, g.k = ls.gemm_k;
@@ -177,7 +176,8 @@ void RankDevice::issue_local_step(int i) {
       if (bytes(s.out) != bytes(s.a)) throw std::runtime_error("add step " + std::to_string(i) + ": sizes differ");
       add_into(ptr(s.out), ptr(s.a), bytes(s.a) / dtype_size(out_), out_, st);
       break;
-    default: throw std::runtime_error("step " + std::to_string(i) + " is a comm step, not a local one");
+    default:
+      throw std::runtime_error("step " + std::to_string(i) + " is a comm step, not a local one");
   }
   close_step(i);
 }

@@ -19,9 +19,9 @@ namespace collmm::cuda {
 // cudaEventRecordExternal, so that inside a CUDA graph capture they become event-record nodes
 // that keep working at replay (a plain record during capture only marks a dependency).
 struct StepEvents {
-  cudaEvent_t start = nullptr;   // recorded after the step's waits: also "my send data is ready"
-  cudaEvent_t end = nullptr;     // the step is done
-  cudaEvent_t copied = nullptr;  // local transport: this rank's receive copies are done
+  cudaEvent_t start = nullptr;                     // recorded after the step's waits: also "my send data is ready"
+  cudaEvent_t end = nullptr;                       // the step is done
+  cudaEvent_t copied = nullptr;                    // local transport: this rank's receive copies are done
   cudaEvent_t t_start = nullptr, t_end = nullptr;  // timing
 };
 

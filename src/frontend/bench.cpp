@@ -9,10 +9,10 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "collmm/agreement.hpp"
-#include "chrome_trace.hpp"
-#include "collmm/svg.hpp"
 #include "bench_calibrate.hpp"
+#include "chrome_trace.hpp"
+#include "collmm/agreement.hpp"
+#include "collmm/svg.hpp"
 #include "preflight.hpp"
 #include "report.hpp"
 
@@ -33,7 +33,8 @@ std::string svg_path(const std::string& base, const CaseResult& r, bool several)
   std::string label = r.label;
   for (char& c : label)
     if (c == ':') c = '-';
-  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(r.op) + "-" + label + (has_ext ? base.substr(dot) : ".svg");
+  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(r.op) + "-" + label +
+         (has_ext ? base.substr(dot) : ".svg");
 }
 
 void write_timelines(const std::string& base, const std::vector<CaseResult>& results, const std::string& backend,
@@ -64,7 +65,8 @@ void Bench::validate() {
     if (o_.warmup < 0) throw UsageError("--warmup must be >= 0 (got " + std::to_string(o_.warmup) + ")");
     if (!o_.calibrate_path.empty() && o_.iters < kCalibrateMinIters)
       throw UsageError("--calibrate needs -i >= " + std::to_string(kCalibrateMinIters) + " (got " +
-                       std::to_string(o_.iters) + "): its fits take the median of that many runs per size, "
+                       std::to_string(o_.iters) +
+                       "): its fits take the median of that many runs per size, "
                        "and fewer are too noisy to fit");
     if (!ex_.supports(o_.dtype))
       throw UsageError("the " + ex_.backend() + " backend has no " + to_string(o_.dtype) + " GEMM in this build");
@@ -100,8 +102,8 @@ void Bench::validate() {
         try {
           for (int r : ex_.local_ranks()) make_plan(p, picks_[i].options, r);
         } catch (const UsageError& e) {
-          const std::string from = picks_[i].source == "measured" ? "the entry of tuning cache " + o_.tune_cache_path
-                                                                  : "the cost model";
+          const std::string from =
+              picks_[i].source == "measured" ? "the entry of tuning cache " + o_.tune_cache_path : "the cost model";
           throw UsageError("--algo auto for " + to_string(o_.ops[i]) + ": the pick of " + from + ": " + e.what());
         }
         cases.emplace_back(o_.ops[i], picks_[i].options);

@@ -47,12 +47,14 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
         if (st.kind != StepKind::add || s >= runs[i].steps.size() || runs[i].steps[s].end_us < 0) continue;
         us.push_back(runs[i].steps[s].end_us - runs[i].steps[s].start_us);
         const BufferSpec& b = plans[i].buffers.at(st.out.buf);
-        bytes_out = std::max(bytes_out, double(st.out.rows) * double(b.cols) * double(dtype_size(ex.out_dtype(o.dtype))));
+        bytes_out =
+            std::max(bytes_out, double(st.out.rows) * double(b.cols) * double(dtype_size(ex.out_dtype(o.dtype))));
       }
   }
   const std::vector<double> all = ex.host().allgather(std::vector<double>{median(us), bytes_out});
   double slowest = 0;
-  for (size_t i = 0; i < all.size(); i += 2) slowest = std::max(slowest, all[i]), bytes_out = std::max(bytes_out, all[i + 1]);
+  for (size_t i = 0; i < all.size(); i += 2)
+    slowest = std::max(slowest, all[i]), bytes_out = std::max(bytes_out, all[i + 1]);
   return slowest;
 }
 
@@ -80,8 +82,10 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
         double g = 0, n = 0;
         for (const Step& s : plan.steps)
           (s.kind == StepKind::gemm ? g : n) += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
-        if (hooks->single_issuer()) gemms += g, others += n;
-        else if (g + n > gemms + others) gemms = g, others = n;
+        if (hooks->single_issuer())
+          gemms += g, others += n;
+        else if (g + n > gemms + others)
+          gemms = g, others = n;
       }
       ex.prepare(plans, o.dtype);
       ex.run(StepFilter::all, false);
@@ -95,7 +99,8 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
       const double t = median(us);
       if (printer) {
         char buf[200];
-        std::snprintf(buf, sizeof buf, "#   issue %s %-10s %6.0f GEMMs + %6.0f other operations  %10.1f us  %6.2f us each\n",
+        std::snprintf(buf, sizeof buf,
+                      "#   issue %s %-10s %6.0f GEMMs + %6.0f other operations  %10.1f us  %6.2f us each\n",
                       to_string(op).c_str(), to_string(a).c_str(), gemms, others, t, t / (gemms + others));
         out << buf;
       }
@@ -103,7 +108,8 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
     }
   HostCost h = fit_issue(samples);
   const std::vector<double> all = ex.host().allgather(std::vector<double>{h.issue_us, h.gemm_issue_us});
-  for (size_t i = 0; i < all.size(); i += 2) h.issue_us = std::max(h.issue_us, all[i]), h.gemm_issue_us = std::max(h.gemm_issue_us, all[i + 1]);
+  for (size_t i = 0; i < all.size(); i += 2)
+    h.issue_us = std::max(h.issue_us, all[i]), h.gemm_issue_us = std::max(h.gemm_issue_us, all[i + 1]);
   return h;
 }
 
@@ -123,8 +129,8 @@ double device_us(double measured, const Problem& p, const PlanOptions& po, StepF
 void settle(Executor& ex, const BenchOptions& o, int world) {
   if (ex.backend() != "cuda") return;
   std::vector<Plan> plans;
-  for (int r : ex.local_ranks()) plans.push_back(make_plan(problem_of(o, o.ops.front(), world),
-                                                           plan_options_of(o, Algo::sequential), r));
+  for (int r : ex.local_ranks())
+    plans.push_back(make_plan(problem_of(o, o.ops.front(), world), plan_options_of(o, Algo::sequential), r));
   ex.prepare(plans, o.dtype);
   upload_inputs(ex, plans, o.seed, o.dtype);
   const auto t0 = std::chrono::steady_clock::now();
@@ -263,8 +269,11 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
   CalibrationHooks* hooks = calibration_hooks(ex);
   const bool replay = issue_h > 0 && hooks->replay_graphs(true);
   if (printer && issue_h > 0)
-    out << (replay ? line("#   the times below are the device's own: replayed CUDA graphs (host issue %.2f us per operation apart)\n", issue_h, 0)
-                   : line("#   the times below are the device's share: measured less the host's issue lead at %.2f us per operation\n",
+    out << (replay ? line("#   the times below are the device's own: replayed CUDA graphs (host issue %.2f us per "
+                          "operation apart)\n",
+                          issue_h, 0)
+                   : line("#   the times below are the device's share: measured less the host's issue lead at %.2f us "
+                          "per operation\n",
                           issue_h, 0));
   auto net = [&](double t, const Problem& p, const PlanOptions& po, StepFilter f) {
     return replay ? t : device_us(t, p, po, f, host);
@@ -275,8 +284,9 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
     const Problem p = ag_gemm_problem(m, n * world, k, world, o.b_layout);
     const PlanOptions po = plan_options_of(o, Algo::sequential);
     const double us = net(time_plan(ex, o, p, po, StepFilter::gemm_only), p, po, StepFilter::gemm_only);
-    if (printer) out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s\n", double(m), double(n), double(k), us,
-                             2.0 * m * n * k / (us * 1e6));
+    if (printer)
+      out << line("#   gemm %6.0f x %6.0f x %6.0f  %12.1f us  %8.4f TFLOP/s\n", double(m), double(n), double(k), us,
+                  2.0 * m * n * k / (us * 1e6));
     return us;
   };
   auto comm_timer = [&](double bytes) {
@@ -309,7 +319,9 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
     const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * double(dtype_size(ex.out_dtype(o.dtype))))));
     double moved = 0;
     const double us = time_adds(ex, o, gemm_rs_problem(rows * world, int64_t(cols), world, world), moved);
-    if (printer) out << line("#   add step %12.0f bytes  %12.1f us  %8.2f GB/s (3 x bytes moved)\n", moved, us, 3 * moved / (us * 1e3));
+    if (printer)
+      out << line("#   add step %12.0f bytes  %12.1f us  %8.2f GB/s (3 x bytes moved)\n", moved, us,
+                  3 * moved / (us * 1e3));
     return us;
   };
   auto issue_timer = [&] { return measured_host; };
@@ -336,13 +348,14 @@ Profile fit(const Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
 }
 
 void print_header(std::ostream& out, const Executor& ex, const BenchOptions& o, const CalibrationSpec& spec) {
-  out << "# collmm-bench --calibrate: backend " << ex.backend() << ", " << spec.world << " ranks, " << to_string(o.dtype)
-      << ", base profile '" << spec.base.name << "', " << spec.gemm_shapes.size() << " GEMM shapes, "
-      << spec.comm_bytes.size() << " message sizes, median of " << o.iters << " runs each\n";
+  out << "# collmm-bench --calibrate: backend " << ex.backend() << ", " << spec.world << " ranks, "
+      << to_string(o.dtype) << ", base profile '" << spec.base.name << "', " << spec.gemm_shapes.size()
+      << " GEMM shapes, " << spec.comm_bytes.size() << " message sizes, median of " << o.iters << " runs each\n";
   if (spec.world == 1) out << "# one rank: no link to time; the link figures are the base profile's\n";
 }
 
-void print_fits(std::ostream& out, const Executor& ex, const CalibrationSpec& spec, const Measured& m, const Profile& prof) {
+void print_fits(std::ostream& out, const Executor& ex, const CalibrationSpec& spec, const Measured& m,
+                const Profile& prof) {
   if (prof.host.issue_us > 0)
     out << line("# host issue: %.2f us per device operation, %.2f us per GEMM", prof.host.issue_us,
                 issue_cost_us(prof.host, StepKind::gemm, 1))
@@ -350,7 +363,8 @@ void print_fits(std::ostream& out, const Executor& ex, const CalibrationSpec& sp
   if (spec.world > 1) {
     out << line("# link fit: %.2f GB/s, latency %.1f us\n", prof.links.intra_gbps, prof.links.intra_latency_us);
     out << line("# allgather fit: %.2f GB/s, latency %.1f us per ring step; reduce-scatter: %.2f GB/s, %.1f us\n",
-                prof.allgather.gbps, prof.allgather.latency_us, prof.reduce_scatter.gbps, prof.reduce_scatter.latency_us);
+                prof.allgather.gbps, prof.allgather.latency_us, prof.reduce_scatter.gbps,
+                prof.reduce_scatter.latency_us);
     out << line("# memory (adds): %.2f GB/s\n", prof.memory_gbps, 0);
   }
   if (fits_contention(ex, spec))

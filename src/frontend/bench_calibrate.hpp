@@ -25,8 +25,8 @@ constexpr int kCalibrateMinIters = 10;
 //  - GEMM: per shape (m, n, k), the sequential ag_gemm plan with M = m, N = n * P, K = k (its one
 //    GEMM is m x n x k on every rank) run with StepFilter::gemm_only after one whole iteration has
 //    filled the gathered A; the median of --iters runs (after --warmup) of the slowest rank. The
-//    shapes: calibration_shapes(max(M, N, K)) no larger than the bench's largest GEMM, and every GEMM shape the plans of the asked ops and
-//    algorithms (and --algo auto's candidates) run at the bench's M, N, K and P.
+//    shapes: calibration_shapes(max(M, N, K)) no larger than the bench's largest GEMM, and every GEMM shape the plans
+//    of the asked ops and algorithms (and --algo auto's candidates) run at the bench's M, N, K and P.
 //  - link (P > 1): per message size, the ag_gemm ring plan with StepFilter::comm_only whose chunk
 //    is that many bytes, time / (P - 1) per sendrecv step; sizes 64 KiB x 16^i up to 16 MiB (or
 //    the bench's largest chunk). P = 1 has no link: the base profile's figures are kept (said so).

@@ -94,8 +94,8 @@ void check_outputs(Executor& ex, const std::vector<Plan>& plans, const Reference
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
     const std::vector<unsigned char> c = read_buffer(ex, static_cast<int>(i), plan, kBufC, out);
-    const Comparison cc = compare(decode(c.data(), static_cast<size_t>(buffer_elems(plan, kBufC)), out),
-                                  ref.c[i], dtype, out, plan.problem.k);
+    const Comparison cc = compare(decode(c.data(), static_cast<size_t>(buffer_elems(plan, kBufC)), out), ref.c[i],
+                                  dtype, out, plan.problem.k);
     wrong += static_cast<double>(cc.wrong);
     max_err = std::max(max_err, cc.max_rel_err);
     const int g = find_buffer(plan, Role::gathered);
@@ -129,8 +129,8 @@ void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, con
   const Dtype out = ex.out_dtype(dtype);
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
-    const std::string prefix = dir + "/" + to_string(plan.problem.op) + "-" + to_string(plan.options.algo) +
-                               "-rank" + std::to_string(plan.rank) + "-";
+    const std::string prefix = dir + "/" + to_string(plan.problem.op) + "-" + to_string(plan.options.algo) + "-rank" +
+                               std::to_string(plan.rank) + "-";
     auto save = [&](int buf, const std::string& name) {
       const Dtype t = buffer_dtype(plan.buffers[static_cast<size_t>(buf)].role, dtype, out);
       const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
@@ -219,8 +219,8 @@ Reference make_reference(const Problem& p, const std::vector<int>& local_ranks, 
   return ref;
 }
 
-CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOptions& plan_options,
-                    const CaseWork& work, const std::string& label) {
+CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOptions& plan_options, const CaseWork& work,
+                    const std::string& label) {
   CaseResult result;
   result.op = op;
   result.algo = plan_options.algo;

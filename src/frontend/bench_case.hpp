@@ -20,26 +20,26 @@ namespace collmm {
 struct CaseResult {
   Op op = Op::ag_gemm;
   Algo algo = Algo::ring;
-  PlanOptions plan;          // the case's plan options (algo, stages as asked, post, gemm lanes)
-  std::string label;         // the table's algo cell: "ring", or "auto:ring" for the --algo auto pick
-  std::string chosen_by;     // --algo auto: "model" or "measured" (the tuning cache); "" otherwise
+  PlanOptions plan;       // the case's plan options (algo, stages as asked, post, gemm lanes)
+  std::string label;      // the table's algo cell: "ring", or "auto:ring" for the --algo auto pick
+  std::string chosen_by;  // --algo auto: "model" or "measured" (the tuning cache); "" otherwise
   Problem problem;
   Dtype dtype = Dtype::f32;
-  int stages = 1;            // steps (stages) the schedule splits the work into
-  double time_us = 0;        // median over iterations of the slowest rank
-  double t_gemm_us = -1;     // only its GEMMs / only its comm (measured for the sequential case)
+  int stages = 1;         // steps (stages) the schedule splits the work into
+  double time_us = 0;     // median over iterations of the slowest rank
+  double t_gemm_us = -1;  // only its GEMMs / only its comm (measured for the sequential case)
   double t_comm_us = -1;
   // Derived from the op's sequential case (see derive_figures); NaN where undefined.
-  double tflops = 0;         // per rank: 2 M N K / P / time
-  double speedup = 0;        // T_sequential / T
-  double efficiency = 0;     // (T_sequential - T) / min(t_gemm, t_comm)
+  double tflops = 0;      // per rank: 2 M N K / P / time
+  double speedup = 0;     // T_sequential / T
+  double efficiency = 0;  // (T_sequential - T) / min(t_gemm, t_comm)
   bool checked = false;
-  int64_t wrong = 0;         // summed over ranks (C, and ag_gemm's gathered A)
-  double max_rel_err = 0;    // max over ranks
+  int64_t wrong = 0;       // summed over ranks (C, and ag_gemm's gathered A)
+  double max_rel_err = 0;  // max over ranks
   // The timed iteration whose slowest rank is the median (the one time_us reports; for an even
   // count the one nearest it), every rank's step times, gathered on every process.
   Timeline timeline;
-  Overlap overlap;           // measure_overlap(timeline): hidden comm / comm per rank
+  Overlap overlap;  // measure_overlap(timeline): hidden comm / comm per rank
   double predicted_us = std::numeric_limits<double>::quiet_NaN();  // --profile: the simulated time
   // --gemm-rate: this plan's GEMMs alone (filter gemm_only, median), and the GEMM steps' busy time
   // in the median iteration beside the comm (mean over ranks): their ratio is the GEMMs' rate
@@ -57,9 +57,9 @@ Reference make_reference(const Problem&, const std::vector<int>& local_ranks, ui
 
 // What to do beside the timing.
 struct CaseWork {
-  bool alone = false;            // also time the GEMMs alone and the comm alone (sequential case)
+  bool alone = false;                // also time the GEMMs alone and the comm alone (sequential case)
   const Reference* check = nullptr;  // poison, run once and compare against this
-  std::string save_dir;          // write each local rank's A, B, C (and gathered) as .npy
+  std::string save_dir;              // write each local rank's A, B, C (and gathered) as .npy
 };
 
 // Collective over the job: every process runs it with the same arguments. `label` names the row

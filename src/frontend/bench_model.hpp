@@ -24,9 +24,9 @@ double predicted_time_us(const Problem&, const PlanOptions&, Dtype, const Profil
 
 // The --algo auto pick of one op.
 struct AutoPick {
-  PlanOptions options;   // the pick's options, with post from the command line
-  std::string source;    // "model" or "measured"
-  std::string printed;   // print(Choice): the pick and its predicted alternatives
+  PlanOptions options;  // the pick's options, with post from the command line
+  std::string source;   // "model" or "measured"
+  std::string printed;  // print(Choice): the pick and its predicted alternatives
 };
 
 // Process 0 chooses (choose() with the profile and, when the file exists, the tuning cache) and

@@ -12,20 +12,20 @@
 namespace collmm {
 
 struct BenchOptions {
-  std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};   // --op NAME|all
-  std::vector<Algo> algos;                         // --algo NAME|all (empty: all_algos())
-  bool algo_auto = false;                          // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
-  int64_t m = 1024, n = 1024, k = 1024;            // global sizes
+  std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};  // --op NAME|all
+  std::vector<Algo> algos;                        // --algo NAME|all (empty: all_algos())
+  bool algo_auto = false;                         // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
+  int64_t m = 1024, n = 1024, k = 1024;           // global sizes
   BLayout b_layout = BLayout::kn;
   Dtype dtype = Dtype::f32;
-  PlanOptions plan;        // stages (0: the algorithm's default), post, gemm_lanes; algo per case
+  PlanOptions plan;  // stages (0: the algorithm's default), post, gemm_lanes; algo per case
   int warmup = 5, iters = 20;
   bool check = false;
   bool gemm_rate = false;  // --gemm-rate: also time each case's GEMMs alone (CaseResult::gemm_busy_us)
   uint64_t seed = 1;
-  std::string json_path;   // --json FILE (process 0 writes)
-  std::string trace_path;  // --trace FILE (process 0 writes all ranks' events)
-  std::string save_dir;    // --save DIR (every process writes its ranks' .npy files)
+  std::string json_path;        // --json FILE (process 0 writes)
+  std::string trace_path;       // --trace FILE (process 0 writes all ranks' events)
+  std::string save_dir;         // --save DIR (every process writes its ranks' .npy files)
   std::string timeline_path;    // --timeline FILE.svg (process 0 writes; FILE-<op>-<algo>.svg per case when several)
   std::string profile;          // --profile NAME|FILE: predicted time beside the measured one ("" : none)
   std::string tune_cache_path;  // --tune-cache FILE: read by --algo auto, every measured row recorded into it

@@ -27,8 +27,7 @@ size_t bytes_of(const BufferSpec& b, Dtype t) { return static_cast<size_t>(b.row
 
 }  // namespace
 
-Context::Context(const BackendOptions& options, int argc, char** argv)
-    : Context(make_executor(options, argc, argv)) {}
+Context::Context(const BackendOptions& options, int argc, char** argv) : Context(make_executor(options, argc, argv)) {}
 
 Context::Context(std::unique_ptr<Executor> executor)
     : executor_(std::move(executor)), prepared_(std::make_unique<Prepared>()) {
@@ -51,12 +50,9 @@ void Context::prepare(const Problem& problem, const MatmulOptions& mo, Dtype dty
   Prepared& pr = *prepared_;
   if (pr.valid && same(pr.plan.problem, problem) && pr.plan.options == po && pr.dtype == dtype) return;
   pr.valid = false;
-  std::vector<std::pair<std::string, std::string>> keys{{"op", to_string(problem.op)},
-                                                        {"M", std::to_string(problem.m)},
-                                                        {"N", std::to_string(problem.n)},
-                                                        {"K", std::to_string(problem.k)},
-                                                        {"dtype", to_string(dtype)},
-                                                        {"b_layout", to_string(problem.b_layout)}};
+  std::vector<std::pair<std::string, std::string>> keys{
+      {"op", to_string(problem.op)},    {"M", std::to_string(problem.m)}, {"N", std::to_string(problem.n)},
+      {"K", std::to_string(problem.k)}, {"dtype", to_string(dtype)},      {"b_layout", to_string(problem.b_layout)}};
   for (auto& key : agreement_keys(po)) keys.push_back(std::move(key));
   check_processes_agree(executor_->host(), keys);
   pr.plan = make_plan(problem, po, rank());

@@ -11,9 +11,9 @@
 namespace collmm {
 
 std::string npy_header(const std::string& descr, int64_t rows, int64_t cols) {
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
-                     std::to_string(rows) + ", " + std::to_string(cols) + "), }";
-  const size_t preamble = 10;  // magic (6) + version (2) + header length (2)
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                     std::to_string(cols) + "), }";
+  const size_t preamble = 10;                 // magic (6) + version (2) + header length (2)
   size_t total = preamble + dict.size() + 1;  // + '\n'
   dict.append((64 - total % 64) % 64, ' ');
   dict += '\n';
@@ -30,15 +30,21 @@ void write_npy(const std::string& path, Dtype dtype, int64_t rows, int64_t cols,
                const std::vector<unsigned char>& bytes) {
   const size_t count = static_cast<size_t>(rows * cols);
   if (bytes.size() != count * dtype_size(dtype))
-    throw std::runtime_error("write_npy " + path + ": " + std::to_string(bytes.size()) +
-                             " bytes do not hold " + std::to_string(count) + " elements of " + to_string(dtype));
+    throw std::runtime_error("write_npy " + path + ": " + std::to_string(bytes.size()) + " bytes do not hold " +
+                             std::to_string(count) + " elements of " + to_string(dtype));
   std::string descr;
   std::vector<unsigned char> body;
   switch (dtype) {
-    case Dtype::f64: descr = "<f8", body = bytes; break;
+    case Dtype::f64:
+      descr = "<f8", body = bytes;
+      break;
     case Dtype::f32:
-    case Dtype::tf32: descr = "<f4", body = bytes; break;
-    case Dtype::f16: descr = "<f2", body = bytes; break;
+    case Dtype::tf32:
+      descr = "<f4", body = bytes;
+      break;
+    case Dtype::f16:
+      descr = "<f2", body = bytes;
+      break;
     case Dtype::bf16:
     case Dtype::fp8_e4m3: {
       descr = "<f4";

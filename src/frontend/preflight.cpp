@@ -18,7 +18,7 @@ void check_file_writable(const std::string& path, const std::string& option) {
   auto refuse = [&](const std::string& why) {
     throw UsageError(option + " " + path + ": cannot be written (" + why + "); nothing was run");
   };
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) refuse("it is a directory");
     const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -37,10 +37,12 @@ void check_dir_writable(const std::string& dir, const std::string& option) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);  // several processes race here; check the result
   if (!std::filesystem::is_directory(dir))
-    throw UsageError(option + ": cannot create directory " + dir + (ec ? " (" + ec.message() + ")" : "") + "; nothing was run");
+    throw UsageError(option + ": cannot create directory " + dir + (ec ? " (" + ec.message() + ")" : "") +
+                     "; nothing was run");
   const std::string probe = dir + "/.collmm-probe-" + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw UsageError(option + ": cannot write into " + dir + " (" + std::strerror(errno) + "); nothing was run");
+  if (fd < 0)
+    throw UsageError(option + ": cannot write into " + dir + " (" + std::strerror(errno) + "); nothing was run");
   ::close(fd);
   ::unlink(probe.c_str());
 }
@@ -88,7 +90,7 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
       need.device_bytes[i] = std::max(need.device_bytes[i], bytes + peer_device);
       const LocalShape s = local_shape(p, local_ranks[i]);
       extra += (s.a_rows * s.a_cols + s.b_rows * s.b_cols) * (8 + in_size);  // generated, then encoded
-      if (o.check) extra += s.c_rows * s.c_cols * 8 * 2;                       // the reference and the read-back C
+      if (o.check) extra += s.c_rows * s.c_cols * 8 * 2;                     // the reference and the read-back C
     }
     if (o.check && op == Op::ag_gemm) extra += p.m * p.k * 8 * 2;  // the gathered A's reference and read-back
     host_extra = std::max(host_extra, extra);

@@ -90,9 +90,8 @@ nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::js
 void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo& info) {
   out << "# collmm-bench " << COLLMM_VERSION << ": backend " << info.backend << ", " << info.world << " ranks in "
       << info.procs << " process" << (info.procs == 1 ? "" : "es") << ", warm-up " << o.warmup << ", iterations "
-      << o.iters << ", seed " << o.seed << ", check " << (o.check ? "on" : "off") << ", post "
-      << to_string(o.plan.post) << ", B layout " << to_string(o.b_layout) << ", gemm lanes " << o.plan.gemm_lanes
-      << "\n";
+      << o.iters << ", seed " << o.seed << ", check " << (o.check ? "on" : "off") << ", post " << to_string(o.plan.post)
+      << ", B layout " << to_string(o.b_layout) << ", gemm lanes " << o.plan.gemm_lanes << "\n";
   if (!info.timing_note.empty()) out << "# note: " << info.timing_note << "\n";
   out << "# time_us: median over iterations of the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us:\n"
          "# the sequential plan's GEMMs alone and its comm alone, timed interleaved with it, iteration by\n"
@@ -117,8 +116,9 @@ void print_table_row(std::ostream& out, const CaseResult& r, bool predicted) {
   }
   out << "\n";
   if (!std::isnan(r.t_gemm_plan_us))
-    out << "#   GEMM rate beside the comm: " << fixed(r.t_gemm_plan_us / r.gemm_busy_us, 3) << " of alone (its GEMMs alone "
-        << fixed(r.t_gemm_plan_us, 1) << " us, busy " << fixed(r.gemm_busy_us, 1) << " us in the median iteration)\n";
+    out << "#   GEMM rate beside the comm: " << fixed(r.t_gemm_plan_us / r.gemm_busy_us, 3)
+        << " of alone (its GEMMs alone " << fixed(r.t_gemm_plan_us, 1) << " us, busy " << fixed(r.gemm_busy_us, 1)
+        << " us in the median iteration)\n";
   out << std::flush;
 }
 
@@ -139,9 +139,12 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
   }
   const int64_t wrong = total_wrong(results);
   out << "# Out of bounds values : " << (checked ? std::to_string(wrong) : "N/A") << " "
-      << (!checked ? "(not checked: use --check)" : wrong == 0 ? "OK" : "FAILED") << "\n";
-  out << "# Avg speedup vs sequential (overlapped algorithms) : " << (count ? fixed(sum / count, 2) : "N/A")
-      << "\n#\n" << std::flush;
+      << (!checked     ? "(not checked: use --check)"
+          : wrong == 0 ? "OK"
+                       : "FAILED")
+      << "\n";
+  out << "# Avg speedup vs sequential (overlapped algorithms) : " << (count ? fixed(sum / count, 2) : "N/A") << "\n#\n"
+      << std::flush;
 }
 
 nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& results) {
@@ -181,10 +184,7 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
       rows.back()["gemm_rate_beside_comm"] = number_or_null(r.t_gemm_plan_us / r.gemm_busy_us);
     }
   }
-  return {{"collmm_version", COLLMM_VERSION},
-          {"backend", info.backend},
-          {"world_size", info.world},
-          {"results", rows}};
+  return {{"collmm_version", COLLMM_VERSION}, {"backend", info.backend}, {"world_size", info.world}, {"results", rows}};
 }
 
 }  // namespace collmm

@@ -107,7 +107,8 @@ Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
   auto post_gemms = [&](int s, int ag_step) {
     for (int q = 0; q < P; ++q) {
       const Slice rows = plan.steps[ag_step].parts[q];
-      if (q != r && rows.rows > 0) plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
+      if (q != r && rows.rows > 0)
+        plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
     }
   };
   auto post_own = [&] { plan.push(gemm(plan.gemm_lane(0), chunk_rows(p, kBufC, r), {kBufA, 0, m_r}, 0, r)); };
@@ -198,8 +199,12 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     comm.index = j;
     comm.chunk = cur0;
     // Empty halves (a one-row chunk has no second half) are left out on both sides alike.
-    auto add_send = [&](int peer, Slice s) { if (s.rows > 0) comm.sends.push_back({peer, s}); };
-    auto add_recv = [&](int peer, Slice s) { if (s.rows > 0) comm.recvs.push_back({peer, s}); };
+    auto add_send = [&](int peer, Slice s) {
+      if (s.rows > 0) comm.sends.push_back({peer, s});
+    };
+    auto add_recv = [&](int peer, Slice s) {
+      if (s.rows > 0) comm.recvs.push_back({peer, s});
+    };
     add_send(next, src_half(cur0, 0));
     add_recv(prev, half_rows(p, g, ring_mod(r - j - 1, P), 0));
     add_send(prev, src_half(cur1, 1));

@@ -6,9 +6,12 @@ namespace collmm {
 
 std::string to_string(GemmLibrary l) {
   switch (l) {
-    case GemmLibrary::openblas: return "openblas";
-    case GemmLibrary::cublaslt: return "cublaslt";
-    case GemmLibrary::aten: return "aten";
+    case GemmLibrary::openblas:
+      return "openblas";
+    case GemmLibrary::cublaslt:
+      return "cublaslt";
+    case GemmLibrary::aten:
+      return "aten";
   }
   return "?";
 }
@@ -33,8 +36,6 @@ Dtype output_dtype(GemmLibrary library, Dtype in) {
   return in;
 }
 
-Dtype buffer_dtype(Role role, Dtype in, Dtype out) {
-  return role == Role::c || role == Role::work ? out : in;
-}
+Dtype buffer_dtype(Role role, Dtype in, Dtype out) { return role == Role::c || role == Role::work ? out : in; }
 
 }  // namespace collmm

@@ -38,12 +38,12 @@ Step add(Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
 // block for the ring, one half for bidir). Builds the steps of step j into the plan in the order
 // chosen by post; the caller interleaves directions.
 struct RsRing {
-  int dir;                // +1: send to r+1, block (r - j - 1); -1: send to r-1, block (r + j + 1)
-  int half;               // -1 whole block, 0 / 1: that half
-  int recv_buf[2];        // rotating receive buffers
-  Slice g;                // where partials are computed (rows as needed)
+  int dir;          // +1: send to r+1, block (r - j - 1); -1: send to r-1, block (r + j + 1)
+  int half;         // -1 whole block, 0 / 1: that half
+  int recv_buf[2];  // rotating receive buffers
+  Slice g;          // where partials are computed (rows as needed)
   int last_add = -1;
-  int cur = 0;            // which receive buffer holds the running sum
+  int cur = 0;  // which receive buffer holds the running sum
 };
 
 }  // namespace
@@ -73,8 +73,7 @@ Plan gemm_rs_pipelined(const Problem& p, const PlanOptions& o, int r) {
   auto stage_rows = [&](int q, int s) { return block_size(rows_of(p, q), S, s); };
   int64_t most = 0;
   for (int q = 0; q < P; ++q) most += stage_rows(q, 0);
-  const int w[2] = {plan.add_buffer(Role::work, most, p.n),
-                    S > 1 ? plan.add_buffer(Role::work, most, p.n) : -1};
+  const int w[2] = {plan.add_buffer(Role::work, most, p.n), S > 1 ? plan.add_buffer(Role::work, most, p.n) : -1};
 
   std::vector<int> rs_steps;
   std::vector<std::vector<int>> gemm_steps(S);
@@ -165,8 +164,8 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     for (auto& d : dirs)
       if (d.last_add >= 0) prev_adds.push_back(d.last_add);
     if (last)
-      ids.push_back(plan.push(gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)},
-                                   {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
+      ids.push_back(plan.push(
+          gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)}, {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
     for (auto& d : dirs) {
       const int b = block_at(d, j);
       const auto [off, rows] = part(b, d.half);
@@ -194,13 +193,15 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
         std::vector<int> waits = gemm_ids;
         const int64_t here = in_c(d.g, rows);
         if (here < rows) {  // rows of the partial that C cannot hold: sum += A rows @ B
-          Step tail = gemm(plan.gemm_lane(j), {sum.buf, here, rows - here}, {kBufA, off_of(p, b) + off + here, rows - here},
-                           j, b, {last_comm});
+          Step tail = gemm(plan.gemm_lane(j), {sum.buf, here, rows - here},
+                           {kBufA, off_of(p, b) + off + here, rows - here}, j, b, {last_comm});
           tail.accumulate = true;
           waits.push_back(plan.push(tail));
         }
-        if (here > 0) d.last_add = plan.push(add({sum.buf, 0, here}, {d.g.buf, d.g.row, here}, j, b, waits));
-        else d.last_add = waits.back();  // the accumulating GEMM did the whole add
+        if (here > 0)
+          d.last_add = plan.push(add({sum.buf, 0, here}, {d.g.buf, d.g.row, here}, j, b, waits));
+        else
+          d.last_add = waits.back();  // the accumulating GEMM did the whole add
       }
     }
   };

@@ -110,7 +110,7 @@ class Walk {
   IssueTarget& t_;
   std::string who_;
   int P_;
-  std::vector<int> cur_;     // each rank's next step
+  std::vector<int> cur_;        // each rank's next step
   std::vector<uint32_t> mark_;  // == stamp_: in the sendrecv group being built
   uint32_t stamp_ = 0;
 };

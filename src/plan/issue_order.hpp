@@ -33,7 +33,7 @@ class IssueTarget {
   virtual int transfers(RankStep, bool send) const = 0;
   virtual int peer(RankStep, bool send, int i) const = 0;
 
-  virtual void issue_local(RankStep) = 0;  // a gemm, copy or add
+  virtual void issue_local(RankStep) = 0;                                        // a gemm, copy or add
   virtual void issue_group(StepKind, const std::vector<RankStep>& members) = 0;  // a sendrecv group or a collective
 };
 

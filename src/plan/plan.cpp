@@ -7,23 +7,34 @@ namespace collmm {
 
 std::string to_string(Role r) {
   switch (r) {
-    case Role::a: return "A";
-    case Role::b: return "B";
-    case Role::c: return "C";
-    case Role::gathered: return "gathered";
-    case Role::work: return "work";
+    case Role::a:
+      return "A";
+    case Role::b:
+      return "B";
+    case Role::c:
+      return "C";
+    case Role::gathered:
+      return "gathered";
+    case Role::work:
+      return "work";
   }
   return "?";
 }
 
 std::string to_string(StepKind k) {
   switch (k) {
-    case StepKind::gemm: return "gemm";
-    case StepKind::copy: return "copy";
-    case StepKind::add: return "add";
-    case StepKind::sendrecv: return "sendrecv";
-    case StepKind::allgather: return "allgather";
-    case StepKind::reduce_scatter: return "reduce_scatter";
+    case StepKind::gemm:
+      return "gemm";
+    case StepKind::copy:
+      return "copy";
+    case StepKind::add:
+      return "add";
+    case StepKind::sendrecv:
+      return "sendrecv";
+    case StepKind::allgather:
+      return "allgather";
+    case StepKind::reduce_scatter:
+      return "reduce_scatter";
   }
   return "?";
 }
@@ -70,8 +81,7 @@ Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chun
 Plan make_plan(const Problem& p, const PlanOptions& o, int rank) {
   validate(p, o);
   if (rank < 0 || rank >= p.world)
-    throw UsageError("rank " + std::to_string(rank) + " outside world of " +
-                     std::to_string(p.world));
+    throw UsageError("rank " + std::to_string(rank) + " outside world of " + std::to_string(p.world));
   using Builder = Plan (*)(const Problem&, const PlanOptions&, int);
   static const Builder ag[] = {ag_gemm_sequential, ag_gemm_pipelined, ag_gemm_ring, ag_gemm_bidir};
   static const Builder rs[] = {gemm_rs_sequential, gemm_rs_pipelined, gemm_rs_ring, gemm_rs_bidir};
@@ -123,12 +133,12 @@ std::string describe(const Step& s) {
 
 std::string describe(const Plan& plan) {
   std::ostringstream out;
-  out << to_string(plan.problem.op) << " " << to_string(plan.options.algo) << " rank "
-      << plan.rank << "/" << plan.problem.world << " M=" << plan.problem.m
-      << " N=" << plan.problem.n << " K=" << plan.problem.k << " lanes=" << plan.lanes << "\n";
+  out << to_string(plan.problem.op) << " " << to_string(plan.options.algo) << " rank " << plan.rank << "/"
+      << plan.problem.world << " M=" << plan.problem.m << " N=" << plan.problem.n << " K=" << plan.problem.k
+      << " lanes=" << plan.lanes << "\n";
   for (size_t b = 0; b < plan.buffers.size(); ++b)
-    out << "  buf" << b << " " << to_string(plan.buffers[b].role) << " [" << plan.buffers[b].rows
-        << ", " << plan.buffers[b].cols << "]\n";
+    out << "  buf" << b << " " << to_string(plan.buffers[b].role) << " [" << plan.buffers[b].rows << ", "
+        << plan.buffers[b].cols << "]\n";
   for (size_t i = 0; i < plan.steps.size(); ++i) out << "  " << i << ": " << describe(plan.steps[i]) << "\n";
   return out.str();
 }

@@ -35,7 +35,8 @@ class Lowering {
           rows = std::max(rows, part.rows);
           cols = in.buffers[part.buf].cols;
         }
-    if (rows > 0) acc_[0] = out_.plan.add_buffer(Role::work, rows, cols), acc_[1] = out_.plan.add_buffer(Role::work, rows, cols);
+    if (rows > 0)
+      acc_[0] = out_.plan.add_buffer(Role::work, rows, cols), acc_[1] = out_.plan.add_buffer(Role::work, rows, cols);
   }
 
   Lowered run() {

@@ -32,10 +32,8 @@ struct Names {
 };
 
 const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}}};
-const Names<Algo> kAlgos{{{Algo::sequential, "sequential"},
-                          {Algo::pipelined, "pipelined"},
-                          {Algo::ring, "ring"},
-                          {Algo::bidir, "bidir"}}};
+const Names<Algo> kAlgos{
+    {{Algo::sequential, "sequential"}, {Algo::pipelined, "pipelined"}, {Algo::ring, "ring"}, {Algo::bidir, "bidir"}}};
 const Names<Post> kPosts{{{Post::comm_first, "comm-first"}, {Post::gemm_first, "gemm-first"}}};
 const Names<BLayout> kLayouts{{{BLayout::kn, "kn"}, {BLayout::nk, "nk"}}};
 const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
@@ -75,12 +73,16 @@ Dtype parse_dtype(const std::string& s) {
 
 size_t dtype_size(Dtype d) {
   switch (d) {
-    case Dtype::f64: return 8;
+    case Dtype::f64:
+      return 8;
     case Dtype::f32:
-    case Dtype::tf32: return 4;
+    case Dtype::tf32:
+      return 4;
     case Dtype::f16:
-    case Dtype::bf16: return 2;
-    case Dtype::fp8_e4m3: return 1;
+    case Dtype::bf16:
+      return 2;
+    case Dtype::fp8_e4m3:
+      return 1;
   }
   return 0;
 }
@@ -112,9 +114,7 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   return o;
 }
 
-int64_t block_size(int64_t total, int parts, int q) {
-  return total / parts + (q < total % parts ? 1 : 0);
-}
+int64_t block_size(int64_t total, int parts, int q) { return total / parts + (q < total % parts ? 1 : 0); }
 int64_t block_offset(int64_t total, int parts, int q) {
   return q * (total / parts) + std::min<int64_t>(q, total % parts);
 }
@@ -145,8 +145,7 @@ LocalShape local_shape(const Problem& p, int r) {
 
 void validate(const Problem& p, const PlanOptions& o) {
   std::ostringstream msg;
-  if (p.world < 1 || p.world > kMaxWorld)
-    msg << "world size must be 1.." << kMaxWorld << " (got " << p.world << "). ";
+  if (p.world < 1 || p.world > kMaxWorld) msg << "world size must be 1.." << kMaxWorld << " (got " << p.world << "). ";
   if (p.m < 1 || p.n < 1 || p.k < 1)
     msg << "M, N and K must all be >= 1 (got M=" << p.m << " N=" << p.n << " K=" << p.k << "). ";
   if (p.m > kMaxSize || p.n > kMaxSize || p.k > kMaxSize)
@@ -160,26 +159,22 @@ void validate(const Problem& p, const PlanOptions& o) {
   if (!msg.str().empty()) throw UsageError(msg.str());
   const int P = p.world;
   if (p.m < P)
-    msg << "M=" << p.m << " is smaller than the " << P
-        << " ranks: every rank needs at least one row of " << (p.op == Op::ag_gemm ? "A" : "C")
-        << ". ";
+    msg << "M=" << p.m << " is smaller than the " << P << " ranks: every rank needs at least one row of "
+        << (p.op == Op::ag_gemm ? "A" : "C") << ". ";
   if (p.op == Op::ag_gemm && p.n < P)
-    msg << "N=" << p.n << " is smaller than the " << P
-        << " ranks: ag_gemm gives every rank at least one column of B. ";
+    msg << "N=" << p.n << " is smaller than the " << P << " ranks: ag_gemm gives every rank at least one column of B. ";
   if (p.op == Op::gemm_rs && p.k < P)
-    msg << "K=" << p.k << " is smaller than the " << P
-        << " ranks: gemm_rs gives every rank at least one column of A. ";
+    msg << "K=" << p.k << " is smaller than the " << P << " ranks: gemm_rs gives every rank at least one column of A. ";
   if (o.stages < 0) msg << "stages must be >= 1 (got " << o.stages << "). ";
   if (o.gemm_lanes < 1 || o.gemm_lanes > kMaxGemmLanes)
     msg << "gemm lanes must be 1.." << kMaxGemmLanes << " (got " << o.gemm_lanes << "). ";
   if (o.merge < 1) msg << "merge must be >= 1 (got " << o.merge << "). ";
   if (o.merge > 1 && !(p.op == Op::ag_gemm && o.algo == Algo::ring))
-    msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " "
-        << to_string(o.algo) << "). ";
+    msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " " << to_string(o.algo)
+        << "). ";
   if (o.algo == Algo::pipelined && o.stages > 0 && p.m >= P && o.stages > p.m / P)
     msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
-        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most "
-        << p.m / P << " stages. ";
+        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages. ";
   if (!msg.str().empty()) throw UsageError(msg.str());
 }
 

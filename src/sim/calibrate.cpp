@@ -148,7 +148,8 @@ Profile fit_profile(const CalibrationSpec& spec, const CalibrationTimes& t) {
 
   if (collectives_asked(spec) && !t.allgather_us.empty()) {
     if (spec.collective_bytes.size() < 2) throw UsageError("calibration needs at least two collective sizes (or none)");
-    if (t.allgather_us.size() != spec.collective_bytes.size() || t.reduce_scatter_us.size() != spec.collective_bytes.size())
+    if (t.allgather_us.size() != spec.collective_bytes.size() ||
+        t.reduce_scatter_us.size() != spec.collective_bytes.size())
       throw UsageError("calibration needs one time per collective size");
     p.allgather = fit_collective(spec, t.allgather_us, flat_ok);
     p.reduce_scatter = fit_collective(spec, t.reduce_scatter_us, flat_ok);

@@ -59,12 +59,10 @@ GemmModel parse_gemm_model(const std::string& s) {
 }
 
 double gemm_rate_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {
-  const double rate = prof.gemm.model == GemmModel::table ? table_tflops(prof, m, n, k, in)
-                                                          : peak_tflops(prof, in);
+  const double rate = prof.gemm.model == GemmModel::table ? table_tflops(prof, m, n, k, in) : peak_tflops(prof, in);
   if (!(rate > 0)) throw UsageError("profile '" + prof.name + "': GEMM rate must be > 0");
   return rate;
 }
-
 
 double gemm_time_us(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
@@ -113,10 +111,9 @@ double collective_time_us(const Profile& prof, int world, double max_part_bytes,
   if (!own.points.empty()) return (world - 1) * collective_step_us(own, max_part_bytes);
   if (own.gbps > 0) return (world - 1) * (own.latency_us + transfer_us(max_part_bytes, own.gbps));
   const bool multi_node = prof.links.ranks_per_node > 0 && world > prof.links.ranks_per_node;
-  const double gbps = multi_node ? std::min(prof.links.intra_gbps, prof.links.inter_gbps)
-                                 : prof.links.intra_gbps;
-  const double lat = multi_node ? std::max(prof.links.intra_latency_us, prof.links.inter_latency_us)
-                                : prof.links.intra_latency_us;
+  const double gbps = multi_node ? std::min(prof.links.intra_gbps, prof.links.inter_gbps) : prof.links.intra_gbps;
+  const double lat =
+      multi_node ? std::max(prof.links.intra_latency_us, prof.links.inter_latency_us) : prof.links.intra_latency_us;
   double step = transfer_us(max_part_bytes, gbps);
   if (reduce && prof.memory_gbps > 0) step = std::max(step, add_time_us(prof, max_part_bytes));
   return (world - 1) * (lat + step);

@@ -21,7 +21,8 @@ Int json_integer(const nlohmann::json& j, const char* key) {
     return static_cast<Int>(v.get<uint64_t>());
   if (v.is_number_integer() && !v.is_number_unsigned()) {
     const int64_t x = v.get<int64_t>();
-    if (x >= static_cast<int64_t>(std::numeric_limits<Int>::min()) && x <= static_cast<int64_t>(std::numeric_limits<Int>::max()))
+    if (x >= static_cast<int64_t>(std::numeric_limits<Int>::min()) &&
+        x <= static_cast<int64_t>(std::numeric_limits<Int>::max()))
       return static_cast<Int>(x);
   }
   throw UsageError(std::string("\"") + key + "\": " + v.dump() + " is not an integer of this range");

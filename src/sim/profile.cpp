@@ -25,7 +25,7 @@ Profile h200_nvlink() {
   p.gemm.model = GemmModel::table;
   p.gemm.overhead_us = 1.0;  // lead: launch gap between dependent kernels
   p.gemm.peak_tflops = {{Dtype::bf16, 790}, {Dtype::f16, 790}, {Dtype::fp8_e4m3, 1400},
-                        {Dtype::tf32, 400}, {Dtype::f32, 60}, {Dtype::f64, 60}};
+                        {Dtype::tf32, 400}, {Dtype::f32, 60},  {Dtype::f64, 60}};
   const Dtype b = Dtype::bf16;
   p.gemm.table = {{b, 8192, 8192, 8192, 796}, {b, 4096, 8192, 8192, 742}, {b, 2048, 8192, 8192, 736},
                   {b, 1024, 8192, 8192, 727}, {b, 512, 8192, 8192, 709},  {b, 8192, 3584, 8192, 741},
@@ -39,8 +39,9 @@ Profile h200_nvlink() {
 Profile h200_ib() {
   Profile p = h200_nvlink();
   p.name = "h200-ib";
-  p.notes += " Nodes of 8 GPUs joined by 400 Gb/s InfiniBand, one NIC per GPU: 45 GB/s and 10 us "
-             "between nodes (leads).";
+  p.notes +=
+      " Nodes of 8 GPUs joined by 400 Gb/s InfiniBand, one NIC per GPU: 45 GB/s and 10 us "
+      "between nodes (leads).";
   p.links = {8, 370, 5, 45, 10};
   return p;
 }
@@ -102,24 +103,35 @@ json to_json(const Profile& p) {
   json table = json::array();
   for (const GemmPoint& g : p.gemm.table)
     table.push_back(json{{"dtype", to_string(g.dtype)}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"tflops", g.tflops}});
-  return {{"name", p.name},
-          {"notes", p.notes},
-          {"gemm", {{"model", to_string(p.gemm.model)}, {"library", to_string(p.gemm.library)}, {"overhead_us", p.gemm.overhead_us},
-                    {"peak_tflops", peaks}, {"table", table}}},
-          {"memory_gbps", p.memory_gbps},
-          {"links", {{"ranks_per_node", p.links.ranks_per_node}, {"intra_gbps", p.links.intra_gbps},
-                     {"intra_latency_us", p.links.intra_latency_us}, {"inter_gbps", p.links.inter_gbps},
-                     {"inter_latency_us", p.links.inter_latency_us}}},
-          {"contention", {{"transport_uses_sms", p.contention.transport_uses_sms},
-                          {"gemm_slowdown", p.contention.gemm_slowdown},
-                          {"comm_slowdown", p.contention.comm_slowdown},
-                          {"launch_order", p.contention.launch_order}}},
-          {"collectives", {{"allgather", {{"gbps", p.allgather.gbps}, {"latency_us", p.allgather.latency_us},
-                                          {"points", p.allgather.points}}},
-                           {"reduce_scatter", {{"gbps", p.reduce_scatter.gbps},
-                                               {"latency_us", p.reduce_scatter.latency_us},
-                                               {"points", p.reduce_scatter.points}}}}},
-          {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}, {"gemm_issue_us", p.host.gemm_issue_us}}}};
+  return {
+      {"name", p.name},
+      {"notes", p.notes},
+      {"gemm",
+       {{"model", to_string(p.gemm.model)},
+        {"library", to_string(p.gemm.library)},
+        {"overhead_us", p.gemm.overhead_us},
+        {"peak_tflops", peaks},
+        {"table", table}}},
+      {"memory_gbps", p.memory_gbps},
+      {"links",
+       {{"ranks_per_node", p.links.ranks_per_node},
+        {"intra_gbps", p.links.intra_gbps},
+        {"intra_latency_us", p.links.intra_latency_us},
+        {"inter_gbps", p.links.inter_gbps},
+        {"inter_latency_us", p.links.inter_latency_us}}},
+      {"contention",
+       {{"transport_uses_sms", p.contention.transport_uses_sms},
+        {"gemm_slowdown", p.contention.gemm_slowdown},
+        {"comm_slowdown", p.contention.comm_slowdown},
+        {"launch_order", p.contention.launch_order}}},
+      {"collectives",
+       {{"allgather",
+         {{"gbps", p.allgather.gbps}, {"latency_us", p.allgather.latency_us}, {"points", p.allgather.points}}},
+        {"reduce_scatter",
+         {{"gbps", p.reduce_scatter.gbps},
+          {"latency_us", p.reduce_scatter.latency_us},
+          {"points", p.reduce_scatter.points}}}}},
+      {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}, {"gemm_issue_us", p.host.gemm_issue_us}}}};
 }
 
 Profile profile_from_json(const json& j) {
@@ -136,7 +148,8 @@ Profile profile_from_json(const json& j) {
     for (auto& [d, tf] : peaks.items()) p.gemm.peak_tflops.push_back({parse_dtype(d), tf.get<double>()});
     for (const json& e : table)
       p.gemm.table.push_back({parse_dtype(e.at("dtype").get<std::string>()), json_integer<int64_t>(e, "m"),
-                              json_integer<int64_t>(e, "n"), json_integer<int64_t>(e, "k"), e.at("tflops").get<double>()});
+                              json_integer<int64_t>(e, "n"), json_integer<int64_t>(e, "k"),
+                              e.at("tflops").get<double>()});
     p.memory_gbps = get<double>(j, "memory_gbps", 0);
     const json l = get<json>(j, "links", json::object());
     p.links.ranks_per_node = json_integer<int>(l, "ranks_per_node", 0);
@@ -150,8 +163,8 @@ Profile profile_from_json(const json& j) {
     p.contention.comm_slowdown = get<double>(c, "comm_slowdown", 1);
     p.contention.launch_order = get<bool>(c, "launch_order", false);
     const json colls = get<json>(j, "collectives", json::object());
-    for (auto [key, cost] : {std::pair<const char*, CollectiveCost*>{"allgather", &p.allgather},
-                             {"reduce_scatter", &p.reduce_scatter}}) {
+    for (auto [key, cost] :
+         {std::pair<const char*, CollectiveCost*>{"allgather", &p.allgather}, {"reduce_scatter", &p.reduce_scatter}}) {
       const json e = get<json>(colls, key, json::object());
       cost->gbps = get<double>(e, "gbps", 0);  // 0 (absent): the ring model over the links
       cost->latency_us = get<double>(e, "latency_us", 0);

@@ -31,9 +31,9 @@ Engine::Engine(Dtype dtype, const Profile& profile, StepFilter filter, int world
 void Engine::add_rank(const Plan& plan) {
   const int r = static_cast<int>(ranks_.size());
   if (plan.rank != r || plan.problem.world != world_)
-    throw std::runtime_error("simulate: plan " + std::to_string(r) + " is rank " +
-                             std::to_string(plan.rank) + " of " + std::to_string(plan.problem.world) +
-                             ", expected rank " + std::to_string(r) + " of " + std::to_string(world_));
+    throw std::runtime_error("simulate: plan " + std::to_string(r) + " is rank " + std::to_string(plan.rank) + " of " +
+                             std::to_string(plan.problem.world) + ", expected rank " + std::to_string(r) + " of " +
+                             std::to_string(world_));
   const LocalShape shape = local_shape(plan.problem, r);
   const Dtype out = output_dtype(prof_.gemm.library, dtype_);
   auto bytes_of = [&](const Slice& s) {
@@ -125,8 +125,8 @@ void Engine::add_rank(const Plan& plan) {
 
 void Engine::match_messages() {
   if (static_cast<int>(ranks_.size()) != world_)
-    throw std::runtime_error("simulate: " + std::to_string(ranks_.size()) + " plans for " +
-                             std::to_string(world_) + " ranks");
+    throw std::runtime_error("simulate: " + std::to_string(ranks_.size()) + " plans for " + std::to_string(world_) +
+                             " ranks");
   for (size_t c = 0; c < colls_.size(); ++c)
     for (int r = 0; r < world_; ++r)
       if (colls_[c].steps[r] < 0)
@@ -147,21 +147,20 @@ void Engine::match_messages() {
     for (const End& e : recvs_[q]) {
       const int id = queues.receive(e.peer, q).send;
       if (id < 0)
-        throw std::runtime_error("simulate: " + where(q, e.step) + " receives from rank " +
-                                 std::to_string(e.peer) + " a message that is never sent");
+        throw std::runtime_error("simulate: " + where(q, e.step) + " receives from rank " + std::to_string(e.peer) +
+                                 " a message that is never sent");
       SimMessage& m = msgs_[id];
       if (m.bytes != e.bytes)
         throw std::runtime_error("simulate: " + where(q, e.step) + " receives " + std::to_string(e.bytes) +
-                                 " bytes from " + where(m.src, m.src_step) + " which sends " +
-                                 std::to_string(m.bytes));
+                                 " bytes from " + where(m.src, m.src_step) + " which sends " + std::to_string(m.bytes));
       m.dst_step = e.step;
       ranks_[q].msgs[e.slot] = id;
     }
   for (const SendQueues::Link& l : queues.links())
     if (l.received < l.sends.size())
-      throw std::runtime_error("simulate: rank " + std::to_string(l.from) + " sends to rank " +
-                               std::to_string(l.to) + " " + std::to_string(l.sends.size()) +
-                               " messages, which receives " + std::to_string(l.received));
+      throw std::runtime_error("simulate: rank " + std::to_string(l.from) + " sends to rank " + std::to_string(l.to) +
+                               " " + std::to_string(l.sends.size()) + " messages, which receives " +
+                               std::to_string(l.received));
   sends_.clear();
   recvs_.clear();
 }

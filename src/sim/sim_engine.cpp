@@ -288,8 +288,8 @@ void Engine::run() {
   for (int r = 0; r < world_; ++r)
     for (size_t s = 0; s < ranks_[r].steps.size(); ++s)
       if (!ranks_[r].steps[s].done)
-        throw std::runtime_error("simulate: deadlock: rank " + std::to_string(r) + " step " + std::to_string(s) +
-                                 " (" + to_string(ranks_[r].steps[s].kind) + ") never " +
+        throw std::runtime_error("simulate: deadlock: rank " + std::to_string(r) + " step " + std::to_string(s) + " (" +
+                                 to_string(ranks_[r].steps[s].kind) + ") never " +
                                  (ranks_[r].steps[s].started ? "ends" : "starts"));
 }
 
@@ -299,8 +299,10 @@ std::vector<RankRun> Engine::rank_runs() const {
     runs[r].rank = r;
     runs[r].steps = ranks_[r].times;
     for (size_t s = 0; s < runs[r].steps.size(); ++s) {
-      if (ranks_[r].steps[s].skip) runs[r].steps[s] = StepTime{};  // not run
-      else runs[r].total_us = std::max(runs[r].total_us, runs[r].steps[s].end_us);
+      if (ranks_[r].steps[s].skip)
+        runs[r].steps[s] = StepTime{};  // not run
+      else
+        runs[r].total_us = std::max(runs[r].total_us, runs[r].steps[s].end_us);
     }
   }
   return runs;
@@ -315,7 +317,8 @@ Timeline Engine::timeline(Op op, Algo algo) const {
     for (size_t s = 0; s < ranks_[r].steps.size(); ++s) {
       const SimStep& x = ranks_[r].steps[s];
       if (x.skip) continue;
-      tl.events.push_back({r, x.lane, x.kind, x.index, x.chunk, ranks_[r].times[s].start_us, ranks_[r].times[s].end_us});
+      tl.events.push_back(
+          {r, x.lane, x.kind, x.index, x.chunk, ranks_[r].times[s].start_us, ranks_[r].times[s].end_us});
     }
   return tl;
 }

@@ -24,10 +24,10 @@ struct SimStep {
   int pending = 0;                     // sendrecv: messages not yet done
   int share_send[2] = {0, 0};          // sendrecv: sends / receives per class (0 intra, 1 inter)
   int share_recv[2] = {0, 0};
-  double work_us = 0;                  // gemm, copy, add: nominal time
-  double issued_us = 0;                // when the host has enqueued it (0: host issue not modelled)
-  bool skip = false;                   // left out by the StepFilter: takes no time
-  bool wake = false;                   // a wake-up is pending at issued_us
+  double work_us = 0;    // gemm, copy, add: nominal time
+  double issued_us = 0;  // when the host has enqueued it (0: host issue not modelled)
+  bool skip = false;     // left out by the StepFilter: takes no time
+  bool wake = false;     // a wake-up is pending at issued_us
   bool started = false, done = false;
 };
 
@@ -38,9 +38,9 @@ struct SimRank {
   std::vector<std::vector<int>> lane_steps;  // per lane, its steps in list order
   std::vector<size_t> lane_head;
   std::vector<StepTime> times;
-  std::vector<int> active;                   // activities touching this rank
-  int gemm_running = 0;                      // its GEMMs running (they share its rate; the launch-order rule)
-  int comm_running = 0;                      // its comm activities running that contend for SMs
+  std::vector<int> active;  // activities touching this rank
+  int gemm_running = 0;     // its GEMMs running (they share its rate; the launch-order rule)
+  int comm_running = 0;     // its comm activities running that contend for SMs
 };
 
 struct SimMessage {
@@ -111,7 +111,10 @@ class Engine {
   std::vector<SimMessage> msgs_;
   std::vector<Collective> colls_;
   // Per rank, in order: (peer, step, slot in SimRank::msgs, bytes) of each send and receive.
-  struct End { int peer, step, slot; double bytes; };
+  struct End {
+    int peer, step, slot;
+    double bytes;
+  };
   std::vector<std::vector<End>> sends_, recvs_;
   std::vector<Activity> acts_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;

@@ -9,8 +9,7 @@
 
 namespace collmm {
 
-std::vector<RankRun> simulate(const std::vector<Plan>& plans, Dtype dtype, const Profile& profile,
-                              StepFilter filter) {
+std::vector<RankRun> simulate(const std::vector<Plan>& plans, Dtype dtype, const Profile& profile, StepFilter filter) {
   if (plans.empty()) return {};
   sim::Engine engine(dtype, profile, filter, static_cast<int>(plans.size()));
   for (const Plan& p : plans) engine.add_rank(p);

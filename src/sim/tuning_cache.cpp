@@ -41,7 +41,8 @@ TuningEntry entry_from_json(const json& e) {
   t.time_us = e.at("time_us").get<double>();
   need(t.m >= 1 && t.n >= 1 && t.k >= 1 && t.m <= kMaxSize && t.n <= kMaxSize && t.k <= kMaxSize,
        "m, n and k must be 1.." + std::to_string(kMaxSize));
-  need(t.world >= 1 && t.world <= kMaxWorld, "world_size " + std::to_string(t.world) + " is not 1.." + std::to_string(kMaxWorld));
+  need(t.world >= 1 && t.world <= kMaxWorld,
+       "world_size " + std::to_string(t.world) + " is not 1.." + std::to_string(kMaxWorld));
   need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
   return t;
 }
@@ -106,7 +107,8 @@ PlanOptions plan_options_from_json(const json& j) {
   need(o.stages >= 0, "stages " + std::to_string(o.stages) + " is negative");
   need(o.gemm_lanes >= 1 && o.gemm_lanes <= kMaxGemmLanes,
        "gemm_lanes " + std::to_string(o.gemm_lanes) + " is not 1.." + std::to_string(kMaxGemmLanes));
-  need(o.merge >= 1 && o.merge <= kMaxWorld, "merge " + std::to_string(o.merge) + " is not 1.." + std::to_string(kMaxWorld));
+  need(o.merge >= 1 && o.merge <= kMaxWorld,
+       "merge " + std::to_string(o.merge) + " is not 1.." + std::to_string(kMaxWorld));
   return o;
 }
 
@@ -154,8 +156,13 @@ void save_tuning_cache(const TuningCache& cache, const std::string& path) {
   json entries = json::array();
   for (const TuningEntry& e : cache.entries) {
     json entry = to_json(e.options);
-    entry.update({{"op", to_string(e.op)}, {"m", e.m}, {"n", e.n}, {"k", e.k}, {"world_size", e.world},
-                  {"dtype", to_string(e.dtype)}, {"time_us", e.time_us}});
+    entry.update({{"op", to_string(e.op)},
+                  {"m", e.m},
+                  {"n", e.n},
+                  {"k", e.k},
+                  {"world_size", e.world},
+                  {"dtype", to_string(e.dtype)},
+                  {"time_us", e.time_us}});
     entries.push_back(entry);
   }
   const std::string text = json{{"entries", entries}}.dump(2) + "\n";

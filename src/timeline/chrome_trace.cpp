@@ -86,7 +86,8 @@ json chrome_trace(const std::vector<Timeline>& cases) {
     offset += end * 1.1;
   }
   for (int r : ranks) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
     events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", r}, {"args", {{"sort_index", r}}}});
     for (int lane : lanes_of[r])
       events.push_back({{"name", "thread_name"},

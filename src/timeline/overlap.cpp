@@ -32,7 +32,10 @@ double intersection_length(const Intervals& a, const Intervals& b) {
   while (i < a.size() && j < b.size()) {
     const double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
     if (hi > lo) sum += hi - lo;
-    if (a[i].second < b[j].second) ++i; else ++j;
+    if (a[i].second < b[j].second)
+      ++i;
+    else
+      ++j;
   }
   return sum;
 }

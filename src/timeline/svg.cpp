@@ -13,17 +13,23 @@
 namespace collmm {
 namespace {
 
-const StepKind kKinds[] = {StepKind::gemm, StepKind::sendrecv, StepKind::allgather,
-                           StepKind::reduce_scatter, StepKind::add, StepKind::copy};
+const StepKind kKinds[] = {StepKind::gemm,           StepKind::sendrecv, StepKind::allgather,
+                           StepKind::reduce_scatter, StepKind::add,      StepKind::copy};
 
 const char* colour(StepKind k) {
   switch (k) {
-    case StepKind::gemm: return "#4e79a7";
-    case StepKind::sendrecv: return "#f28e2b";
-    case StepKind::allgather: return "#e15759";
-    case StepKind::reduce_scatter: return "#76b7b2";
-    case StepKind::add: return "#59a14f";
-    case StepKind::copy: return "#b07aa1";
+    case StepKind::gemm:
+      return "#4e79a7";
+    case StepKind::sendrecv:
+      return "#f28e2b";
+    case StepKind::allgather:
+      return "#e15759";
+    case StepKind::reduce_scatter:
+      return "#76b7b2";
+    case StepKind::add:
+      return "#59a14f";
+    case StepKind::copy:
+      return "#b07aa1";
   }
   return "#999999";
 }
@@ -32,11 +38,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -87,8 +102,8 @@ std::string timeline_svg(const Timeline& t, const SvgOptions& opt) {
 
   std::ostringstream s;
   s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(opt.width_px) << "\" height=\""
-    << num(height) << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
+    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(opt.width_px) << "\" height=\"" << num(height)
+    << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
     << "<rect class=\"background\" x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   std::string title = to_string(t.op) + " " + to_string(t.algo) + ", P=" + std::to_string(t.world);
   if (shown < t.world) title += " (ranks 0-" + std::to_string(shown - 1) + " shown)";
@@ -98,8 +113,8 @@ std::string timeline_svg(const Timeline& t, const SvgOptions& opt) {
 
   double lx = left;  // legend
   for (StepKind k : kKinds) {
-    s << "<rect class=\"legend\" x=\"" << num(lx) << "\" y=\"30\" width=\"12\" height=\"12\" fill=\""
-      << colour(k) << "\"/><text x=\"" << num(lx + 16) << "\" y=\"40\">" << to_string(k) << "</text>\n";
+    s << "<rect class=\"legend\" x=\"" << num(lx) << "\" y=\"30\" width=\"12\" height=\"12\" fill=\"" << colour(k)
+      << "\"/><text x=\"" << num(lx + 16) << "\" y=\"40\">" << to_string(k) << "</text>\n";
     lx += 30 + 7.0 * to_string(k).size();
   }
 
@@ -107,9 +122,9 @@ std::string timeline_svg(const Timeline& t, const SvgOptions& opt) {
     const auto [r, l] = key;
     std::string label = std::to_string(r) + (l == 0 ? " comm" : " gemm");
     if (l > 0 && gemm_lanes > 1) label += " " + std::to_string(l);
-    s << "<text x=\"" << num(left - 6) << "\" y=\"" << num(ry + row_h - 5) << "\" text-anchor=\"end\">"
-      << label << "</text><line x1=\"" << num(left) << "\" y1=\"" << num(ry + row_h) << "\" x2=\""
-      << num(left + plot_w) << "\" y2=\"" << num(ry + row_h) << "\" stroke=\"#dddddd\"/>\n";
+    s << "<text x=\"" << num(left - 6) << "\" y=\"" << num(ry + row_h - 5) << "\" text-anchor=\"end\">" << label
+      << "</text><line x1=\"" << num(left) << "\" y1=\"" << num(ry + row_h) << "\" x2=\"" << num(left + plot_w)
+      << "\" y2=\"" << num(ry + row_h) << "\" stroke=\"#dddddd\"/>\n";
   }
 
   for (const TimelineEvent& e : t.events) {  // one box per executed step
@@ -120,8 +135,8 @@ std::string timeline_svg(const Timeline& t, const SvgOptions& opt) {
     if (e.index >= 0) tip << " step " << e.index;
     if (e.chunk >= 0) tip << " chunk " << e.chunk;
     tip << ": " << num(e.start_us) << " - " << num(e.end_us) << " us";
-    s << "<rect class=\"step\" x=\"" << num(x) << "\" y=\"" << num(ry) << "\" width=\"" << num(w)
-      << "\" height=\"" << num(row_h) << "\" fill=\"" << colour(e.kind) << "\" stroke=\"white\" "
+    s << "<rect class=\"step\" x=\"" << num(x) << "\" y=\"" << num(ry) << "\" width=\"" << num(w) << "\" height=\""
+      << num(row_h) << "\" fill=\"" << colour(e.kind) << "\" stroke=\"white\" "
       << "stroke-width=\"0.5\"><title>" << escape(tip.str()) << "</title></rect>";
     const std::string chunk = std::to_string(e.chunk);
     if (e.chunk >= 0 && w >= 7.0 * chunk.size() + 3)
@@ -135,12 +150,12 @@ std::string timeline_svg(const Timeline& t, const SvgOptions& opt) {
   const double step = tick_step(span, 10);
   for (double v = std::ceil(t0 / step) * step; v <= t1 + 1e-9 * span; v += step) {
     const double x = x_of(v);
-    s << "<line x1=\"" << num(x) << "\" y1=\"" << num(axis_y) << "\" x2=\"" << num(x) << "\" y2=\""
-      << num(axis_y + 5) << "\" stroke=\"black\"/><text x=\"" << num(x) << "\" y=\"" << num(axis_y + 17)
-      << "\" text-anchor=\"middle\">" << num(v).substr(0, num(v).find('.') + (step < 1 ? 3 : 0))
-      << "</text>\n";
+    s << "<line x1=\"" << num(x) << "\" y1=\"" << num(axis_y) << "\" x2=\"" << num(x) << "\" y2=\"" << num(axis_y + 5)
+      << "\" stroke=\"black\"/><text x=\"" << num(x) << "\" y=\"" << num(axis_y + 17) << "\" text-anchor=\"middle\">"
+      << num(v).substr(0, num(v).find('.') + (step < 1 ? 3 : 0)) << "</text>\n";
   }
-  s << "<text x=\"" << num(left + plot_w) << "\" y=\"" << num(axis_y + 32) << "\" text-anchor=\"end\">time (us)</text>\n";
+  s << "<text x=\"" << num(left + plot_w) << "\" y=\"" << num(axis_y + 32)
+    << "\" text-anchor=\"end\">time (us)</text>\n";
   s << "</svg>\n";
   return s.str();
 }

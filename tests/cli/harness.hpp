@@ -18,8 +18,8 @@
 namespace collmm_cli_test {
 
 struct CommandResult {
-  int rc = -1;          // exit status (128 + signal when killed)
-  std::string output;   // stdout and stderr together
+  int rc = -1;         // exit status (128 + signal when killed)
+  std::string output;  // stdout and stderr together
   double seconds = 0;
 };
 

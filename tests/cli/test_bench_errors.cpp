@@ -12,8 +12,8 @@ namespace {
 const std::string kSmall = " -n 16 -k 16 -w 1 -i 2";
 
 TEST(BenchErrors, RanksThatDisagreeAreNamedOnEveryRank) {
-  const CommandResult r = run_command(mpirun(1) + " " + bench() + " -m 64" + kSmall + " : -np 1 " + bench() + " -m 48" + kSmall,
-                                      60);
+  const CommandResult r =
+      run_command(mpirun(1) + " " + bench() + " -m 64" + kSmall + " : -np 1 " + bench() + " -m 48" + kSmall, 60);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_EQ(count_of(r.output, "ranks disagree on M: rank 0 has 64, rank 1 has 48"), 2u) << r.output;
   EXPECT_EQ(r.output.find("# collmm-bench"), std::string::npos) << "no table may start:\n" << r.output;
@@ -66,8 +66,8 @@ TEST(BenchErrors, DtypeTheBackendLacksIsAUsageError) {
 // be a directory, on rank 1): that rank says so and the whole job ends.
 TEST(BenchErrors, AnErrorOnOneRankEndsTheJob) {
   const std::string args = " --op ag_gemm --algo ring -m 16" + kSmall + " --timeout 20";
-  const CommandResult r = run_command(
-      mpirun(1) + " " + bench() + args + " : -np 1 " + bench() + args + " --save /dev/null/collmm", 90);
+  const CommandResult r =
+      run_command(mpirun(1) + " " + bench() + args + " : -np 1 " + bench() + args + " --save /dev/null/collmm", 90);
   EXPECT_NE(r.rc, 0) << r.output;
   EXPECT_NE(r.rc, 124) << "the job had to be stopped from outside:\n" << r.output;
   EXPECT_NE(r.output.find("rank 1: --save: cannot create directory /dev/null/collmm"), std::string::npos) << r.output;

@@ -57,7 +57,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"-m 64 -n 64 -k 64 --json /nonexistent/r.json", "--json /nonexistent/r.json: cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --trace DIR", "--trace DIR: cannot be written (it is a directory)"},
         BadInput{"-m 64 -n 64 -k 64 --timeline /nonexistent/t.svg", "--timeline /nonexistent/t.svg: cannot be written"},
-        BadInput{"-m 64 -n 64 -k 64 --tune-cache /nonexistent/c.json", "--tune-cache /nonexistent/c.json: cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --tune-cache /nonexistent/c.json",
+                 "--tune-cache /nonexistent/c.json: cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --calibrate /nonexistent/p.json -i 20",
                  "--calibrate /nonexistent/p.json: cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --save /dev/null/x", "--save: cannot create directory /dev/null/x"},
@@ -67,9 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(BenchInputs, AProbedOutputKeepsItsContentUntilWritten) {
   const std::string dir = fresh_dir("probe");
   std::ofstream(dir + "/r.json") << "old";
-  const CommandResult r = run_command(mpirun(2) + " " + bench() + " -m 64K -n 64K -k 64K --dtype f64 -w 1 --json " +
-                                          dir + "/r.json",
-                                      60);
+  const CommandResult r =
+      run_command(mpirun(2) + " " + bench() + " -m 64K -n 64K -k 64K --dtype f64 -w 1 --json " + dir + "/r.json", 60);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_EQ(read_file(dir + "/r.json"), "old");
 }
@@ -116,8 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The README's demo on a small machine: more ranks than cores. The header says the times are no
 // overlap figures, and no E outside [0, 1] is printed as a number.
 TEST(BenchInputs, RanksSharingCoresAreNoOverlapFigures) {
-  const CommandResult r =
-      run_command(mpirun(4) + " " + bench() + " --threads 1 -m 256 -n 256 -k 256 -w 1 -i 3", 120);
+  const CommandResult r = run_command(mpirun(4) + " " + bench() + " --threads 1 -m 256 -n 256 -k 256 -w 1 -i 3", 120);
   ASSERT_EQ(r.rc, 0) << r.output;
   const bool shared = std::thread::hardware_concurrency() < 4;
   EXPECT_EQ(r.output.find("ranks take turns on the cores") != std::string::npos, shared) << r.output;

@@ -26,7 +26,8 @@ CommandResult bench_run(int np, const std::string& args) {
 
 // --calibrate takes -i >= 10 (kCalibrateMinIters).
 CommandResult calibrate_run(int np, const std::string& args) {
-  return run_command(mpirun(np) + " " + bench() + " -m 48 -n 40 -k 36 -w 1 -i 10 --threads 1 --backend cpu " + args, 90);
+  return run_command(mpirun(np) + " " + bench() + " -m 48 -n 40 -k 36 -w 1 -i 10 --threads 1 --backend cpu " + args,
+                     90);
 }
 
 // Steps of every rank's plan (all of them run with StepFilter::all).
@@ -92,8 +93,8 @@ TEST(BenchOverlap, JsonFractionsInZeroOneAndPredictionWithProfile) {
 TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
   const std::string dir = fresh_dir("bench_auto");
   const std::string cache = dir + "/tune.json";
-  const CommandResult model = bench_run(2, "--op ag_gemm --algo auto --check --tune-cache " + cache + " --json " +
-                                               dir + "/model.json");
+  const CommandResult model =
+      bench_run(2, "--op ag_gemm --algo auto --check --tune-cache " + cache + " --json " + dir + "/model.json");
   ASSERT_EQ(model.rc, 0) << model.output;
   EXPECT_NE(model.output.find("# auto: "), std::string::npos) << model.output;
   EXPECT_NE(model.output.find("(from the model;"), std::string::npos) << model.output;

@@ -40,11 +40,11 @@ class BenchRun : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = fresh_dir("bench_run");
-    result_ = run_command(mpirun(P) + " " + bench() + " --backend cpu --op all --algo all --check -m " +
-                              std::to_string(M) + " -n " + std::to_string(N) + " -k " + std::to_string(K) +
-                              " -w 1 -i 3 --threads 1 --json " + dir_ + "/r.json --trace " + dir_ +
-                              "/trace.json --save " + dir_ + "/npy",
-                          120);
+    result_ =
+        run_command(mpirun(P) + " " + bench() + " --backend cpu --op all --algo all --check -m " + std::to_string(M) +
+                        " -n " + std::to_string(N) + " -k " + std::to_string(K) + " -w 1 -i 3 --threads 1 --json " +
+                        dir_ + "/r.json --trace " + dir_ + "/trace.json --save " + dir_ + "/npy",
+                    120);
   }
   static std::string dir_;
   static CommandResult result_;
@@ -74,12 +74,12 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_EQ(j.at("world_size"), P);
   EXPECT_TRUE(j.at("collmm_version").is_string());
-  const std::set<std::string> keys{"op", "algo", "m", "n", "k", "world_size", "dtype", "stages",
-                                   "time_us", "tflops", "t_gemm_us", "t_comm_us", "speedup_vs_sequential",
-                                   "overlap_efficiency", "wrong", "max_rel_err",
+  const std::set<std::string> keys{"op", "algo", "m", "n", "k", "world_size", "dtype", "stages", "time_us", "tflops",
+                                   "t_gemm_us", "t_comm_us", "speedup_vs_sequential", "overlap_efficiency", "wrong",
+                                   "max_rel_err",
                                    // (no --profile here, so no "predicted_us")
-                                   "label", "gemm_lanes", "merge", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
-                                   "overlap_hidden_fraction_per_rank"};
+                                   "label", "gemm_lanes", "merge", "overlap_hidden_fraction",
+                                   "overlap_hidden_fraction_min", "overlap_hidden_fraction_per_rank"};
   ASSERT_EQ(j.at("results").size(), 8u);
   std::set<std::string> cases;
   for (const json& r : j.at("results")) {
@@ -120,8 +120,8 @@ TEST_F(BenchRun, TraceHasEveryRankAndBothLanes) {
     kinds_of_rank[e.at("pid").get<int>()].insert(tid == 0 ? "comm" : "gemm");
     EXPECT_EQ(e.at("cat"), tid == 0 ? "comm" : "gemm") << e.dump();
     const std::string name = e.at("name");
-    if (name.rfind("ag_gemm ring step ", 0) == 0 && name.find(" chunk ") != std::string::npos &&
-        name.size() > 5 && name.compare(name.size() - 5, 5, " gemm") == 0)
+    if (name.rfind("ag_gemm ring step ", 0) == 0 && name.find(" chunk ") != std::string::npos && name.size() > 5 &&
+        name.compare(name.size() - 5, 5, " gemm") == 0)
       ++ring_gemms;
   }
   ASSERT_EQ(kinds_of_rank.size(), static_cast<size_t>(P));
@@ -188,7 +188,8 @@ TEST(BenchDtypes, Bf16TransposedBOnThreeRanks) {
   const std::string dir = fresh_dir("bench_bf16");
   const CommandResult r = run_command(mpirun(3) + " " + bench() +
                                           " --op all --algo ring --dtype bf16 --b-layout nk --check -m 10 -n 7 -k 5"
-                                          " -w 1 -i 2 --save " + dir,
+                                          " -w 1 -i 2 --save " +
+                                          dir,
                                       60);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(table_rows(r.output, "ag_gemm").at(0).at(15), "0");
@@ -203,7 +204,8 @@ TEST(BenchDtypes, F64OnTwoRanks) {
   const std::string dir = fresh_dir("bench_f64");
   const CommandResult r = run_command(mpirun(2) + " " + bench() +
                                           " --op gemm_rs --algo bidir --dtype f64 --check -m 5 -n 7 -k 3 -w 1 -i 2"
-                                          " --save " + dir,
+                                          " --save " +
+                                          dir,
                                       60);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(table_rows(r.output, "gemm_rs").size(), 1u) << r.output;
@@ -219,7 +221,8 @@ TEST(BenchGemmRate, PrintedAndInTheJson) {
   const std::string dir = fresh_dir("bench_gemm_rate");
   const CommandResult r = run_command(mpirun(2) + " " + bench() +
                                           " --op all --algo all -m 64 -n 32 -k 48 -w 1 -i 2 --threads 1 --gemm-rate"
-                                          " --json " + dir + "/r.json",
+                                          " --json " +
+                                          dir + "/r.json",
                                       90);
   ASSERT_EQ(r.rc, 0) << r.output;
   size_t lines = 0;
@@ -230,7 +233,8 @@ TEST(BenchGemmRate, PrintedAndInTheJson) {
   const json j = json::parse(read_file(dir + "/r.json"));
   ASSERT_EQ(j.at("results").size(), 8u);
   for (const json& row : j.at("results")) {
-    const double alone = row.at("t_gemm_plan_us"), busy = row.at("gemm_busy_us"), rate = row.at("gemm_rate_beside_comm");
+    const double alone = row.at("t_gemm_plan_us"), busy = row.at("gemm_busy_us"),
+                 rate = row.at("gemm_rate_beside_comm");
     EXPECT_GT(alone, 0) << row;
     EXPECT_GT(busy, 0) << row;
     EXPECT_NEAR(rate, alone / busy, 1e-9 * rate) << row;

@@ -36,10 +36,10 @@ Comparison run_and_compare(Op op, int64_t m, int64_t n, int64_t k, Dtype dtype, 
   else
     ctx.gemm_rs(m, n, k, dtype, a.data(), b.data(), c.data(), mo);
   if (gathered_cmp)
-    *gathered_cmp = compare(decode(g.data(), static_cast<size_t>(m * k), dtype), make_global_a(p, 7, dtype), dtype,
-                            dtype, 1);
-  return compare(decode(c.data(), static_cast<size_t>(s.c_rows * s.c_cols), out), reference_c(p, r, 7, dtype),
-                 dtype, out, k);
+    *gathered_cmp =
+        compare(decode(g.data(), static_cast<size_t>(m * k), dtype), make_global_a(p, 7, dtype), dtype, dtype, 1);
+  return compare(decode(c.data(), static_cast<size_t>(s.c_rows * s.c_cols), out), reference_c(p, r, 7, dtype), dtype,
+                 out, k);
 }
 
 TEST(Context, AgGemmEveryAlgorithmMatchesTheReference) {

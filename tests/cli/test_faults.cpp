@@ -15,12 +15,12 @@ using namespace collmm_cli_test;
 
 namespace {
 
-constexpr int kTimeout = 3;      // --timeout of the faulty jobs
-constexpr double kStartup = 6;   // mpirun's start and the run up to the fault, on a loaded 2-core machine
+constexpr int kTimeout = 3;     // --timeout of the faulty jobs
+constexpr double kStartup = 6;  // mpirun's start and the run up to the fault, on a loaded 2-core machine
 
 struct Fault {
-  const char* kind;   // die (SIGKILL; in init a thrown failure) | hang (SIGSTOP)
-  const char* phase;  // init | setup | run | output
+  const char* kind;     // die (SIGKILL; in init a thrown failure) | hang (SIGSTOP)
+  const char* phase;    // init | setup | run | output
   const char* message;  // what the survivors (or mpirun) must say
 };
 
@@ -37,10 +37,10 @@ class BenchFault : public ::testing::TestWithParam<Fault> {};
 
 TEST_P(BenchFault, EndsTheJobInBoundedTimeNamingTheRank) {
   const Fault& f = GetParam();
-  const CommandResult r = run_command(mpirun(3) + " " + bench() + " --op ag_gemm -m 64 -n 64 -k 64 -w 1 -i 2 --timeout " +
-                                          std::to_string(kTimeout) + " --debug-" + f.kind + "-rank 1 --debug-phase " +
-                                          f.phase,
-                                      60);
+  const CommandResult r =
+      run_command(mpirun(3) + " " + bench() + " --op ag_gemm -m 64 -n 64 -k 64 -w 1 -i 2 --timeout " +
+                      std::to_string(kTimeout) + " --debug-" + f.kind + "-rank 1 --debug-phase " + f.phase,
+                  60);
   const double cpu = most_wait_cpu_s(r.output);
   std::printf("fault: %s in %s: job gone after %.2f s (--timeout %d), exit %d, a survivor's wait took %.2f CPU s\n",
               f.kind, f.phase, r.seconds, kTimeout, r.rc, cpu);
@@ -62,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
         Fault{"hang", "init", "within 3 s (--timeout) in setup: the ranks' agreement on the options"},
         Fault{"die", "setup", "process rank 1"}, Fault{"die", "run", "process rank 1"},
         Fault{"die", "output", "process rank 1"},
-        Fault{"hang", "setup", "within 3 s (--timeout) in the setup of ag_gemm sequential (the ranks' agreement on its plan)"},
+        Fault{"hang", "setup",
+              "within 3 s (--timeout) in the setup of ag_gemm sequential (the ranks' agreement on its plan)"},
         Fault{"hang", "run", "the run of ag_gemm sequential timed out after 3 s"},
         Fault{"hang", "output", "within 3 s (--timeout) in the end of the job"}),
     [](const ::testing::TestParamInfo<Fault>& info) { return std::string(info.param.kind) + "_" + info.param.phase; });
@@ -70,10 +71,11 @@ INSTANTIATE_TEST_SUITE_P(
 // The output phase of a job whose rank 1 stops there: process 0 still writes its results.
 TEST(BenchFaultOutput, ResultsAreWrittenBeforeTheJobEnds) {
   const std::string dir = fresh_dir("fault_output");
-  const CommandResult r =
-      run_command(mpirun(2) + " " + bench() + " --op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3 "
-                  "--debug-hang-rank 1 --debug-phase output --json " + dir + "/r.json",
-                  60);
+  const CommandResult r = run_command(mpirun(2) + " " + bench() +
+                                          " --op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3 "
+                                          "--debug-hang-rank 1 --debug-phase output --json " +
+                                          dir + "/r.json",
+                                      60);
   EXPECT_EQ(r.rc, 3) << r.output;
   EXPECT_NE(read_file(dir + "/r.json").find("\"algo\": \"ring\""), std::string::npos);
 }

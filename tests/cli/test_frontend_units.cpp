@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "collmm/agreement.hpp"
 #include "bench_case.hpp"
 #include "chrome_trace.hpp"
+#include "collmm/agreement.hpp"
 #include "collmm/data.hpp"
 #include "harness.hpp"
 #include "npy.hpp"
@@ -113,8 +113,9 @@ TEST(Npy, Bf16IsSavedAsFloat32Values) {
 }
 
 TEST(Npy, WrongByteCountThrows) {
-  EXPECT_THROW(write_npy(std::string(COLLMM_TEST_OUT) + "/units_bad.npy", Dtype::f32, 2, 2, std::vector<unsigned char>(12)),
-               std::runtime_error);
+  EXPECT_THROW(
+      write_npy(std::string(COLLMM_TEST_OUT) + "/units_bad.npy", Dtype::f32, 2, 2, std::vector<unsigned char>(12)),
+      std::runtime_error);
 }
 
 TEST(ChromeTrace, EventsAreNamedAndCasesLaidEndToEnd) {
@@ -183,7 +184,9 @@ class IdleExecutor : public Executor {
     buffers_.clear();
     for (const BufferSpec& b : plans.at(0).buffers) buffers_.emplace_back(static_cast<size_t>(b.rows * b.cols), 0.f);
   }
-  void write(int, int buffer, const void* bytes, size_t n) override { std::memcpy(buffers_.at(buffer).data(), bytes, n); }
+  void write(int, int buffer, const void* bytes, size_t n) override {
+    std::memcpy(buffers_.at(buffer).data(), bytes, n);
+  }
   void read(int, int buffer, void* bytes, size_t n) override { std::memcpy(bytes, buffers_.at(buffer).data(), n); }
   void poison() override {
     for (size_t b = kBufC; b < buffers_.size(); ++b) std::fill(buffers_[b].begin(), buffers_[b].end(), NAN);

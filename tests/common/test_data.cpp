@@ -20,11 +20,11 @@ TEST(Codec, RoundTripsExactValues) {
 }
 
 TEST(Codec, KnownBitPatterns) {
-  EXPECT_EQ(round_to(Dtype::bf16, 1.0 + 1.0 / 256), 1.0);           // ties to even
+  EXPECT_EQ(round_to(Dtype::bf16, 1.0 + 1.0 / 256), 1.0);  // ties to even
   EXPECT_EQ(round_to(Dtype::bf16, 1.0 + 3.0 / 256), 1.0 + 4.0 / 256);
   EXPECT_EQ(round_to(Dtype::f16, 1.0 + 1.0 / 4096), 1.0);
-  EXPECT_EQ(round_to(Dtype::fp8_e4m3, 0.3), 0.3125);                // 1.25 * 2^-2
-  EXPECT_EQ(round_to(Dtype::fp8_e4m3, 1000.0), 448.0);              // saturates
+  EXPECT_EQ(round_to(Dtype::fp8_e4m3, 0.3), 0.3125);                               // 1.25 * 2^-2
+  EXPECT_EQ(round_to(Dtype::fp8_e4m3, 1000.0), 448.0);                             // saturates
   EXPECT_EQ(round_to(Dtype::fp8_e4m3, std::ldexp(3.0, -9)), std::ldexp(3.0, -9));  // subnormal
   const auto b = encode({1.0}, Dtype::fp8_e4m3);
   EXPECT_EQ(b[0], 0x38);

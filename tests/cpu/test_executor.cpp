@@ -85,7 +85,8 @@ TEST(Timestamps, EveryStepTimedAfterItsWaitsAndItsLanePredecessor) {
           const Step& s = plan.steps[i];
           EXPECT_TRUE(ran(t[i])) << "step " << i;
           EXPECT_LE(t[i].end_us, runs[0].total_us) << "step " << i;
-          for (int w : s.waits) EXPECT_GE(t[i].start_us, t[static_cast<size_t>(w)].end_us) << "step " << i << " waits " << w;
+          for (int w : s.waits)
+            EXPECT_GE(t[i].start_us, t[static_cast<size_t>(w)].end_us) << "step " << i << " waits " << w;
           const int prev = last_on_lane[static_cast<size_t>(s.lane)];
           if (prev >= 0) {
             EXPECT_GE(t[i].start_us, t[static_cast<size_t>(prev)].end_us) << "lane order at " << i;

@@ -66,7 +66,8 @@ CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dty
                                      reference_c(p, ranks[i], seed, dtype), dtype, out, p.k);
       res.wrong_c += cmp.wrong;
       res.max_rel_err = std::max(res.max_rel_err, cmp.max_rel_err);
-      if (cmp.wrong) detail << "rank " << ranks[i] << ": " << cmp.wrong << " wrong in C (max rel err " << cmp.max_rel_err << "); ";
+      if (cmp.wrong)
+        detail << "rank " << ranks[i] << ": " << cmp.wrong << " wrong in C (max rel err " << cmp.max_rel_err << "); ";
       for (size_t b = 0; b < plan.buffers.size(); ++b) {
         if (plan.buffers[b].role != Role::gathered) continue;
         const BufferSpec& g = plan.buffers[b];
@@ -83,7 +84,9 @@ CaseResult run_checked(Executor& ex, const Problem& p, const PlanOptions& o, Dty
     if (PlayedPeers* peers = ex.played_peers()) {
       const Comparison sent = peers->check_sent();
       res.wrong_sent += sent.wrong;
-      if (sent.wrong) detail << sent.wrong << " wrong in what was sent to the played peers (max rel err " << sent.max_rel_err << "); ";
+      if (sent.wrong)
+        detail << sent.wrong << " wrong in what was sent to the played peers (max rel err " << sent.max_rel_err
+               << "); ";
     }
   }
   res.detail = detail.str();

@@ -14,12 +14,11 @@ namespace collmm::test {
 int usable_gpus(std::string* why);
 
 // Skips the current test (GTest) when fewer than `need` GPUs are usable, saying why.
-#define COLLMM_NEED_GPUS(need)                                                                   \
-  do {                                                                                           \
-    std::string why_;                                                                            \
-    const int have_ = ::collmm::test::usable_gpus(&why_);                                        \
-    if (have_ < (need))                                                                          \
-      GTEST_SKIP() << "needs " << (need) << " GPU(s), " << have_ << " usable (" << why_ << ")"; \
+#define COLLMM_NEED_GPUS(need)                                                                                    \
+  do {                                                                                                            \
+    std::string why_;                                                                                             \
+    const int have_ = ::collmm::test::usable_gpus(&why_);                                                         \
+    if (have_ < (need)) GTEST_SKIP() << "needs " << (need) << " GPU(s), " << have_ << " usable (" << why_ << ")"; \
   } while (0)
 
 // Sizes that split unevenly over P and give odd leading dimensions; fp8 needs 16-byte rows (and B

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <random>
 
-#include "cuda_check.hpp"
 #include "collmm/data.hpp"
+#include "cuda_check.hpp"
 #include "gemm_engine.hpp"
 #include "gpu_case.hpp"
 
@@ -42,7 +42,8 @@ struct Case {
 
 // C is [rows_c, n]; the GEMM covers rows [row0, row0 + m) of C and of A (A is [rows_c, k]).
 void check_or_throw(const Case& c) {
-  const int64_t row0 = c.row0, m = c.m, rows_c = row0 + m + 9, n = c.dtype == Dtype::fp8_e4m3 ? 48 : 37, k = c.dtype == Dtype::fp8_e4m3 ? 64 : 53;
+  const int64_t row0 = c.row0, m = c.m, rows_c = row0 + m + 9, n = c.dtype == Dtype::fp8_e4m3 ? 48 : 37,
+                k = c.dtype == Dtype::fp8_e4m3 ? 64 : 53;
   const Dtype out = output_dtype(GemmLibrary::cublaslt, c.dtype);
   const auto a = random_values(rows_c * k, c.dtype, 1), b = random_values(k * n, c.dtype, 2);
   const auto c0 = random_values(rows_c * n, out, 3);

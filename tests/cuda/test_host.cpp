@@ -41,7 +41,8 @@ std::string name(const Problem& p, const PlanOptions& o, Dtype d, int r) {
          std::to_string(r);
 }
 
-void expect_right(Executor& ex, const Problem& p, const PlanOptions& o, Dtype d, int r, uint64_t seed, bool repeat = false) {
+void expect_right(Executor& ex, const Problem& p, const PlanOptions& o, Dtype d, int r, uint64_t seed,
+                  bool repeat = false) {
   test::CaseResult res;
   try {
     res = test::run_checked(ex, p, o, d, seed, repeat);
@@ -120,7 +121,8 @@ TEST(CudaHost, WrongStagedDataIsCaught) {
     auto ex = host_executor(3, 1);
     PlanOptions o;
     o.algo = Algo::ring;
-    const test::CaseResult res = test::run_checked(*ex, test::uneven_problem(op, 3, Dtype::f32), o, Dtype::f32, 5, false, 6);
+    const test::CaseResult res =
+        test::run_checked(*ex, test::uneven_problem(op, 3, Dtype::f32), o, Dtype::f32, 5, false, 6);
     EXPECT_GT(res.wrong_c + res.wrong_gathered, 0) << to_string(op);
     EXPECT_GT(res.wrong_sent, 0) << to_string(op) << ": what the rank forwards is checked against the peers' own data";
   }

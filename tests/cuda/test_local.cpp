@@ -19,7 +19,6 @@ std::unique_ptr<Executor> local_executor(int world, bool graph = false, const ch
   return make_cuda_executor(o, 0, nullptr);
 }
 
-
 TEST(CudaLocal, EveryOpAlgoDtypeOnOneToEightRanks) {
   COLLMM_NEED_GPUS(1);
   int cases = 0;
@@ -35,7 +34,8 @@ TEST(CudaLocal, EveryOpAlgoDtypeOnOneToEightRanks) {
           try {
             res = test::run_checked(*ex, p, o, d, 1000 + P);
           } catch (const std::exception& e) {
-            ADD_FAILURE() << to_string(op) << " " << to_string(algo) << " " << to_string(d) << " P=" << P << ": " << e.what();
+            ADD_FAILURE() << to_string(op) << " " << to_string(algo) << " " << to_string(d) << " P=" << P << ": "
+                          << e.what();
             continue;
           }
           EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0)
@@ -67,9 +67,9 @@ TEST(CudaLocal, LanesPostingAndBLayouts) {
               ADD_FAILURE() << to_string(op) << " " << to_string(algo) << " lanes=" << lanes << ": " << e.what();
               continue;
             }
-            EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0) << to_string(op) << " " << to_string(algo) << " "
-                                                          << to_string(post) << " lanes=" << lanes << " "
-                                                          << to_string(bl) << ": " << res.detail;
+            EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0)
+                << to_string(op) << " " << to_string(algo) << " " << to_string(post) << " lanes=" << lanes << " "
+                << to_string(bl) << ": " << res.detail;
           }
 }
 
@@ -148,7 +148,7 @@ TEST(CudaLocal, UsageErrors) {
   std::vector<Plan> plans{make_plan(p, {}, 0), make_plan(p, {}, 1)};
   EXPECT_THROW(ex->prepare(plans, Dtype::fp8_e4m3), UsageError);  // fp8 needs B as [N, K]
   std::vector<Plan> one{make_plan(p, {}, 0)};
-  EXPECT_THROW(ex->prepare(one, Dtype::bf16), UsageError);  // plans for 1 of 2 ranks
+  EXPECT_THROW(ex->prepare(one, Dtype::bf16), UsageError);    // plans for 1 of 2 ranks
   EXPECT_THROW(ex->run(StepFilter::all, false), UsageError);  // nothing prepared
   BackendOptions bad;
   bad.transport = "local";

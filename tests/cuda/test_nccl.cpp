@@ -8,8 +8,8 @@
 #include <algorithm>
 
 #include "collmm/executor.hpp"
-#include "mpi_host.hpp"
 #include "gpu_case.hpp"
+#include "mpi_host.hpp"
 
 namespace collmm {
 namespace {

@@ -26,9 +26,12 @@ Target g_target = Target::size;
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const char* t = std::getenv("COLLMM_FUZZ");
   const std::string name = t ? t : "";
-  if (name == "size") g_target = Target::size;
-  else if (name == "profile") g_target = Target::profile;
-  else if (name == "tuning") g_target = Target::tuning;
+  if (name == "size")
+    g_target = Target::size;
+  else if (name == "profile")
+    g_target = Target::profile;
+  else if (name == "tuning")
+    g_target = Target::tuning;
   else {
     std::fprintf(stderr, "set COLLMM_FUZZ=size|profile|tuning\n");
     std::exit(2);

@@ -39,8 +39,7 @@ inline void erase_step(Plan& plan, int at) {
 inline void swap_steps(Plan& plan, int i) {
   std::swap(plan.steps[i], plan.steps[i + 1]);
   for (Step& x : plan.steps)
-    for (int& w : x.waits)
-      w = w == i ? i + 1 : w == i + 1 ? i : w;
+    for (int& w : x.waits) w = w == i ? i + 1 : w == i + 1 ? i : w;
 }
 
 // Splits sendrecv step i into a send-only step and a receive-only step right after it, on the same

@@ -56,20 +56,20 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
             for (Post post : {Post::comm_first, Post::gemm_first})
               for (int lanes : {1, 2})
                 for (int merge : merge_counts(p, algo)) {
-                const PlanOptions o{algo, stages, post, lanes, merge};
-                CheckReport report = check_problem(p, o);
-                if (report.ok()) {  // and as the host transport runs it: collectives lowered to rings
-                  std::vector<Plan> lowered;
-                  for (int r = 0; r < P; ++r) lowered.push_back(lower_collectives(make_plan(p, o, r)).plan);
-                  report = check_plans(lowered);
+                  const PlanOptions o{algo, stages, post, lanes, merge};
+                  CheckReport report = check_problem(p, o);
+                  if (report.ok()) {  // and as the host transport runs it: collectives lowered to rings
+                    std::vector<Plan> lowered;
+                    for (int r = 0; r < P; ++r) lowered.push_back(lower_collectives(make_plan(p, o, r)).plan);
+                    report = check_plans(lowered);
+                  }
+                  ++checked;
+                  if (report.ok()) continue;
+                  if (++failed <= 3)
+                    ADD_FAILURE() << to_string(op) << " " << shape.name << " M=" << p.m << " N=" << p.n << " K=" << p.k
+                                  << " P=" << P << " b=" << to_string(layout) << " " << to_string(o) << "\n"
+                                  << report.text(12);
                 }
-                ++checked;
-                if (report.ok()) continue;
-                if (++failed <= 3)
-                  ADD_FAILURE() << to_string(op) << " " << shape.name << " M=" << p.m << " N=" << p.n << " K=" << p.k
-                                << " P=" << P << " b=" << to_string(layout) << " " << to_string(o) << "\n"
-                                << report.text(12);
-              }
         }
   EXPECT_EQ(failed, 0) << "of " << checked << " configurations";
   EXPECT_GT(checked, 0);

@@ -61,10 +61,10 @@ TEST(Golden, AgGemmRingMergesAdjacentChunks) {
   for (const Step& s : r1.steps)
     if (s.kind == StepKind::gemm) outs.push_back(s.out);
   ASSERT_EQ(outs.size(), 3u);
-  EXPECT_EQ(outs[0].row, 4);   // own chunk 1
-  EXPECT_EQ(outs[1].row, 0);   // chunk 0
+  EXPECT_EQ(outs[0].row, 4);  // own chunk 1
+  EXPECT_EQ(outs[1].row, 0);  // chunk 0
   EXPECT_EQ(outs[1].rows, 4);
-  EXPECT_EQ(outs[2].row, 8);   // chunks 2 and 3 together
+  EXPECT_EQ(outs[2].row, 8);  // chunks 2 and 3 together
   EXPECT_EQ(outs[2].rows, 8);
   // The comm is the plain ring's.
   const Plan plain = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
@@ -111,11 +111,11 @@ TEST(UsageErrors, ImpossibleOptionsAreRefused) {
                UsageError);
   EXPECT_THROW(make_plan({Op::ag_gemm, 3, 8, 8, 4, BLayout::kn}, {}, 0), UsageError);  // M < P
   EXPECT_THROW(make_plan({Op::gemm_rs, 3, 8, 8, 4, BLayout::kn}, {}, 0), UsageError);
-  EXPECT_THROW(make_plan({Op::ag_gemm, 8, 3, 8, 4, BLayout::kn}, {}, 0), UsageError);  // N < P
-  EXPECT_THROW(make_plan({Op::gemm_rs, 8, 8, 3, 4, BLayout::kn}, {}, 0), UsageError);  // K < P
-  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 0}, 0), UsageError);    // no GEMM lane
-  EXPECT_THROW(make_plan(p, {}, 4), UsageError);                                       // no such rank
-  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 0}, 0), UsageError);  // merge 0
+  EXPECT_THROW(make_plan({Op::ag_gemm, 8, 3, 8, 4, BLayout::kn}, {}, 0), UsageError);   // N < P
+  EXPECT_THROW(make_plan({Op::gemm_rs, 8, 8, 3, 4, BLayout::kn}, {}, 0), UsageError);   // K < P
+  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 0}, 0), UsageError);      // no GEMM lane
+  EXPECT_THROW(make_plan(p, {}, 4), UsageError);                                        // no such rank
+  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 0}, 0), UsageError);   // merge 0
   EXPECT_THROW(make_plan(p, {Algo::bidir, 0, Post::comm_first, 1, 2}, 0), UsageError);  // merge: ring only
   EXPECT_THROW(make_plan({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, {Algo::ring, 0, Post::comm_first, 1, 2}, 0),
                UsageError);

@@ -19,7 +19,8 @@ bool has_error(const CheckReport& r, const std::string& what) {
   return false;
 }
 
-#define EXPECT_ERROR(report, what) EXPECT_TRUE(has_error(report, what)) << "expected '" << what << "' in\n" << (report).text()
+#define EXPECT_ERROR(report, what) \
+  EXPECT_TRUE(has_error(report, what)) << "expected '" << what << "' in\n" << (report).text()
 
 TEST(Mutations, UnchangedPlansPass) {
   for (Op op : all_ops()) {
@@ -62,7 +63,8 @@ TEST(Mutations, SwappedStepsMakeACycleAcrossRanks) {
 }
 
 TEST(Mutations, CollectivesInDifferentOrderDisagree) {
-  std::vector<Plan> plans = all_plans({Op::gemm_rs, 8, 8, 8, 2, BLayout::kn}, {Algo::sequential, 0, Post::comm_first, 1});
+  std::vector<Plan> plans =
+      all_plans({Op::gemm_rs, 8, 8, 8, 2, BLayout::kn}, {Algo::sequential, 0, Post::comm_first, 1});
   Step& rs = plans[1].steps[find_step(plans[1], StepKind::reduce_scatter)];
   rs.kind = StepKind::allgather;  // in place: contributes its own part
   rs.a = rs.parts[1];

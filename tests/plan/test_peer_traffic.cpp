@@ -77,8 +77,8 @@ TEST(PeerTraffic, StagedRowsAreWhatThePeersSend) {
           }
           for (const check::LinkTransfer& recv : traffic[r].received) {
             EXPECT_EQ(labels(plans[r]).at(recv.step), labels(plans[recv.peer]).at(recv.peer_step))
-                << name(p, o, r) << ": receive at step " << recv.step << " sent by rank " << recv.peer << " at its step "
-                << recv.peer_step;
+                << name(p, o, r) << ": receive at step " << recv.step << " sent by rank " << recv.peer
+                << " at its step " << recv.peer_step;
             for (const check::Terms& row : recv.rows)
               for (const check::Term& t : row) {
                 if (op == Op::ag_gemm) {

@@ -128,7 +128,8 @@ TEST(HostIssue, SharedIssuerStartsACollectiveAtItsLastMember) {
   const int P = 4;
   const double c = 0.5 * g_us(), W = (P - 1) * c;
   for (double h : {0.01 * c, 10 * c}) {  // a fast host or a slow one: the collective waits for its last member
-    const SimResult one = simulate(ag(P), algo(Algo::sequential), Dtype::f32, with_host(h, true), StepFilter::comm_only);
+    const SimResult one =
+        simulate(ag(P), algo(Algo::sequential), Dtype::f32, with_host(h, true), StepFilter::comm_only);
     EXPECT_NEAR(one.runs[0].steps[0].end_us, P * P * h + W, 1e-6 * W) << "h/c=" << h / c;
   }
 }

@@ -20,9 +20,9 @@ TimelineEvent ev(int rank, StepKind kind, double s, double e) {
 TEST(Overlap, FullNonePartial) {
   Timeline t;
   t.world = 3;
-  t.events = {ev(0, StepKind::sendrecv, 0, 10), ev(0, StepKind::gemm, 0, 20),   // all hidden
-              ev(1, StepKind::sendrecv, 0, 10), ev(1, StepKind::gemm, 10, 20),  // none
-              ev(2, StepKind::allgather, 0, 10), ev(2, StepKind::gemm, 5, 20)}; // half
+  t.events = {ev(0, StepKind::sendrecv, 0, 10),  ev(0, StepKind::gemm, 0, 20),   // all hidden
+              ev(1, StepKind::sendrecv, 0, 10),  ev(1, StepKind::gemm, 10, 20),  // none
+              ev(2, StepKind::allgather, 0, 10), ev(2, StepKind::gemm, 5, 20)};  // half
   const Overlap o = measure_overlap(t);
   ASSERT_EQ(o.ranks.size(), 3u);
   EXPECT_DOUBLE_EQ(o.ranks[0].fraction, 1.0);
@@ -39,7 +39,7 @@ TEST(Overlap, SeveralIntervalsOverlappingEachOther) {
   // comm: [0,10] [20,30] [25,35] -> union [0,10] [20,35], 25 us. Adds and copies are comm.
   // gemm: [5,22] [30,40] [31,33] -> union [5,22] [30,40]. Hidden: [5,10] [20,22] [30,35] = 12 us.
   Timeline t;
-  t.events = {ev(0, StepKind::sendrecv, 0, 10), ev(0, StepKind::add, 20, 30), ev(0, StepKind::copy, 25, 35),
+  t.events = {ev(0, StepKind::sendrecv, 0, 10), ev(0, StepKind::add, 20, 30),  ev(0, StepKind::copy, 25, 35),
               ev(0, StepKind::gemm, 5, 22),     ev(0, StepKind::gemm, 30, 40), ev(0, StepKind::gemm, 31, 33)};
   const Overlap o = measure_overlap(t);
   ASSERT_EQ(o.ranks.size(), 1u);

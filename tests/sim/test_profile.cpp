@@ -97,7 +97,8 @@ TEST(Calibrate, CollectivePointsAreKept) {
   spec.collective_bytes = {65536, 1048576, 16777216};
   const Profile p = calibrate(spec, gemm, comm, coll);
   ASSERT_EQ(p.reduce_scatter.points.size(), 3u);
-  for (double b : spec.collective_bytes) EXPECT_NEAR(collective_time_us(p, P, b, true), coll(StepKind::reduce_scatter, b), 1e-9);
+  for (double b : spec.collective_bytes)
+    EXPECT_NEAR(collective_time_us(p, P, b, true), coll(StepKind::reduce_scatter, b), 1e-9);
   // The line through all three would put 64 KiB far off (its intercept is ~hundreds of us).
   const double line = (P - 1) * (p.reduce_scatter.latency_us + 65536 / (p.reduce_scatter.gbps * 1e3));
   EXPECT_GT(std::abs(line - coll(StepKind::reduce_scatter, 65536)), 50.0);
@@ -186,7 +187,8 @@ TEST(Profile, OldSharedDeviceFieldsAreIgnored) {
 // The host issue fit: iterations of different mixes give the GEMM launch's and the other
 // operations' costs apart; one mix (or figures <= 0) gives one figure, the mean per operation.
 TEST(Calibrate, IssueFitTellsGemmsFromTheRest) {
-  const HostCost h = fit_issue({{8, 32, 8 * 12.0 + 32 * 5.0}, {64, 16, 64 * 12.0 + 16 * 5.0}, {4, 4, 4 * 12.0 + 4 * 5.0}});
+  const HostCost h =
+      fit_issue({{8, 32, 8 * 12.0 + 32 * 5.0}, {64, 16, 64 * 12.0 + 16 * 5.0}, {4, 4, 4 * 12.0 + 4 * 5.0}});
   EXPECT_NEAR(h.gemm_issue_us, 12, 1e-9);
   EXPECT_NEAR(h.issue_us, 5, 1e-9);
   const HostCost one = fit_issue({{8, 32, 400}, {16, 64, 800}});  // the same mix twice

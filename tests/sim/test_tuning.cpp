@@ -54,21 +54,37 @@ TEST(Tuning, MeasuredCacheOverridesTheModel) {
   const Problem p = shape(4);
   cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::sequential, 0, Post::comm_first, 1, 1}, 10.0});
   cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 1}, 20.0});
-  cache.record({p.op, p.m, p.n, p.k, 8, Dtype::f32, {Algo::bidir, 0, Post::comm_first, 1, 1}, 1.0});  // another P: ignored
+  cache.record(
+      {p.op, p.m, p.n, p.k, 8, Dtype::f32, {Algo::bidir, 0, Post::comm_first, 1, 1}, 1.0});  // another P: ignored
   const Choice c = choose(p, Dtype::f32, balanced(), &cache);
   EXPECT_EQ(c.options.algo, Algo::sequential);
   EXPECT_EQ(c.source, "measured");
   EXPECT_EQ(c.measured_us, 10.0);
   EXPECT_NE(print(c).find("measured"), std::string::npos);
   // No measurement of this dtype: the model again.
-  EXPECT_EQ(choose(p, Dtype::f64, [] { Profile q = balanced(); q.gemm.peak_tflops.push_back({Dtype::f64, 1.0}); return q; }(), &cache).source,
+  EXPECT_EQ(choose(
+                p, Dtype::f64,
+                [] {
+                  Profile q = balanced();
+                  q.gemm.peak_tflops.push_back({Dtype::f64, 1.0});
+                  return q;
+                }(),
+                &cache)
+                .source,
             "model");
 }
 
 TEST(Tuning, CacheRoundTrip) {
   TuningCache cache;
   cache.record({Op::gemm_rs, 1024, 2048, 4096, 8, Dtype::bf16, {Algo::pipelined, 4, Post::comm_first, 2, 1}, 123.5});
-  cache.record({Op::gemm_rs, 1024, 2048, 4096, 8, Dtype::bf16, {Algo::pipelined, 4, Post::comm_first, 2, 1}, 120.0});  // replaces
+  cache.record({Op::gemm_rs,
+                1024,
+                2048,
+                4096,
+                8,
+                Dtype::bf16,
+                {Algo::pipelined, 4, Post::comm_first, 2, 1},
+                120.0});  // replaces
   ASSERT_EQ(cache.entries.size(), 1u);
   const std::string path = testing::TempDir() + "collmm_tuning_cache.json";
   save_tuning_cache(cache, path);

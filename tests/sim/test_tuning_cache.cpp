@@ -67,7 +67,8 @@ TEST(TuningCacheFile, BadEntriesNameTheFileAndTheEntry) {
     }
     return std::string("accepted");
   };
-  const std::string good = R"({"op":"ag_gemm","m":64,"n":64,"k":64,"world_size":2,"dtype":"f32","algo":"ring","time_us":5})";
+  const std::string good =
+      R"({"op":"ag_gemm","m":64,"n":64,"k":64,"world_size":2,"dtype":"f32","algo":"ring","time_us":5})";
   EXPECT_EQ(message(R"({"entries":[)" + good + "]}"), "accepted");
   EXPECT_EQ(message(R"({"entries":[)" + good + "," + good.substr(0, good.size() - 1) + R"(,"gemm_lanes":100000}]})"),
             "tuning cache c.json: entry 1: gemm_lanes 100000 is not 1..64");

@@ -19,7 +19,10 @@ inline std::string xml_problem(const std::string& s) {
       i = semi + 1;
       continue;
     }
-    if (s[i] != '<') { ++i; continue; }
+    if (s[i] != '<') {
+      ++i;
+      continue;
+    }
     size_t j = i + 1;
     bool in_quote = false;
     while (j < s.size() && (in_quote || s[j] != '>')) {

@@ -33,19 +33,29 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives "
                  "and run as the row auto:<algo>)")
       ->capture_default_str();
-  app.add_option("-m", o.m, "M, global rows of A and C (suffixes K, M: 8K = 8192)")->transform(size)->type_name("SIZE")->capture_default_str();
+  app.add_option("-m", o.m, "M, global rows of A and C (suffixes K, M: 8K = 8192)")
+      ->transform(size)
+      ->type_name("SIZE")
+      ->capture_default_str();
   app.add_option("-n", o.n, "N, global columns of B and C")->transform(size)->type_name("SIZE")->capture_default_str();
   app.add_option("-k", o.k, "K, the inner size")->transform(size)->type_name("SIZE")->capture_default_str();
-  app.add_option("--dtype", names.dtype, "f32 | f64 | bf16 | f16 | tf32 | fp8 (what the backend has)")->capture_default_str();
-  app.add_option("-w,--warmup", o.warmup, "untimed iterations before the timed ones")->check(at_least(0))->capture_default_str();
-  app.add_option("-i,--iters", o.iters, "timed iterations (the median is reported)")->check(at_least(1))->capture_default_str();
+  app.add_option("--dtype", names.dtype, "f32 | f64 | bf16 | f16 | tf32 | fp8 (what the backend has)")
+      ->capture_default_str();
+  app.add_option("-w,--warmup", o.warmup, "untimed iterations before the timed ones")
+      ->check(at_least(0))
+      ->capture_default_str();
+  app.add_option("-i,--iters", o.iters, "timed iterations (the median is reported)")
+      ->check(at_least(1))
+      ->capture_default_str();
   app.add_flag("--check", o.check, "compare every output with an f64 reference (outputs poisoned with NaN first)");
   app.add_flag("--gemm-rate", o.gemm_rate,
                "also time each case's GEMMs alone: the GEMMs' rate beside the comm (alone / busy in the median "
                "iteration) is printed under the row and written to the JSON");
   app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
   app.add_option("--json", o.json_path, "write the results as JSON to FILE")->type_name("FILE");
-  app.add_option("--trace", o.trace_path, "write a Chrome trace (chrome://tracing, Perfetto) of one iteration of every case, all ranks")->type_name("FILE");
+  app.add_option("--trace", o.trace_path,
+                 "write a Chrome trace (chrome://tracing, Perfetto) of one iteration of every case, all ranks")
+      ->type_name("FILE");
   app.add_option("--timeline", o.timeline_path,
                  "write an SVG picture of one timed iteration (the median one), all ranks; with several cases one "
                  "file per case, FILE-<op>-<algo>.svg (auto:ring -> auto-ring)")
@@ -68,19 +78,28 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "DIR/<op>-<algo>-rank<r>-A.npy ...; bf16 and fp8 are decoded and saved as float32")
       ->type_name("DIR");
   app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: P)")->check(at_least(1));
-  app.add_option("--post", names.post, "within a step, post the comm or the GEMM first: comm-first | gemm-first")->capture_default_str();
-  app.add_option("--b-layout", names.b_layout, "kn: B_r is [K, N_r]; nk: [N_r, K] as torch.nn.Linear weights")->capture_default_str();
+  app.add_option("--post", names.post, "within a step, post the comm or the GEMM first: comm-first | gemm-first")
+      ->capture_default_str();
+  app.add_option("--b-layout", names.b_layout, "kn: B_r is [K, N_r]; nk: [N_r, K] as torch.nn.Linear weights")
+      ->capture_default_str();
   app.add_option("--merge", o.plan.merge,
                  "ag_gemm ring: one GEMM per up to G chunks received at consecutive steps (fewer, larger GEMMs; "
                  "the other cases ignore it)")
       ->check(at_least(1))
       ->capture_default_str()
       ->type_name("G");
-  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
+  app.add_option("--gemm-lanes", o.plan.gemm_lanes,
+                 "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
       ->check(CLI::Range(1, kMaxGemmLanes))
       ->capture_default_str();
-  app.add_option("--threads", o.backend.threads, "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")->check(at_least(0))->capture_default_str();
-  app.add_option("--timeout", o.backend.timeout_s, "seconds one iteration may take before the job is aborted (a rank died or hangs)")->check(at_least(1))->capture_default_str();
+  app.add_option("--threads", o.backend.threads,
+                 "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")
+      ->check(at_least(0))
+      ->capture_default_str();
+  app.add_option("--timeout", o.backend.timeout_s,
+                 "seconds one iteration may take before the job is aborted (a rank died or hangs)")
+      ->check(at_least(1))
+      ->capture_default_str();
 
   const std::string cuda = "CUDA";
   app.add_option("--transport", o.backend.transport,
@@ -88,7 +107,10 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "peers are played by pinned host memory: the link is PCIe)")
       ->group(cuda)
       ->capture_default_str();
-  app.add_option("--rank", o.backend.rank, "cuda --transport host: the rank this process runs")->group(cuda)->check(at_least(0))->capture_default_str();
+  app.add_option("--rank", o.backend.rank, "cuda --transport host: the rank this process runs")
+      ->group(cuda)
+      ->check(at_least(0))
+      ->capture_default_str();
   app.add_option("--link-copy", o.backend.link_copy,
                  "cuda --transport host: engine (transfers by copy engines) | sm (by an SM copy kernel, as NCCL's "
                  "kernels move data)")
@@ -97,12 +119,25 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_flag("--comm-priority", o.backend.comm_priority,
                "cuda: the comm lane (comm, copies, adds) and the host link's streams at the highest stream priority")
       ->group(cuda);
-  app.add_option("-g,--gpus", o.backend.gpus, "cuda: GPUs driven by this process, one thread each (0: one per MPI rank)")->group(cuda)->check(at_least(0));
-  app.add_option("--world", o.backend.world, "cuda --transport local | host: how many ranks the job has")->group(cuda)->check(at_least(0));
-  app.add_option("--gemm-sms", o.backend.gemm_sms, "cuda: SM count target for GEMMs (0: all)")->group(cuda)->check(at_least(0));
-  app.add_option("--sm-margin", o.backend.sm_margin, "cuda: leave this many SMs to comm kernels")->group(cuda)->check(at_least(0));
-  app.add_option("--nccl-min-ctas", o.backend.nccl_min_ctas, "cuda: NCCL minimum CTAs (0: NCCL's default)")->group(cuda)->check(at_least(0));
-  app.add_option("--nccl-max-ctas", o.backend.nccl_max_ctas, "cuda: NCCL maximum CTAs (0: NCCL's default)")->group(cuda)->check(at_least(0));
+  app.add_option("-g,--gpus", o.backend.gpus,
+                 "cuda: GPUs driven by this process, one thread each (0: one per MPI rank)")
+      ->group(cuda)
+      ->check(at_least(0));
+  app.add_option("--world", o.backend.world, "cuda --transport local | host: how many ranks the job has")
+      ->group(cuda)
+      ->check(at_least(0));
+  app.add_option("--gemm-sms", o.backend.gemm_sms, "cuda: SM count target for GEMMs (0: all)")
+      ->group(cuda)
+      ->check(at_least(0));
+  app.add_option("--sm-margin", o.backend.sm_margin, "cuda: leave this many SMs to comm kernels")
+      ->group(cuda)
+      ->check(at_least(0));
+  app.add_option("--nccl-min-ctas", o.backend.nccl_min_ctas, "cuda: NCCL minimum CTAs (0: NCCL's default)")
+      ->group(cuda)
+      ->check(at_least(0));
+  app.add_option("--nccl-max-ctas", o.backend.nccl_max_ctas, "cuda: NCCL maximum CTAs (0: NCCL's default)")
+      ->group(cuda)
+      ->check(at_least(0));
   app.add_flag("--graph", o.backend.graph, "cuda: capture one iteration in a CUDA graph and replay it")->group(cuda);
 
   // For tests of the job's teardown: rank R kills itself (SIGKILL) or stops (SIGSTOP) in a phase:
@@ -128,7 +163,9 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   }
   try {
     o.algo_auto = names.algo == "auto";
-    o.algos = names.algo == "all" ? all_algos() : o.algo_auto ? std::vector<Algo>{} : std::vector<Algo>{parse_algo(names.algo)};
+    o.algos = names.algo == "all" ? all_algos()
+              : o.algo_auto       ? std::vector<Algo>{}
+                                  : std::vector<Algo>{parse_algo(names.algo)};
   } catch (const UsageError& e) {
     throw UsageError(std::string("--algo: ") + e.what() + ", all or auto");
   }

@@ -21,7 +21,12 @@ int main() {
   cudaMemcpy(scales + 64, ones, 4, cudaMemcpyHostToDevice);
   cublasLtHandle_t h;
   cublasLtCreate(&h);
-  struct Setup { const char* name; int c_mode; int scales; bool fast; };  // scales: 0 none, 1 4 bytes apart, 2 256 apart  // c_mode 0: C == D, 1: separate, 2: nullptr
+  struct Setup {
+    const char* name;
+    int c_mode;
+    int scales;
+    bool fast;
+  };  // scales: 0 none, 1 4 bytes apart, 2 256 apart  // c_mode 0: C == D, 1: separate, 2: nullptr
   for (Setup s : {Setup{"in place, scales", 0, true, false}, Setup{"C separate, scales", 1, true, false},
                   Setup{"C nullptr, scales", 2, true, false}, Setup{"in place, no scales", 0, false, false},
                   Setup{"in place, scales, fast accum", 0, true, true}, Setup{"C separate, no scales", 1, false, false},

@@ -1,10 +1,10 @@
 // gemm_bench.cpp: collmm-gemm-bench, the compute side of a ring: the P chunk GEMMs
 // of M/P rows of one rank (each written into its rows of C) against one whole GEMM of the same
 // total size, bf16, random data, on 1 or 2 lanes (streams), with cuBLASLt's heuristic or the
-// timed algorithm choice; and the fewer, larger GEMMs of an ag_gemm ring rank with --merge. All variants of one shape are timed interleaved (one run of each in
-// turn, CUDA events, median over the rounds after warm-up), so clock and power drift hits them
-// alike. (The engine against torch.matmul is gemm_vs_torch.py, through gemm_c_api.cpp.)
-// Usage: collmm-gemm-bench [--reps N] [--csv FILE]
+// timed algorithm choice; and the fewer, larger GEMMs of an ag_gemm ring rank with --merge. All variants of one shape
+// are timed interleaved (one run of each in turn, CUDA events, median over the rounds after warm-up), so clock and
+// power drift hits them alike. (The engine against torch.matmul is gemm_vs_torch.py, through gemm_c_api.cpp.) Usage:
+// collmm-gemm-bench [--reps N] [--csv FILE]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
 #include "collmm/plan.hpp"
+#include "cuda_check.hpp"
 #include "gemm_engine.hpp"
 
 using namespace collmm;
@@ -84,7 +84,8 @@ Blocks ring_blocks(int64_t m, int64_t n, int64_t k, int P, int merge, int rank) 
 }
 
 // The GEMMs of `blocks` (one block: the whole GEMM) over the lanes; returns the median time in ms.
-double time_chunks(GemmEngine& eng, const Operands& op, int64_t n, int64_t k, const Blocks& blocks, Lanes& lanes, int reps) {
+double time_chunks(GemmEngine& eng, const Operands& op, int64_t n, int64_t k, const Blocks& blocks, Lanes& lanes,
+                   int reps) {
   cudaEvent_t t0, t1;
   COLLMM_CUDA(cudaEventCreate(&t0));
   COLLMM_CUDA(cudaEventCreate(&t1));
@@ -132,8 +133,10 @@ int main(int argc, char** argv) {
   std::string csv_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--csv" && i + 1 < argc) csv_path = argv[++i];
+    if (a == "--reps" && i + 1 < argc)
+      reps = std::stoi(argv[++i]);
+    else if (a == "--csv" && i + 1 < argc)
+      csv_path = argv[++i];
     else {
       std::fprintf(stderr, "usage: collmm-gemm-bench [--reps N] [--csv FILE]\n");
       return 2;
@@ -187,7 +190,10 @@ int main(int argc, char** argv) {
               if (merge < P && (rank == 0 || P > 2))
                 for (GemmEngine* e : {&heur, &timed})
                   vs.push_back({"merge" + std::to_string(merge) + " r" + std::to_string(rank),
-                                ring_blocks(M, N, K, P, merge, rank), 1, e, {}});
+                                ring_blocks(M, N, K, P, merge, rank),
+                                1,
+                                e,
+                                {}});
         for (int round = 0; round < reps + 5; ++round)
           for (auto& v : vs) {
             const double ms = time_chunks(*v.eng, op, N, K, v.blocks, lane_sets[v.lanes - 1], 1);

@@ -48,7 +48,8 @@ void check_simulated_size(const Problem& p, const PlanOptions& x) {
   const double steps = x.algo == Algo::sequential ? 2 * P : (x.algo == Algo::bidir ? 2 : 1) * stages * P * P;
   if (steps <= kMaxSimulatedSteps) return;
   std::string hint = x.algo == Algo::pipelined
-                         ? "give --stages " + std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
+                         ? "give --stages " +
+                               std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
                                " or fewer, or a smaller P"
                          : "use a smaller P";
   char n[32];
@@ -70,8 +71,10 @@ int run(const SimOptions& o) {
   std::vector<Op> ops = o.op == "all" ? all_ops() : std::vector<Op>{parse_op(o.op)};
   std::vector<Algo> algos;
   const bool automatic = o.algo == "auto";
-  if (o.algo == "all") algos = all_algos();
-  else if (!automatic) algos = {parse_algo(o.algo)};
+  if (o.algo == "all")
+    algos = all_algos();
+  else if (!automatic)
+    algos = {parse_algo(o.algo)};
   TuningCache cache;
   if (!o.tuning_cache.empty()) cache = load_tuning_cache(o.tuning_cache);
 
@@ -88,8 +91,8 @@ int run(const SimOptions& o) {
     std::vector<PlanOptions> cases;
     if (automatic) {
       const Choice c = choose(p, dtype, prof, o.tuning_cache.empty() ? nullptr : &cache);
-      choices.push_back("# " + to_string(op) + " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) + " K=" +
-                        std::to_string(p.k) + " P=" + std::to_string(p.world) + "\n" + print(c));
+      choices.push_back("# " + to_string(op) + " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) +
+                        " K=" + std::to_string(p.k) + " P=" + std::to_string(p.world) + "\n" + print(c));
       PlanOptions picked = c.options;
       picked.post = base.post;
       cases.push_back(picked);
@@ -112,8 +115,8 @@ int run(const SimOptions& o) {
     for (const Prediction& r : rows) {
       SvgOptions svg;
       svg.max_ranks = o.timeline_ranks;
-      svg.subtitle = "predicted, " + prof.name + ", M=" + std::to_string(r.problem.m) + " N=" +
-                     std::to_string(r.problem.n) + " K=" + std::to_string(r.problem.k) + " " + to_string(dtype);
+      svg.subtitle = "predicted, " + prof.name + ", M=" + std::to_string(r.problem.m) +
+                     " N=" + std::to_string(r.problem.n) + " K=" + std::to_string(r.problem.k) + " " + to_string(dtype);
       const std::string path = svg_path(o.timeline, r, rows.size() > 1);
       write_svg(r.timeline, path, svg);
       std::cout << "# timeline: " << path << "\n";
@@ -135,7 +138,8 @@ int main(int argc, char** argv) {
   collmm::SimOptions o;
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
   app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
-  app.add_option("--algo", o.algo, "sequential, pipelined, ring, bidir, all, or auto (the model's pick)")->capture_default_str();
+  app.add_option("--algo", o.algo, "sequential, pipelined, ring, bidir, all, or auto (the model's pick)")
+      ->capture_default_str();
   const CLI::Validator size = collmm::size_transform();  // as collmm-bench: 8K = 8192
   app.add_option("-m", o.m, "M (global; suffixes K, M: 8K = 8192)")->transform(size)->capture_default_str();
   app.add_option("-n", o.n, "N (global)")->transform(size)->capture_default_str();
@@ -144,9 +148,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxWorld));
   app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
-  app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")->capture_default_str();
+  app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")
+      ->capture_default_str();
   app.add_option("--stages", o.plan.stages, "pipelined: stages (0: P)")->capture_default_str();
-  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")->capture_default_str()->check(CLI::Range(1, collmm::kMaxGemmLanes));
+  app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, collmm::kMaxGemmLanes));
   app.add_option("--merge", o.plan.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
