@@ -18,16 +18,11 @@ namespace {
 
 at::ScalarType scalar_type(Dtype d) {
   switch (d) {
-    case Dtype::f64:
-      return at::kDouble;
-    case Dtype::f32:
-      return at::kFloat;
-    case Dtype::f16:
-      return at::kHalf;
-    case Dtype::bf16:
-      return at::kBFloat16;
-    default:
-      throw UsageError("aten executor: no " + to_string(d) + " tensors");
+    case Dtype::f64: return at::kDouble;
+    case Dtype::f32: return at::kFloat;
+    case Dtype::f16: return at::kHalf;
+    case Dtype::bf16: return at::kBFloat16;
+    default: throw UsageError("aten executor: no " + to_string(d) + " tensors");
   }
 }
 
@@ -169,18 +164,11 @@ class AtenExecutor : public Executor {
           at::mm_out(out, rows(s.a), b_matrix());
         return {};
       }
-      case StepKind::copy:
-        rows(s.out).copy_(rows(s.a));
-        return {};
-      case StepKind::add:
-        rows(s.out).add_(rows(s.a));
-        return {};
-      case StepKind::sendrecv:
-        return sendrecv(s);
-      case StepKind::allgather:
-        return allgather(s);
-      case StepKind::reduce_scatter:
-        return reduce_scatter(s);
+      case StepKind::copy: rows(s.out).copy_(rows(s.a)); return {};
+      case StepKind::add: rows(s.out).add_(rows(s.a)); return {};
+      case StepKind::sendrecv: return sendrecv(s);
+      case StepKind::allgather: return allgather(s);
+      case StepKind::reduce_scatter: return reduce_scatter(s);
     }
     return {};
   }

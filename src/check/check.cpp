@@ -18,9 +18,7 @@ std::vector<Access> accesses(const Step& s) {
   std::vector<Access> acc;
   switch (s.kind) {
     case StepKind::gemm:
-    case StepKind::copy:
-      acc = {{s.a, false}, {s.out, true}};
-      break;
+    case StepKind::copy: acc = {{s.a, false}, {s.out, true}}; break;
     case StepKind::add:  // reads out too; a write already conflicts with every other access
       acc = {{s.a, false}, {s.out, true}};
       break;

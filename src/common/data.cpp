@@ -108,17 +108,12 @@ double tolerance(Dtype in, Dtype out, int64_t k) {
   // inputs in +-[0.1, 1]), so these are relative to a typical output element.
   const double grow = std::max(1.0, std::log2(static_cast<double>(k)));
   switch (out) {
-    case Dtype::f64:
-      return 1e-12 * grow;
-    case Dtype::f32:
-      return (in == Dtype::tf32 ? 2e-3 : 2e-6) * grow;
-    case Dtype::tf32:
-      return 2e-3 * grow;
-    case Dtype::f16:
-      return 4e-3;
+    case Dtype::f64: return 1e-12 * grow;
+    case Dtype::f32: return (in == Dtype::tf32 ? 2e-3 : 2e-6) * grow;
+    case Dtype::tf32: return 2e-3 * grow;
+    case Dtype::f16: return 4e-3;
     case Dtype::bf16:
-    case Dtype::fp8_e4m3:
-      return 3e-2;
+    case Dtype::fp8_e4m3: return 3e-2;
   }
   return 1e-2;
 }

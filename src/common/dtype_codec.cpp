@@ -60,17 +60,12 @@ uint8_t to_e4m3(double v) {
 
 double round_to(Dtype d, double v) {
   switch (d) {
-    case Dtype::f64:
-      return v;
+    case Dtype::f64: return v;
     case Dtype::f32:
-    case Dtype::tf32:
-      return static_cast<float>(v);
-    case Dtype::f16:
-      return f16_to_f32(f32_to_f16(static_cast<float>(v)));
-    case Dtype::bf16:
-      return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
-    case Dtype::fp8_e4m3:
-      return e4m3_value(to_e4m3(v));
+    case Dtype::tf32: return static_cast<float>(v);
+    case Dtype::f16: return f16_to_f32(f32_to_f16(static_cast<float>(v)));
+    case Dtype::bf16: return bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
+    case Dtype::fp8_e4m3: return e4m3_value(to_e4m3(v));
   }
   return v;
 }
@@ -80,9 +75,7 @@ std::vector<unsigned char> encode(const std::vector<double>& v, Dtype d) {
   unsigned char* p = out.data();
   for (size_t i = 0; i < v.size(); ++i) {
     switch (d) {
-      case Dtype::f64:
-        std::memcpy(p + 8 * i, &v[i], 8);
-        break;
+      case Dtype::f64: std::memcpy(p + 8 * i, &v[i], 8); break;
       case Dtype::f32:
       case Dtype::tf32: {
         const float f = static_cast<float>(v[i]);
@@ -99,9 +92,7 @@ std::vector<unsigned char> encode(const std::vector<double>& v, Dtype d) {
         std::memcpy(p + 2 * i, &h, 2);
         break;
       }
-      case Dtype::fp8_e4m3:
-        p[i] = to_e4m3(v[i]);
-        break;
+      case Dtype::fp8_e4m3: p[i] = to_e4m3(v[i]); break;
     }
   }
   return out;
@@ -112,9 +103,7 @@ std::vector<double> decode(const void* bytes, size_t count, Dtype d) {
   const unsigned char* p = static_cast<const unsigned char*>(bytes);
   for (size_t i = 0; i < count; ++i) {
     switch (d) {
-      case Dtype::f64:
-        std::memcpy(&out[i], p + 8 * i, 8);
-        break;
+      case Dtype::f64: std::memcpy(&out[i], p + 8 * i, 8); break;
       case Dtype::f32:
       case Dtype::tf32: {
         float f;
@@ -129,9 +118,7 @@ std::vector<double> decode(const void* bytes, size_t count, Dtype d) {
         out[i] = d == Dtype::f16 ? f16_to_f32(h) : bf16_to_f32(h);
         break;
       }
-      case Dtype::fp8_e4m3:
-        out[i] = e4m3_value(p[i]);
-        break;
+      case Dtype::fp8_e4m3: out[i] = e4m3_value(p[i]); break;
     }
   }
   return out;

@@ -33,8 +33,7 @@ void fill_nan(HostBuffer& b) {
       for (size_t i = 0; i < n; ++i) p[i] = 0x7fc0;
       break;
     }
-    default:
-      throw std::runtime_error("cpu backend: no NaN pattern for " + to_string(b.dtype) + " buffers");
+    default: throw std::runtime_error("cpu backend: no NaN pattern for " + to_string(b.dtype) + " buffers");
   }
 }
 

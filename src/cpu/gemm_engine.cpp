@@ -84,8 +84,7 @@ void run_gemm(const GemmCall& g) {
 #endif
       return;
     }
-    default:
-      throw std::runtime_error("cpu backend: no GEMM for " + to_string(g.in) + " inputs");
+    default: throw std::runtime_error("cpu backend: no GEMM for " + to_string(g.in) + " inputs");
   }
 }
 

@@ -172,18 +172,12 @@ class HostExecutor : public Executor {
 
   void run_step(const Step& s) {
     switch (s.kind) {
-      case StepKind::gemm:
-        return run_gemm_step(s);
-      case StepKind::copy:
-        return run_copy_or_add(s, false);
-      case StepKind::add:
-        return run_copy_or_add(s, true);
-      case StepKind::sendrecv:
-        return run_sendrecv(s);
-      case StepKind::allgather:
-        return run_allgather(s);
-      case StepKind::reduce_scatter:
-        return run_reduce_scatter(s);
+      case StepKind::gemm: return run_gemm_step(s);
+      case StepKind::copy: return run_copy_or_add(s, false);
+      case StepKind::add: return run_copy_or_add(s, true);
+      case StepKind::sendrecv: return run_sendrecv(s);
+      case StepKind::allgather: return run_allgather(s);
+      case StepKind::reduce_scatter: return run_reduce_scatter(s);
     }
   }
 

@@ -93,21 +93,12 @@ __global__ void copy_bytes_kernel(char* dst, const char* src, size_t bytes) {
 void add_into(void* out, const void* a, size_t count, Dtype dtype, cudaStream_t stream) {
   if (count == 0) return;
   switch (dtype) {
-    case Dtype::f64:
-      launch_add<double>(out, a, count, stream);
-      break;
+    case Dtype::f64: launch_add<double>(out, a, count, stream); break;
     case Dtype::f32:
-    case Dtype::tf32:
-      launch_add<float>(out, a, count, stream);
-      break;
-    case Dtype::f16:
-      launch_add<__half>(out, a, count, stream);
-      break;
-    case Dtype::bf16:
-      launch_add<__nv_bfloat16>(out, a, count, stream);
-      break;
-    case Dtype::fp8_e4m3:
-      throw UsageError("add: fp8 is an input type, never an output type");
+    case Dtype::tf32: launch_add<float>(out, a, count, stream); break;
+    case Dtype::f16: launch_add<__half>(out, a, count, stream); break;
+    case Dtype::bf16: launch_add<__nv_bfloat16>(out, a, count, stream); break;
+    case Dtype::fp8_e4m3: throw UsageError("add: fp8 is an input type, never an output type");
   }
   COLLMM_CUDA(cudaGetLastError());
 }

@@ -92,17 +92,12 @@ void reduce_scatter(RankDevice& r, ncclComm_t comm, const Step& s, cudaStream_t 
 
 ncclDataType_t nccl_type(Dtype d) {
   switch (d) {
-    case Dtype::f64:
-      return ncclFloat64;
+    case Dtype::f64: return ncclFloat64;
     case Dtype::f32:
-    case Dtype::tf32:
-      return ncclFloat32;
-    case Dtype::f16:
-      return ncclFloat16;
-    case Dtype::bf16:
-      return ncclBfloat16;
-    case Dtype::fp8_e4m3:
-      return ncclUint8;
+    case Dtype::tf32: return ncclFloat32;
+    case Dtype::f16: return ncclFloat16;
+    case Dtype::bf16: return ncclBfloat16;
+    case Dtype::fp8_e4m3: return ncclUint8;
   }
   return ncclUint8;
 }
@@ -111,17 +106,10 @@ void issue_nccl_step(RankDevice& r, ncclComm_t comm, int i) {
   const Step& s = r.plan().steps[i];
   cudaStream_t st = r.lane(s.lane);
   switch (s.kind) {
-    case StepKind::sendrecv:
-      sendrecv(r, comm, s, st);
-      break;
-    case StepKind::allgather:
-      allgather(r, comm, s, st);
-      break;
-    case StepKind::reduce_scatter:
-      reduce_scatter(r, comm, s, st);
-      break;
-    default:
-      throw std::runtime_error("step " + std::to_string(i) + " is not a comm step");
+    case StepKind::sendrecv: sendrecv(r, comm, s, st); break;
+    case StepKind::allgather: allgather(r, comm, s, st); break;
+    case StepKind::reduce_scatter: reduce_scatter(r, comm, s, st); break;
+    default: throw std::runtime_error("step " + std::to_string(i) + " is not a comm step");
   }
 }
 

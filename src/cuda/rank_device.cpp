@@ -176,8 +176,7 @@ void RankDevice::issue_local_step(int i) {
       if (bytes(s.out) != bytes(s.a)) throw std::runtime_error("add step " + std::to_string(i) + ": sizes differ");
       add_into(ptr(s.out), ptr(s.a), bytes(s.a) / dtype_size(out_), out_, st);
       break;
-    default:
-      throw std::runtime_error("step " + std::to_string(i) + " is a comm step, not a local one");
+    default: throw std::runtime_error("step " + std::to_string(i) + " is a comm step, not a local one");
   }
   close_step(i);
 }

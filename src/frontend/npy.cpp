@@ -35,16 +35,10 @@ void write_npy(const std::string& path, Dtype dtype, int64_t rows, int64_t cols,
   std::string descr;
   std::vector<unsigned char> body;
   switch (dtype) {
-    case Dtype::f64:
-      descr = "<f8", body = bytes;
-      break;
+    case Dtype::f64: descr = "<f8", body = bytes; break;
     case Dtype::f32:
-    case Dtype::tf32:
-      descr = "<f4", body = bytes;
-      break;
-    case Dtype::f16:
-      descr = "<f2", body = bytes;
-      break;
+    case Dtype::tf32: descr = "<f4", body = bytes; break;
+    case Dtype::f16: descr = "<f2", body = bytes; break;
     case Dtype::bf16:
     case Dtype::fp8_e4m3: {
       descr = "<f4";

@@ -6,12 +6,9 @@ namespace collmm {
 
 std::string to_string(GemmLibrary l) {
   switch (l) {
-    case GemmLibrary::openblas:
-      return "openblas";
-    case GemmLibrary::cublaslt:
-      return "cublaslt";
-    case GemmLibrary::aten:
-      return "aten";
+    case GemmLibrary::openblas: return "openblas";
+    case GemmLibrary::cublaslt: return "cublaslt";
+    case GemmLibrary::aten: return "aten";
   }
   return "?";
 }
@@ -24,14 +21,12 @@ GemmLibrary parse_gemm_library(const std::string& s) {
 
 Dtype output_dtype(GemmLibrary library, Dtype in) {
   switch (library) {
-    case GemmLibrary::openblas:
-      return in == Dtype::bf16 ? Dtype::f32 : in;
+    case GemmLibrary::openblas: return in == Dtype::bf16 ? Dtype::f32 : in;
     case GemmLibrary::cublaslt:
       if (in == Dtype::fp8_e4m3) return Dtype::bf16;
       if (in == Dtype::tf32) return Dtype::f32;
       return in;
-    case GemmLibrary::aten:
-      return in;
+    case GemmLibrary::aten: return in;
   }
   return in;
 }

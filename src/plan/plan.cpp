@@ -7,34 +7,23 @@ namespace collmm {
 
 std::string to_string(Role r) {
   switch (r) {
-    case Role::a:
-      return "A";
-    case Role::b:
-      return "B";
-    case Role::c:
-      return "C";
-    case Role::gathered:
-      return "gathered";
-    case Role::work:
-      return "work";
+    case Role::a: return "A";
+    case Role::b: return "B";
+    case Role::c: return "C";
+    case Role::gathered: return "gathered";
+    case Role::work: return "work";
   }
   return "?";
 }
 
 std::string to_string(StepKind k) {
   switch (k) {
-    case StepKind::gemm:
-      return "gemm";
-    case StepKind::copy:
-      return "copy";
-    case StepKind::add:
-      return "add";
-    case StepKind::sendrecv:
-      return "sendrecv";
-    case StepKind::allgather:
-      return "allgather";
-    case StepKind::reduce_scatter:
-      return "reduce_scatter";
+    case StepKind::gemm: return "gemm";
+    case StepKind::copy: return "copy";
+    case StepKind::add: return "add";
+    case StepKind::sendrecv: return "sendrecv";
+    case StepKind::allgather: return "allgather";
+    case StepKind::reduce_scatter: return "reduce_scatter";
   }
   return "?";
 }

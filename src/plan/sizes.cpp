@@ -22,20 +22,11 @@ int64_t parse_size(const std::string& text) {
   int shift = 0;
   if (i < text.size()) {
     switch (std::toupper(static_cast<unsigned char>(text[i]))) {
-      case 'K':
-        shift = 10;
-        break;
-      case 'M':
-        shift = 20;
-        break;
-      case 'G':
-        shift = 30;
-        break;
-      case 'T':
-        shift = 40;
-        break;
-      default:
-        throw bad("unknown suffix");
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      default: throw bad("unknown suffix");
     }
     if (++i != text.size()) throw bad("unknown suffix");
   }

@@ -73,16 +73,12 @@ Dtype parse_dtype(const std::string& s) {
 
 size_t dtype_size(Dtype d) {
   switch (d) {
-    case Dtype::f64:
-      return 8;
+    case Dtype::f64: return 8;
     case Dtype::f32:
-    case Dtype::tf32:
-      return 4;
+    case Dtype::tf32: return 4;
     case Dtype::f16:
-    case Dtype::bf16:
-      return 2;
-    case Dtype::fp8_e4m3:
-      return 1;
+    case Dtype::bf16: return 2;
+    case Dtype::fp8_e4m3: return 1;
   }
   return 0;
 }

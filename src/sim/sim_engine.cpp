@@ -24,16 +24,13 @@ double Engine::speed_of(const Activity& a) const {
   }
   if (!c.transport_uses_sms) return 1;
   switch (a.type) {
-    case Activity::local:
-      return ranks_[a.rank].gemm_running > 0 ? 1 / c.comm_slowdown : 1;
+    case Activity::local: return ranks_[a.rank].gemm_running > 0 ? 1 / c.comm_slowdown : 1;
     case Activity::message: {
       const SimMessage& m = msgs_[a.id];
       return (ranks_[m.src].gemm_running > 0 || ranks_[m.dst].gemm_running > 0) ? 1 / c.comm_slowdown : 1;
     }
-    case Activity::collective:
-      return gemm_total_ > 0 ? 1 / c.comm_slowdown : 1;
-    case Activity::wake:
-      return 1;
+    case Activity::collective: return gemm_total_ > 0 ? 1 / c.comm_slowdown : 1;
+    case Activity::wake: return 1;
   }
   return 1;
 }
@@ -100,8 +97,7 @@ void Engine::set_counts(const Activity& a, int delta, double t) {
       if ((colls_running_ > 0) != was) rerate_all(t);
       break;
     }
-    case Activity::wake:
-      break;
+    case Activity::wake: break;
   }
 }
 

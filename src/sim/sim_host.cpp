@@ -15,13 +15,10 @@ namespace collmm {
 
 int issue_ops(StepKind kind, int receives, int world) {
   switch (kind) {
-    case StepKind::sendrecv:
-      return std::max(1, receives);
+    case StepKind::sendrecv: return std::max(1, receives);
     case StepKind::allgather:
-    case StepKind::reduce_scatter:
-      return std::max(1, world);
-    default:
-      return 1;
+    case StepKind::reduce_scatter: return std::max(1, world);
+    default: return 1;
   }
 }
 

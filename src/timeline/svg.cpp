@@ -18,18 +18,12 @@ const StepKind kKinds[] = {StepKind::gemm,           StepKind::sendrecv, StepKin
 
 const char* colour(StepKind k) {
   switch (k) {
-    case StepKind::gemm:
-      return "#4e79a7";
-    case StepKind::sendrecv:
-      return "#f28e2b";
-    case StepKind::allgather:
-      return "#e15759";
-    case StepKind::reduce_scatter:
-      return "#76b7b2";
-    case StepKind::add:
-      return "#59a14f";
-    case StepKind::copy:
-      return "#b07aa1";
+    case StepKind::gemm: return "#4e79a7";
+    case StepKind::sendrecv: return "#f28e2b";
+    case StepKind::allgather: return "#e15759";
+    case StepKind::reduce_scatter: return "#76b7b2";
+    case StepKind::add: return "#59a14f";
+    case StepKind::copy: return "#b07aa1";
   }
   return "#999999";
 }
@@ -38,20 +32,11 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
     }
   }
   return out;
