@@ -11,7 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev      # collmm-bench's command line, JSON and traces
   libgtest-dev                         # tests
   clang libclang-rt-14-dev             # the fuzz target (libFuzzer), tests/fuzz
-  clang-format                         # the format check (scripts/format-check.sh, .clang-format)
+  clang-format-14                      # the format check (scripts/format-check.sh, .clang-format)
 )
 
 missing=()

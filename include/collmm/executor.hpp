@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collmm/data.hpp"
+#include "collmm/element_types.hpp"
 #include "collmm/memory.hpp"
 #include "collmm/plan.hpp"
 #include "collmm/step_filter.hpp"
@@ -89,7 +90,10 @@ class Executor {
   virtual std::vector<int> local_ranks() const = 0;  // ranks this process drives, ascending
   virtual HostComm& host() = 0;
   virtual bool supports(Dtype) const = 0;
-  virtual Dtype out_dtype(Dtype in) const = 0;            // element type of C and work buffers
+  // The GEMM library that computes C: it sets the element type of C and the work buffers
+  // (output_dtype), for the executor and for the cost model's predictions of its runs alike.
+  virtual GemmLibrary gemm_library() const = 0;
+  Dtype out_dtype(Dtype in) const { return output_dtype(gemm_library(), in); }
   virtual std::string timing_note() const { return {}; }  // e.g. why timings are not overlap figures
   // The peers this backend plays (null where the peers are real processes or emulated ranks).
   virtual PlayedPeers* played_peers() { return nullptr; }

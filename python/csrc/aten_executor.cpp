@@ -44,7 +44,7 @@ class AtenExecutor : public Executor {
   bool supports(Dtype d) const override {
     return d == Dtype::f64 || d == Dtype::f32 || d == Dtype::f16 || d == Dtype::bf16;
   }
-  Dtype out_dtype(Dtype in) const override { return output_dtype(GemmLibrary::aten, in); }
+  GemmLibrary gemm_library() const override { return GemmLibrary::aten; }
   bool can_bind() const override { return true; }
   // Nothing to refuse ahead: the caller's tensors already exist, and the scratch (gathered A,
   // receive buffers) comes from PyTorch's allocator, whose out-of-memory error names the size.

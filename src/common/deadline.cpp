@@ -1,5 +1,5 @@
-// deadline.cpp: DeadlineGuard (collmm/deadline.hpp).
-#include "collmm/deadline.hpp"
+// deadline.cpp: DeadlineGuard (src/common/deadline.hpp).
+#include "deadline.hpp"
 
 #include <sys/resource.h>
 

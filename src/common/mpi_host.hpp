@@ -8,8 +8,8 @@
 
 #include <mpi.h>
 
-#include "collmm/deadline.hpp"
 #include "collmm/executor.hpp"
+#include "deadline.hpp"
 
 namespace collmm {
 

@@ -17,10 +17,10 @@
 
 #include "buffers.hpp"
 #include "collmm/agreement.hpp"
-#include "collmm/deadline.hpp"
 #include "collmm/element_types.hpp"
 #include "collmm/executor.hpp"
 #include "collmm/memory.hpp"
+#include "deadline.hpp"
 #include "gemm_engine.hpp"
 #include "host_executor.hpp"
 #include "lane_pool.hpp"
@@ -75,7 +75,7 @@ class HostExecutor : public Executor {
   std::vector<int> local_ranks() const override { return {transport_->rank()}; }
   HostComm& host() override { return *host_; }
   bool supports(Dtype d) const override { return gemm_supports(d); }
-  Dtype out_dtype(Dtype in) const override { return output_dtype(GemmLibrary::openblas, in); }
+  GemmLibrary gemm_library() const override { return GemmLibrary::openblas; }
   // Empty unless the timings cannot show overlap: this rank confined to one core (its comm thread
   // and its GEMMs take turns), or more ranks x BLAS threads on this node than it has cores.
   std::string timing_note() const override {

@@ -15,9 +15,9 @@
 #include <iostream>
 #include <string>
 
-#include "collmm/deadline.hpp"
 #include "cuda_check.hpp"
 #include "cuda_executor.hpp"
+#include "deadline.hpp"
 #include "mpi_host.hpp"
 #include "nccl_host_comm.hpp"
 #include "nccl_transport.hpp"

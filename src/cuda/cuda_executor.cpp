@@ -41,7 +41,7 @@ bool CudaExecutor::supports(Dtype d) const {
   return true;
 }
 
-Dtype CudaExecutor::out_dtype(Dtype in) const { return output_dtype(GemmLibrary::cublaslt, in); }
+GemmLibrary CudaExecutor::gemm_library() const { return GemmLibrary::cublaslt; }
 
 std::string CudaExecutor::timing_note() const {
   if (s_.transport == Transport::host)

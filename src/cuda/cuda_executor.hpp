@@ -51,7 +51,7 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   std::vector<int> local_ranks() const override { return s_.ranks; }
   HostComm& host() override { return *s_.host; }
   bool supports(Dtype) const override;
-  Dtype out_dtype(Dtype in) const override;
+  GemmLibrary gemm_library() const override;
   std::string timing_note() const override;
   // CalibrationHooks
   bool single_issuer() const override { return s_.transport == Transport::local; }

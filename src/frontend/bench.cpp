@@ -70,7 +70,7 @@ void Bench::validate() {
                        "and fewer are too noisy to fit");
     if (!ex_.supports(o_.dtype))
       throw UsageError("the " + ex_.backend() + " backend has no " + to_string(o_.dtype) + " GEMM in this build");
-    if (!o_.profile.empty()) profile_ = load_profile(o_.profile);
+    if (!o_.profile.empty()) profile_ = profile_for(o_, ex_.gemm_library());
     predict_ = !o_.profile.empty();
     for (Op op : o_.ops) {
       const Problem p = problem_of(o_, op, ex_.world_size());
@@ -94,7 +94,8 @@ void Bench::validate() {
   raise_if_any_process_failed(host, error);
   if (o_.algo_auto) {
     picks_.clear();
-    for (Op op : o_.ops) picks_.push_back(choose_on_process0(host, problem_of(o_, op, ex_.world_size()), o_, error));
+    for (Op op : o_.ops)
+      picks_.push_back(choose_on_process0(host, problem_of(o_, op, ex_.world_size()), o_, ex_.gemm_library(), error));
     raise_if_any_process_failed(host, error);
     try {
       for (size_t i = 0; i < o_.ops.size(); ++i) {

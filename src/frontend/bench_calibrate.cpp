@@ -1,5 +1,5 @@
 // bench_calibrate.cpp: collmm-bench --calibrate: the calibration spec for the bench's shape, timers
-// built from plans run on the executor, the fits (collmm/calibrate.hpp), and the profile file
+// built from plans run on the executor, the fits (src/sim/calibrate.hpp), and the profile file
 // (bench_calibrate.hpp).
 #include "bench_calibrate.hpp"
 
@@ -11,7 +11,7 @@
 
 #include "bench_case.hpp"
 #include "bench_model.hpp"
-#include "collmm/calibrate.hpp"
+#include "calibrate.hpp"
 #include "collmm/calibration_hooks.hpp"
 #include "collmm/sim.hpp"
 
@@ -217,7 +217,7 @@ CalibrationSpec build_spec(Executor& ex, const BenchOptions& o) {
   const int world = ex.world_size();
   const size_t elem = dtype_size(o.dtype);
   CalibrationSpec spec;
-  spec.base = profile_for(o);
+  spec.base = profile_for(o, ex.gemm_library());
   spec.name = "calibrated-" + ex.backend() + "-P" + std::to_string(world);
   spec.dtype = o.dtype;
   CalibrationHooks* hooks = calibration_hooks(ex);
@@ -252,7 +252,7 @@ CalibrationSpec build_spec(Executor& ex, const BenchOptions& o) {
   return spec;
 }
 
-// Times everything the spec asks for (collmm/calibrate.hpp's measure over the timers below), the
+// Times everything the spec asks for (src/sim/calibrate.hpp's measure over the timers below), the
 // host's issue first: the timers take the host's share off what they measure. Process 0 prints
 // each measured point.
 Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& spec, std::ostream& out, bool printer) {
@@ -333,7 +333,7 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
   return m;
 }
 
-// The profile: collmm/calibrate.hpp's fits, then the contention factor where fits_contention.
+// The profile: src/sim/calibrate.hpp's fits, then the contention factor where fits_contention.
 Profile fit(const Executor& ex, const BenchOptions& o, const CalibrationSpec& spec, const Measured& m) {
   Profile prof = fit_profile(spec, m.times);
   if (!fits_contention(ex, spec)) return prof;

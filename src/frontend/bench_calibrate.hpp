@@ -38,7 +38,7 @@ constexpr int kCalibrateMinIters = 10;
 //  - cpu (and cuda's emulated ranks, one issuing thread), P > 1: the contention of comm with the
 //    GEMMs on the rank's compute (cpu: the comm thread beside the BLAS threads on shared cores).
 //    The model's contention input (GEMMs and comm each `s` times slower while the other runs on
-//    the rank) is fitted (collmm/calibrate.hpp's fit_contention) so that the simulated ag_gemm ring
+//    the rank) is fitted (src/sim/calibrate.hpp's fit_contention) so that the simulated ag_gemm ring
 //    at the bench's shape matches the measured one; cuda otherwise keeps the base profile's SM
 //    contention.
 // Reads as: the spec for the bench's shape, the timings, the fits, the printout; process 0 writes

@@ -241,7 +241,8 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   inject_fault(o, ex.local_ranks(), "run");
 
   // The plan's GEMMs alone (for t_gemm and for --gemm-rate) and its comm alone (for t_comm), timed
-  // interleaved with the whole plan.
+  // interleaved with the whole plan: the sequential baseline always, every case with --gemm-rate (so
+  // --gemm-rate runs time every row alike, with GEMM-only runs between the iterations).
   std::vector<StepFilter> alone;
   if (work.alone || o.gemm_rate) alone.push_back(StepFilter::gemm_only);
   if (work.alone) alone.push_back(StepFilter::comm_only);

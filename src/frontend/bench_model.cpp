@@ -14,22 +14,25 @@ std::string default_profile_name(const BackendOptions& b) {
   return b.transport == "host" ? "h200-host" : "h200-nvlink";
 }
 
-Profile profile_for(const BenchOptions& o) {
-  return load_profile(o.profile.empty() ? default_profile_name(o.backend) : o.profile);
+Profile profile_for(const BenchOptions& o, GemmLibrary library) {
+  Profile p = load_profile(o.profile.empty() ? default_profile_name(o.backend) : o.profile);
+  p.gemm.library = library;  // the model sizes C and the forwarded sums as the executor does
+  return p;
 }
 
 double predicted_time_us(const Problem& problem, const PlanOptions& options, Dtype dtype, const Profile& profile) {
   return simulate(problem, options, dtype, profile, StepFilter::all, false).time_us;
 }
 
-AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, std::string& error) {
+AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, GemmLibrary library,
+                            std::string& error) {
   std::string mine;  // "<to_json(options)>\n<source>\n<print(choice)>"
   if (host.proc() == 0 && error.empty()) {
     try {
       TuningCache cache;
       const bool have_cache = !o.tune_cache_path.empty() && std::filesystem::exists(o.tune_cache_path);
       if (have_cache) cache = load_tuning_cache(o.tune_cache_path);
-      const Choice c = choose(problem, o.dtype, profile_for(o), have_cache ? &cache : nullptr);
+      const Choice c = choose(problem, o.dtype, profile_for(o, library), have_cache ? &cache : nullptr);
       mine = to_json(c.options).dump() + "\n" + c.source + "\n" + print(c);
     } catch (const UsageError& e) {
       error = e.what();

@@ -16,7 +16,7 @@ namespace collmm {
 // given: cpu -> "cpu-2core", cuda -> "h200-nvlink", cuda --transport host -> "h200-host".
 std::string default_profile_name(const BackendOptions&);
 // --profile when given, else the backend's default. Throws UsageError for an unknown name or a bad file.
-Profile profile_for(const BenchOptions&);
+Profile profile_for(const BenchOptions&, GemmLibrary library);
 
 // The slowest rank's simulated time of every rank's plan for (problem, options), the plans the
 // backend runs (make_plan), in the bench's dtype.
@@ -33,7 +33,7 @@ struct AutoPick {
 // every process gets its pick (collective), so all ranks run the same plan even when only process
 // 0 sees the cache file. Throws UsageError on process 0's errors only: call it where
 // raise_if_any_process_failed follows (Bench::validate).
-AutoPick choose_on_process0(HostComm&, const Problem&, const BenchOptions&, std::string& error);
+AutoPick choose_on_process0(HostComm&, const Problem&, const BenchOptions&, GemmLibrary library, std::string& error);
 
 // Adds every measured row (op, M, N, K, P, dtype, plan options, time_us) to the cache
 // file (under its lock, merged with what other jobs added, written atomically: update_tuning_cache),

@@ -49,8 +49,6 @@ void check_dir_writable(const std::string& dir, const std::string& option) {
 
 int64_t elems(const BufferSpec& b) { return b.rows * b.cols; }
 
-bool is_input(Role r) { return r == Role::a || r == Role::b || r == Role::gathered; }
-
 }  // namespace
 
 void check_outputs_writable(const BenchOptions& o, bool writer) {
@@ -86,7 +84,8 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
     for (size_t i = 0; i < local_ranks.size(); ++i) {
       const Plan plan = make_plan(p, options, local_ranks[i]);
       int64_t bytes = 0;
-      for (const BufferSpec& b : plan.buffers) bytes += elems(b) * (is_input(b.role) ? in_size : out_size);
+      for (const BufferSpec& b : plan.buffers)
+        bytes += elems(b) * static_cast<int64_t>(dtype_size(buffer_dtype(b.role, o.dtype, out_dtype)));
       need.device_bytes[i] = std::max(need.device_bytes[i], bytes + peer_device);
       const LocalShape s = local_shape(p, local_ranks[i]);
       extra += (s.a_rows * s.a_cols + s.b_rows * s.b_cols) * (8 + in_size);  // generated, then encoded

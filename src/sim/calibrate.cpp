@@ -1,6 +1,6 @@
 // calibrate.cpp: GEMM rate table, link, collective, memory, host issue and contention figures
-// fitted to a backend's measured times (collmm/calibrate.hpp).
-#include "collmm/calibrate.hpp"
+// fitted to a backend's measured times (src/sim/calibrate.hpp).
+#include "calibrate.hpp"
 
 #include <algorithm>
 #include <cmath>

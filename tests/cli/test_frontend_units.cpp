@@ -8,9 +8,11 @@
 #include <cstring>
 
 #include "bench_case.hpp"
+#include "bench_model.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/agreement.hpp"
 #include "collmm/data.hpp"
+#include "collmm/sim.hpp"
 #include "harness.hpp"
 #include "npy.hpp"
 
@@ -178,7 +180,7 @@ class IdleExecutor : public Executor {
   std::vector<int> local_ranks() const override { return {0}; }
   HostComm& host() override { return *host_; }
   bool supports(Dtype d) const override { return d == Dtype::f32; }
-  Dtype out_dtype(Dtype in) const override { return in; }
+  GemmLibrary gemm_library() const override { return GemmLibrary::cublaslt; }
   void check_memory(const MemoryNeed&) const override {}
   void prepare(const std::vector<Plan>& plans, Dtype) override {
     buffers_.clear();
@@ -211,6 +213,27 @@ TEST(RunCase, OutputsNeverWrittenCountAsWrong) {
   EXPECT_TRUE(r.checked);
   EXPECT_EQ(r.wrong, 6 * 5 + 6 * 4);  // all of C and all of the gathered A
   EXPECT_DOUBLE_EQ(r.time_us, 1.0);
+}
+
+// Whatever profile is given, the model sizes C and the forwarded sums with the GEMM library of the
+// executor that runs (a cpu bf16 run moves f32 sums, also under a GPU profile or an older file).
+TEST(ProfileFor, TakesTheExecutorsGemmLibrary) {
+  BenchOptions o;
+  for (const std::string name : {"", "h200-nvlink", "cpu-2core"}) {
+    o.profile = name;
+    for (GemmLibrary lib : {GemmLibrary::openblas, GemmLibrary::cublaslt, GemmLibrary::aten})
+      EXPECT_EQ(profile_for(o, lib).gemm.library, lib) << name << " " << to_string(lib);
+  }
+  const Problem p{Op::gemm_rs, 64, 48, 32, 4, BLayout::kn};
+  PlanOptions ring;
+  ring.algo = Algo::ring;
+  o.profile = "h200-nvlink";
+  auto comm_us = [&](Dtype d, GemmLibrary lib) {
+    return simulate(p, ring, d, profile_for(o, lib), StepFilter::comm_only, false).time_us;
+  };
+  // The ring's comm alone: bf16 on openblas (f32 sums) moves what f32 does; on cuBLASLt half of it.
+  EXPECT_DOUBLE_EQ(comm_us(Dtype::bf16, GemmLibrary::openblas), comm_us(Dtype::f32, GemmLibrary::openblas));
+  EXPECT_LT(comm_us(Dtype::bf16, GemmLibrary::cublaslt), comm_us(Dtype::f32, GemmLibrary::cublaslt));
 }
 
 TEST(MakeExecutor, UnknownBackendIsAUsageError) {

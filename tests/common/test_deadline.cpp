@@ -1,4 +1,4 @@
-// test_deadline.cpp: DeadlineGuard (collmm/deadline.hpp), in child processes: past its deadline it
+// test_deadline.cpp: DeadlineGuard (src/common/deadline.hpp), in child processes: past its deadline it
 // prints its message and ends the process through on_timeout; gone before it, it does nothing.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "collmm/deadline.hpp"
+#include "deadline.hpp"
 
 namespace collmm {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "collmm/calibrate.hpp"
+#include "calibrate.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/sim.hpp"
 

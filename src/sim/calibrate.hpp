@@ -1,4 +1,4 @@
-// collmm/calibrate.hpp: building a cost-model Profile from measurements on the current machine.
+// calibrate.hpp: building a cost-model Profile from measurements on the current machine.
 // A front end times what the spec asks for (its timers run plans on a backend); the fits here turn
 // those times into the profile's inputs. `collmm-bench --calibrate` wires the real backend in.
 //
