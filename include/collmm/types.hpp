@@ -68,6 +68,9 @@ bool operator!=(const PlanOptions&, const PlanOptions&);
 std::string to_string(const PlanOptions&);
 // (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
+// The same for a whole run: the problem (world size, op, M, N, K, B layout), the dtype, then the
+// options. What every executor and the Context check before a plan is prepared.
+std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
 // `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (stages
 // outside pipelined, merge outside the ag_gemm ring) at its default. What a front end runs for
 // each algorithm when one set of flags serves several (--algo all).

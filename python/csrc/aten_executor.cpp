@@ -53,15 +53,7 @@ class AtenExecutor : public Executor {
   void prepare(const std::vector<Plan>& plans, Dtype dtype) override {
     if (plans.size() != 1) throw UsageError("aten executor: one plan per process");
     const Plan& p = plans[0];
-    std::vector<std::pair<std::string, std::string>> keys{{"world size", std::to_string(p.problem.world)},
-                                                          {"op", to_string(p.problem.op)},
-                                                          {"M", std::to_string(p.problem.m)},
-                                                          {"N", std::to_string(p.problem.n)},
-                                                          {"K", std::to_string(p.problem.k)},
-                                                          {"B layout", to_string(p.problem.b_layout)},
-                                                          {"dtype", to_string(dtype)}};
-    for (auto& key : agreement_keys(p.options)) keys.push_back(std::move(key));
-    check_processes_agree(*host_, keys);
+    check_processes_agree(*host_, agreement_keys(p.problem, p.options, dtype));
     if (p.rank != group_->getRank() || p.problem.world != group_->getSize())
       throw std::runtime_error("aten executor: a plan for rank " + std::to_string(p.rank) + " of " +
                                std::to_string(p.problem.world) + " on a group of " + std::to_string(group_->getSize()));

@@ -38,20 +38,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// "name=value" of everything every rank must agree on, in a fixed order.
-std::vector<std::pair<std::string, std::string>> signature(const Plan& plan, Dtype dtype) {
-  const Problem& p = plan.problem;
-  std::vector<std::pair<std::string, std::string>> keys{{"world size", std::to_string(p.world)},
-                                                        {"op", to_string(p.op)},
-                                                        {"M", std::to_string(p.m)},
-                                                        {"N", std::to_string(p.n)},
-                                                        {"K", std::to_string(p.k)},
-                                                        {"B layout", to_string(p.b_layout)},
-                                                        {"dtype", to_string(dtype)}};
-  for (auto& key : agreement_keys(plan.options)) keys.push_back(std::move(key));
-  return keys;
-}
-
 class HostExecutor : public Executor {
  public:
   HostExecutor(const BackendOptions& options, std::unique_ptr<HostComm> host, std::unique_ptr<Transport> transport,
@@ -167,7 +153,7 @@ class HostExecutor : public Executor {
   // is reported on every rank, naming the field and each rank's value, before any data moves.
   void check_ranks_agree(const Plan& plan, Dtype dtype, const std::string& misfit) {
     raise_if_any_process_failed(*host_, misfit.empty() ? misfit : "cpu backend: " + misfit);
-    check_processes_agree(*host_, signature(plan, dtype));
+    check_processes_agree(*host_, agreement_keys(plan.problem, plan.options, dtype));
   }
 
   void run_step(const Step& s) {

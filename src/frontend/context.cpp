@@ -50,11 +50,7 @@ void Context::prepare(const Problem& problem, const MatmulOptions& mo, Dtype dty
   Prepared& pr = *prepared_;
   if (pr.valid && same(pr.plan.problem, problem) && pr.plan.options == po && pr.dtype == dtype) return;
   pr.valid = false;
-  std::vector<std::pair<std::string, std::string>> keys{
-      {"op", to_string(problem.op)},    {"M", std::to_string(problem.m)}, {"N", std::to_string(problem.n)},
-      {"K", std::to_string(problem.k)}, {"dtype", to_string(dtype)},      {"b_layout", to_string(problem.b_layout)}};
-  for (auto& key : agreement_keys(po)) keys.push_back(std::move(key));
-  check_processes_agree(executor_->host(), keys);
+  check_processes_agree(executor_->host(), agreement_keys(problem, po, dtype));
   pr.plan = make_plan(problem, po, rank());
   pr.dtype = dtype;
   executor_->prepare({pr.plan}, dtype);

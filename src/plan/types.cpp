@@ -103,6 +103,18 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOption
           {"merge", std::to_string(o.merge)}};
 }
 
+std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p, const PlanOptions& o, Dtype dtype) {
+  std::vector<std::pair<std::string, std::string>> keys{{"world size", std::to_string(p.world)},
+                                                        {"op", to_string(p.op)},
+                                                        {"M", std::to_string(p.m)},
+                                                        {"N", std::to_string(p.n)},
+                                                        {"K", std::to_string(p.k)},
+                                                        {"B layout", to_string(p.b_layout)},
+                                                        {"dtype", to_string(dtype)}};
+  for (auto& key : agreement_keys(o)) keys.push_back(std::move(key));
+  return keys;
+}
+
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
   if (algo != Algo::pipelined) o.stages = 0;
