@@ -80,6 +80,8 @@ struct Choice {
 };
 
 Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = nullptr);
+// The configurations choose() simulates for this problem (the list above), in that order.
+std::vector<PlanOptions> auto_candidates(const Problem&);
 std::string print(const Choice&);
 
 }  // namespace collmm

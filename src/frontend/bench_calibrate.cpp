@@ -14,6 +14,7 @@
 #include "calibrate.hpp"
 #include "collmm/calibration_hooks.hpp"
 #include "collmm/sim.hpp"
+#include "collmm/tuning.hpp"
 
 namespace collmm {
 namespace {
@@ -161,20 +162,10 @@ Problem ag_gemm_problem(int64_t m, int64_t n, int64_t k, int world, BLayout layo
 // Every GEMM shape the asked cases (and --algo auto's candidates) run, over all ranks.
 std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
   std::set<GemmShape> shapes;
-  std::vector<PlanOptions> cases;
-  for (Algo a : algos_to_run(o)) cases.push_back(plan_options_of(o, a));
-  for (Algo a : all_algos())
-    for (int lanes : {1, 2}) {
-      PlanOptions po = plan_options_of(o, a);
-      po.gemm_lanes = lanes;
-      cases.push_back(po);
-      if (a == Algo::pipelined)
-        for (int s : {2, 4, 8}) po.stages = s, cases.push_back(po);
-      if (a == Algo::ring)  // ag_gemm's merged rings (gemm_rs refuses them: skipped below)
-        for (int merge : {2, 4, std::max(1, o.plan.merge)}) po.merge = merge, cases.push_back(po);
-    }
   for (Op op : o.ops) {
     const Problem p = problem_of(o, op, world);
+    std::vector<PlanOptions> cases = auto_candidates(p);
+    for (Algo a : algos_to_run(o)) cases.push_back(plan_options_of(o, op, a));
     for (const PlanOptions& po : cases)
       for (int r = 0; r < world; ++r) {
         Plan plan;

@@ -11,7 +11,7 @@
 
 namespace collmm {
 
-Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {
+std::vector<PlanOptions> auto_candidates(const Problem& p) {
   std::vector<PlanOptions> candidates;
   auto add = [&](Algo a, int stages, int lanes, int merge = 1) {
     const PlanOptions o{a, stages, Post::comm_first, lanes, merge};
@@ -28,7 +28,11 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   if (p.op == Op::ag_gemm)
     for (int merge : {2, 4})
       if (p.world > merge) add(Algo::ring, 0, 1, merge);
+  return candidates;
+}
 
+Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {
+  const std::vector<PlanOptions> candidates = auto_candidates(p);
   Choice c;
   auto simulate_us = [&](const PlanOptions& o) {
     return simulate(p, o, dtype, profile, StepFilter::all, false).time_us;
