@@ -22,6 +22,9 @@ namespace collmm {
 // ag_gemm (returned to the user if asked for); work buffers hold gemm_rs partial sums.
 enum class Role { a, b, c, gathered, work };
 std::string to_string(Role);
+// Whether a run writes every element of a buffer of this role before it is read (C, the gathered A,
+// the work buffers), as opposed to the inputs A and B: what --check poisons before a run.
+bool written_by_run(Role);
 
 struct BufferSpec {
   Role role;
@@ -111,6 +114,12 @@ struct Lowered {
   std::vector<int> origin;
 };
 Lowered lower_collectives(const Plan&);
+
+// Whether step i only completes an output buffer: a copy whose rows no later step reads (as `a`, a
+// send, a collective's contribution or parts). An executor whose caller does not take that buffer
+// may leave the step out (the ag_gemm ring's copy of its own chunk into the gathered A: its GEMM
+// reads the chunk from A).
+bool only_fills_output(const Plan&, int i);
 
 // Shared by the builders: a plan with A, B, C (and nothing else) for this rank; a local step
 // (gemm, copy or add: out = a @ B, out = a, out += a) with its labels and waits; a mod b in [0, b).

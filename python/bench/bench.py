@@ -5,13 +5,15 @@
 
 Rows per op (global sizes: A [M, K], B [K, N]; ag: rank r holds rows block r of A and columns block
 r of B; rs: columns block r of A and rows block r of B):
-  collmm:<algo>        torch.ops.collmm.fused_all_gather_matmul / fused_matmul_reduce_scatter
+  collmm:<algo>        torch.ops.collmm.fused_all_gather_matmul (return_A=False: C alone, as the
+                       torch:matmul row) / fused_matmul_reduce_scatter
   torch:matmul         world size 1 only: torch.matmul on the same tensors (the ceiling)
   torch:ag+mm / torch:mm+rs
                        all_gather_into_tensor then matmul / matmul then reduce_scatter_tensor
   symm_mem:fused       torch.ops.symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter,
                        where this torch has them (CUDA, NCCL groups)
-time_us: median over iterations of the slowest rank; vs_base: the torch:ag+mm (mm+rs) row's time
+time_us: median over iterations of the slowest rank, the rows timed side by side (each iteration
+runs every row once; CUDA: events around each run, runs enqueued back to back); vs_base: the torch:ag+mm (mm+rs) row's time
 over this row's (> 1: faster); max_err: the largest difference from that row's output, relative
 to its largest element. M, N and K must divide by P (the torch rows need equal shards).
 """
@@ -51,21 +53,42 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def timed(fn, device, warmup, iters):
-    """Median over iterations of the slowest rank (us), and the last output."""
-    for _ in range(warmup):
-        out = fn()
-    times = []
+def time_rows(rows, device, warmup, iters, report):
+    """Every row's median time (us, over iterations, of the slowest rank) and its last output. Rows
+    are timed side by side: each iteration runs every row once, so drift (clocks, power) hits all of
+    them alike. On CUDA each run is timed by CUDA events around it on the current stream, enqueued
+    back to back with no host synchronisation between runs (a host-bound op shows as the gaps it
+    leaves); on CPU by the host clock after a barrier. A row that fails is reported and left out."""
+    live = []
+    for impl, fn in rows:
+        try:
+            for _ in range(warmup):
+                out = fn()
+            sync(device)
+            live.append(dict(impl=impl, fn=fn, out=out, spans=[]))
+        except Exception as e:  # noqa: BLE001 - a row that cannot run says why and the table goes on
+            report(impl, e)
     for _ in range(iters):
-        dist.barrier()
-        sync(device)
-        t0 = time.perf_counter()
-        out = fn()
-        sync(device)
-        times.append((time.perf_counter() - t0) * 1e6)
-    slowest = torch.tensor(times, dtype=torch.float64)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # gloo or the default group's CPU side
-    return statistics.median(slowest.tolist()), out
+        for row in live:
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                row["out"] = row["fn"]()
+                end.record()
+                row["spans"].append((start, end))
+            else:
+                dist.barrier()
+                t0 = time.perf_counter()
+                row["out"] = row["fn"]()
+                row["spans"].append((time.perf_counter() - t0) * 1e6)
+    sync(device)
+    timed = []
+    for row in live:
+        us = [s.elapsed_time(e) * 1e3 for s, e in row["spans"]] if device.type == "cuda" else row["spans"]
+        slowest = torch.tensor(us, dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # gloo or the default group's CPU side
+        timed.append((row["impl"], statistics.median(slowest.tolist()), row["out"]))
+    return timed
 
 
 def symm_mem_op(name):
@@ -95,7 +118,7 @@ def cases(args, device, dtype, rank, world, group):
             rows.append(("torch:matmul", lambda: a @ b))
         for algo in algos:
             rows.append((f"collmm:{algo}", lambda algo=algo: torch.ops.collmm.fused_all_gather_matmul(
-                a, [b], 0, name, return_A=True, algo=algo)[1][0]))
+                a, [b], 0, name, return_A=False, algo=algo)[1][0]))
         fused = symm_mem_op("fused_all_gather_matmul")
         if fused is not None and device.type == "cuda":
             rows.append(("symm_mem:fused", lambda: fused(a, [b], 0, name)[1][0]))
@@ -142,14 +165,12 @@ def main():
         print(f"# {'op':>8} {'impl':>18} {'M':>6} {'N':>6} {'K':>6} {'P':>3} {'dtype':>5} {'time_us':>10} "
               f"{'TFLOP/s':>8} {'vs_base':>7} {'max_err':>9}  (device {device}, torch {torch.__version__})")
     for op, rows in cases(args, device, dtype, rank, world, group):
+        def report(impl, e, op=op):
+            if rank == 0:
+                print(f"  {op:>8} {impl:>18}  failed: {str(e).splitlines()[0][:100]}")
+
         base_us, base_out = None, None
-        for impl, fn in rows:
-            try:
-                us, out = timed(fn, device, args.warmup, args.iters)
-            except Exception as e:  # noqa: BLE001 - a row that cannot run says why and the table goes on
-                if rank == 0:
-                    print(f"  {op:>8} {impl:>18}  failed: {str(e).splitlines()[0][:100]}")
-                continue
+        for impl, us, out in time_rows(rows, device, args.warmup, args.iters, report):
             if base_us is None:
                 base_us, base_out = us, out
             err = ((out.double() - base_out.double()).abs().max() / base_out.double().abs().max().clamp_min(1e-30)).item()

@@ -61,6 +61,7 @@ class AtenExecutor : public Executor {
     dtype_ = dtype;
     tensors_.assign(p.buffers.size(), at::Tensor());
     own_.assign(p.buffers.size(), at::Tensor());
+    bound_.assign(p.buffers.size(), false);
     for (size_t i = 0; i < p.buffers.size(); ++i)  // scratch: allocated once per plan, reused by every run
       if (p.buffers[i].role == Role::gathered || p.buffers[i].role == Role::work)
         tensors_[i] = own(static_cast<int>(i));
@@ -74,6 +75,7 @@ class AtenExecutor : public Executor {
       throw UsageError("aten executor: buffer " + std::to_string(buffer) + " holds " + std::to_string(want) +
                        " bytes, not " + std::to_string(nbytes));
     t = data ? at::from_blob(data, {b.rows, b.cols}, options()) : own(buffer);
+    bound_[static_cast<size_t>(buffer)] = data != nullptr;
   }
   void write(int i, int buffer, const void* bytes, size_t nbytes) override {
     backed(i, buffer).copy_(at::from_blob(const_cast<void*>(bytes), {static_cast<int64_t>(nbytes)}, at::kByte)
@@ -109,7 +111,7 @@ class AtenExecutor : public Executor {
       const Step& s = plan_.steps[i];
       for (int w : s.waits) settle(w);
       settle(std::exchange(last_on_lane[static_cast<size_t>(s.lane)], static_cast<int>(i)));
-      if (skips(filter, s.kind)) continue;
+      if (skips(filter, s.kind) || unwanted(static_cast<int>(i))) continue;
       pending[i] = issue(s);
     }
     for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
@@ -137,6 +139,12 @@ class AtenExecutor : public Executor {
     at::Tensor& t = slot(i, buffer);
     if (!t.defined()) t = own(buffer);
     return t;
+  }
+  // A copy that only completes a buffer the caller did not bind (the gathered A kept in scratch).
+  bool unwanted(int i) const {
+    const Step& s = plan_.steps[static_cast<size_t>(i)];
+    return s.kind == StepKind::copy && s.out.buf > kBufC && !bound_[static_cast<size_t>(s.out.buf)] &&
+           only_fills_output(plan_, i);
   }
   at::Tensor rows(const Slice& s) { return tensors_.at(static_cast<size_t>(s.buf)).narrow(0, s.row, s.rows); }
   // B as the [K, N] matrix of the GEMMs: itself (kn) or the transpose of the stored [N, K] (nk).
@@ -222,6 +230,7 @@ class AtenExecutor : public Executor {
   Plan plan_;
   Dtype dtype_ = Dtype::f32;
   std::vector<at::Tensor> tensors_, own_;  // per buffer: what steps use (bound or own), and our own
+  std::vector<bool> bound_;                // per buffer: the caller's memory
   std::map<int, int> sent_, received_;     // messages so far per peer: the next tag
 };
 

@@ -96,18 +96,18 @@ std::string check_algo(const std::string& algo) {
   return {};
 }
 
-// Every rank's `mine` (a row or column count); checks they are collmm's split of their sum.
-int64_t agreed_split(HostComm& host, int64_t mine, const std::string& what) {
-  const std::vector<double> all = host.allgather(std::vector<double>{static_cast<double>(mine)});
+// The total of every rank's count (rows or columns); checks the counts are collmm's split of it.
+int64_t agreed_split(const std::vector<std::vector<double>>& all, size_t at, const std::string& what) {
   int64_t total = 0;
-  for (double v : all) total += static_cast<int64_t>(v);
+  for (const auto& q : all) total += static_cast<int64_t>(q[at]);
   const int p = static_cast<int>(all.size());
   std::ostringstream got, want;
   bool fits = true;
   for (int q = 0; q < p; ++q) {
-    got << (q ? ", " : "") << static_cast<int64_t>(all[static_cast<size_t>(q)]);
+    const int64_t v = static_cast<int64_t>(all[static_cast<size_t>(q)][at]);
+    got << (q ? ", " : "") << v;
     want << (q ? ", " : "") << block_size(total, p, q);
-    fits = fits && static_cast<int64_t>(all[static_cast<size_t>(q)]) == block_size(total, p, q);
+    fits = fits && v == block_size(total, p, q);
   }
   if (!fits)
     throw UsageError(what + " over the ranks are " + got.str() + ": not collmm's split of " + std::to_string(total) +
@@ -153,22 +153,24 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
       misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
     if (misfit.empty()) misfit = check_algo(algo);
-    raise_if_any_process_failed(host, misfit);
-
-    const Dtype dtype = *dtype_of(a_shard.scalar_type());
-    const BLayout layout = *layout_of(bs[0]);
-    const int64_t m_r = a_shard.numel() / k, n_r = bs[0].size(1);
-    const at::IntArrayRef inner = a_shard.sizes().slice(1, a_shard.dim() - 2);
-    check_processes_agree(host, {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
-                                 {"K (A_shard's last dim)", std::to_string(k)},
-                                 {"A_shard's middle dims", dims(inner)},
-                                 {"dtype", to_string(dtype)},
-                                 {"Bs[0] layout", to_string(layout)},
-                                 {"number of Bs", std::to_string(bs.size())},
-                                 {"algo", algo},
-                                 {"return_A", return_a ? "True" : "False"}});
-    const int64_t m = agreed_split(host, m_r, "the rows of A_shard (leading dims flattened)");
-    const int64_t n = agreed_split(host, n_r, "the columns of Bs[0]");
+    // One exchange: any rank's error, the keys every rank must share, each rank's split sizes.
+    const bool ok = misfit.empty();
+    const Dtype dtype = ok ? *dtype_of(a_shard.scalar_type()) : Dtype::f32;
+    const BLayout layout = ok ? *layout_of(bs[0]) : BLayout::kn;
+    const int64_t m_r = ok ? a_shard.numel() / k : 0, n_r = ok ? bs[0].size(1) : 0;
+    const at::IntArrayRef inner = ok ? a_shard.sizes().slice(1, a_shard.dim() - 2) : at::IntArrayRef();
+    const auto all = agree_and_gather(host, misfit,
+                                      {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
+                                       {"K (A_shard's last dim)", std::to_string(k)},
+                                       {"A_shard's middle dims", dims(inner)},
+                                       {"dtype", to_string(dtype)},
+                                       {"Bs[0] layout", to_string(layout)},
+                                       {"number of Bs", std::to_string(bs.size())},
+                                       {"algo", algo},
+                                       {"return_A", return_a ? "True" : "False"}},
+                                      {static_cast<double>(m_r), static_cast<double>(n_r)});
+    const int64_t m = agreed_split(all, 0, "the rows of A_shard (leading dims flattened)");
+    const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const Problem problem{Op::ag_gemm, m, n, k, s.session.world(), layout};
     Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
     const Plan& plan = prepared.plan;
@@ -212,21 +214,22 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
     if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
       misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
     if (misfit.empty()) misfit = check_algo(algo);
-    raise_if_any_process_failed(host, misfit);
-
-    const Dtype dtype = *dtype_of(a.scalar_type());
-    const BLayout layout = *layout_of(b);
-    const int64_t m = k_r ? a.numel() / k_r : 0, n = b.size(1);
-    const at::IntArrayRef inner = a.sizes().slice(1, a.dim() - 2);
-    check_processes_agree(host, {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                 {"M (A's leading dims flattened)", std::to_string(m)},
-                                 {"A's middle dims", dims(inner)},
-                                 {"N (B's columns)", std::to_string(n)},
-                                 {"dtype", to_string(dtype)},
-                                 {"B layout", to_string(layout)},
-                                 {"reduce_op", reduce_op},
-                                 {"algo", algo}});
-    const int64_t k = agreed_split(host, k_r, "the columns of A (rows of B)");
+    const bool ok = misfit.empty();
+    const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
+    const BLayout layout = ok ? *layout_of(b) : BLayout::kn;
+    const int64_t m = ok ? a.numel() / k_r : 0, n = ok ? b.size(1) : 0;
+    const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
+    const auto all = agree_and_gather(host, misfit,
+                                      {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                       {"M (A's leading dims flattened)", std::to_string(m)},
+                                       {"A's middle dims", dims(inner)},
+                                       {"N (B's columns)", std::to_string(n)},
+                                       {"dtype", to_string(dtype)},
+                                       {"B layout", to_string(layout)},
+                                       {"reduce_op", reduce_op},
+                                       {"algo", algo}},
+                                      {static_cast<double>(k_r)});
+    const int64_t k = agreed_split(all, 0, "the columns of A (rows of B)");
     const int p = s.session.world(), r = s.session.rank();
     const int64_t rest = c10::multiply_integers(inner);
     for (int q = 0; q < p; ++q)

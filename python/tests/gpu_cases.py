@@ -37,12 +37,12 @@ def no_host_sync_case(rank, world, share_gpu):
     group = torch.distributed.group.WORLD.group_name
     big = torch.randn(8192, 8192, device=device)
     a_full, b = seeded(30, 64 * world, 256), seeded(31, 256, 128)
-    a = a_full[block(64 * world, world, rank)].to(device)
-    torch.ops.collmm.fused_all_gather_matmul(a, [b.to(device)], 0, group, algo="ring")  # plan prepared
+    a, b_dev = a_full[block(64 * world, world, rank)].to(device), b.to(device)  # copies from pageable memory wait
+    torch.ops.collmm.fused_all_gather_matmul(a, [b_dev], 0, group, algo="ring")  # plan prepared
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     busy = big @ big @ big  # ~ms of work queued on the current stream
-    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b.to(device)], 0, group, algo="ring")
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b_dev], 0, group, algo="ring")
     issued = time.perf_counter() - t0
     torch.cuda.synchronize()
     done = time.perf_counter() - t0

@@ -105,7 +105,7 @@ void PlanBuffers::bind(int buf, void* data, size_t nbytes) {
 void PlanBuffers::poison() {
   back_all();
   for (HostBuffer& b : buffers_)
-    if (b.role == Role::c || b.role == Role::gathered || b.role == Role::work) fill_nan(b);
+    if (written_by_run(b.role)) fill_nan(b);
 }
 
 }  // namespace collmm::cpu

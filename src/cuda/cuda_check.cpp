@@ -30,4 +30,9 @@ void check_nccl(ncclResult_t code, const char* call, const char* file, int line)
     fail("NCCL", std::string(ncclGetErrorString(code)) + " (" + ncclGetLastError(nullptr) + ")", call, file, line);
 }
 
+void upload_now(void* device_dst, const void* host_src, size_t bytes) {
+  COLLMM_CUDA(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
+  COLLMM_CUDA(cudaDeviceSynchronize());
+}
+
 }  // namespace collmm::cuda

@@ -12,6 +12,12 @@ void check_cuda(cudaError_t code, const char* call, const char* file, int line);
 void check_cublas(cublasStatus_t code, const char* call, const char* file, int line);
 void check_nccl(ncclResult_t code, const char* call, const char* file, int line);
 
+// Copies host bytes (pageable or not) to device memory and returns once they are there. A plain
+// cudaMemcpy from pageable memory may return while the DMA is still under way on the legacy default
+// stream, with which collmm's non-blocking lanes do not synchronise: a lane could read the old
+// bytes. Set-up only (it waits for the whole device).
+void upload_now(void* device_dst, const void* host_src, size_t bytes);
+
 }  // namespace collmm::cuda
 
 #define COLLMM_CUDA(call) ::collmm::cuda::check_cuda((call), #call, __FILE__, __LINE__)

@@ -185,7 +185,7 @@ RankDevice& CudaExecutor::rank_at(int i, int buffer, size_t nbytes) {
 
 void CudaExecutor::write(int i, int buffer, const void* bytes, size_t nbytes) {
   RankDevice& r = rank_at(i, buffer, nbytes);
-  COLLMM_CUDA(cudaMemcpy(r.buffer(buffer), bytes, nbytes, cudaMemcpyHostToDevice));
+  upload_now(r.buffer(buffer), bytes, nbytes);
 }
 
 void CudaExecutor::read(int i, int buffer, void* bytes, size_t nbytes) {

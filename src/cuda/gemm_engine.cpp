@@ -90,8 +90,8 @@ void GemmEngine::set_fp8_scales(float scale_a, float scale_b) {
   for (auto& [key, e] : cache_)
     if (key.dtype == static_cast<int>(Dtype::fp8_e4m3)) throw UsageError("set_fp8_scales after the first fp8 GEMM");
   if (!scales_) COLLMM_CUDA(cudaMalloc(&scales_, 128 * sizeof(float)));
-  COLLMM_CUDA(cudaMemcpy(scales_, &scale_a, sizeof(float), cudaMemcpyHostToDevice));
-  COLLMM_CUDA(cudaMemcpy(scales_ + 64, &scale_b, sizeof(float), cudaMemcpyHostToDevice));
+  upload_now(scales_, &scale_a, sizeof(float));
+  upload_now(scales_ + 64, &scale_b, sizeof(float));
 }
 
 GemmEngine::~GemmEngine() {

@@ -17,7 +17,7 @@ void* upload(const HostMatrix& m, Dtype dtype) {
   const std::vector<unsigned char> bytes = encode(m.v, dtype);
   void* p = nullptr;
   COLLMM_CUDA(cudaMalloc(&p, std::max<size_t>(bytes.size(), 1)));
-  COLLMM_CUDA(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  upload_now(p, bytes.data(), bytes.size());
   return p;
 }
 

@@ -130,8 +130,8 @@ void RankDevice::set_filter(StepFilter f) {
 void RankDevice::begin_iteration(cudaEvent_t origin) {
   COLLMM_CUDA(cudaSetDevice(device_));
   if (origin) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], origin, 0));
+  stamp(t_begin_, lanes_[0]);  // before begin_: a step on another lane may start the moment begin_ is done
   COLLMM_CUDA(cudaEventRecord(begin_, lanes_[0]));
-  stamp(t_begin_, lanes_[0]);
   for (size_t l = 1; l < lanes_.size(); ++l) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[l], begin_, 0));
 }
 
@@ -212,8 +212,7 @@ RankRun RankDevice::times(bool timestamps) const {
 void RankDevice::poison() {
   DeviceGuard guard(device_);
   for (size_t b = 0; b < buffers_.size(); ++b) {
-    const Role r = plan_.buffers[b].role;
-    if (r == Role::c || r == Role::gathered || r == Role::work)
+    if (written_by_run(plan_.buffers[b].role))
       COLLMM_CUDA(cudaMemsetAsync(buffers_[b], 0xff, buffer_bytes(static_cast<int>(b)), lanes_[0]));
   }
   COLLMM_CUDA(cudaStreamSynchronize(lanes_[0]));

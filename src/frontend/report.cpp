@@ -6,6 +6,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "collmm/tuning.hpp"
+
 #ifndef COLLMM_VERSION
 #define COLLMM_VERSION "unknown"
 #endif
@@ -173,6 +175,7 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
                     {"label", r.label.empty() ? to_string(r.algo) : r.label},
                     {"gemm_lanes", r.plan.gemm_lanes},
                     {"merge", r.plan.merge},
+                    {"options", to_json(r.plan)},  // every plan option, post included
                     {"overlap_hidden_fraction", comm ? number_or_null(r.overlap.mean_fraction) : nlohmann::json()},
                     {"overlap_hidden_fraction_min", comm ? number_or_null(r.overlap.min_fraction) : nlohmann::json()},
                     {"overlap_hidden_fraction_per_rank", per_rank}});

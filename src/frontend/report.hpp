@@ -29,8 +29,9 @@ void print_table_summary(std::ostream&, const std::vector<CaseResult>&);
 
 // {"collmm_version", "backend", "world_size", "results": [{"op", "algo", "m", ...}]}; undefined
 // figures (NaN, or #wrong without --check) are null. Beside those keys each row has "label",
-// "gemm_lanes", "overlap_hidden_fraction" (mean over ranks with comm), "_min", "_per_rank", and
-// with --profile "predicted_us"; an --algo auto row has "chosen_by" ("model" or "measured").
+// "gemm_lanes", "options" (every plan option, as the tuning cache writes them), "overlap_hidden_fraction" (mean over
+// ranks with comm), "_min", "_per_rank", and with --profile "predicted_us"; an --algo auto row has "chosen_by" ("model"
+// or "measured").
 nlohmann::json results_json(const RunInfo&, const std::vector<CaseResult>&);
 
 // Total #wrong over checked cases.

@@ -79,12 +79,14 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
 }
 
 // S stages; stage s gathers sub-block s of every rank's chunk, then runs one GEMM per other
-// rank's sub-block. This rank's own chunk is here from the start: its GEMM (one, over the whole
-// chunk, read from A) comes first and runs beside the first stages' allgathers. comm-first posts
-// stage s+1's allgather before stage s's GEMMs.
+// rank's sub-block. This rank's own chunk is here from the start, but its GEMM is cut the same way
+// and sub-block s+1 of it runs beside stage s+1's transfer, posted after it: a transfer that
+// becomes ready while a GEMM that fills the GPU already runs barely moves until that GEMM ends
+// (measured on the host bed, docs/perf.md), so no GEMM may start ahead of the transfer it hides.
+// comm-first posts stage s+1's allgather before stage s's GEMMs.
 //
-//   comm  | ag 0 | ag 1 | ag 2 | ag 3 |
-//   gemm  | own chunk     | s0  | s1  | s2  | s3 |      (P = 2: half the GEMM work hides the first transfers)
+//   comm  | ag 0  | ag 1        | ag 2        | ag 3        |
+//   gemm  | own 0 | s0    own 1 | s1    own 2 | s2    own 3 | s3 |
 Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
@@ -104,26 +106,34 @@ Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
     ag.index = s;
     return plan.push(ag);
   };
-  auto post_gemms = [&](int s, int ag_step) {
+  auto post_gemms = [&](int s, int ag_step) {  // the other ranks' sub-blocks s, once gathered
     for (int q = 0; q < P; ++q) {
       const Slice rows = plan.steps[ag_step].parts[q];
       if (q != r && rows.rows > 0)
         plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
     }
   };
-  auto post_own = [&] { plan.push(gemm(plan.gemm_lane(0), chunk_rows(p, kBufC, r), {kBufA, 0, m_r}, 0, r)); };
+  auto post_own = [&](int s, std::vector<int> waits) {  // sub-block s of this rank's chunk, read from A
+    const Slice a{kBufA, block_offset(m_r, S, s), block_size(m_r, S, s)};
+    if (a.rows > 0)
+      plan.push(gemm(plan.gemm_lane(s), {kBufC, block_offset(p.m, P, r) + a.row, a.rows}, a, s, r, std::move(waits)));
+  };
 
   std::vector<int> ag_steps;
   if (o.post == Post::comm_first) {
     ag_steps.push_back(post_allgather(0));
+    post_own(0, {});
     for (int s = 0; s < S; ++s) {
       if (s + 1 < S) ag_steps.push_back(post_allgather(s + 1));
-      if (s == 0) post_own();
       post_gemms(s, ag_steps[s]);
+      if (s + 1 < S) post_own(s + 1, {ag_steps[s]});
     }
   } else {
-    post_own();
-    for (int s = 0; s < S; ++s) post_gemms(s, post_allgather(s));
+    for (int s = 0; s < S; ++s) {
+      post_own(s, s > 0 ? std::vector<int>{ag_steps[s - 1]} : std::vector<int>{});
+      ag_steps.push_back(post_allgather(s));
+      post_gemms(s, ag_steps[s]);
+    }
   }
   return plan;
 }

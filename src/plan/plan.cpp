@@ -16,6 +16,8 @@ std::string to_string(Role r) {
   return "?";
 }
 
+bool written_by_run(Role r) { return r == Role::c || r == Role::gathered || r == Role::work; }
+
 std::string to_string(StepKind k) {
   switch (k) {
     case StepKind::gemm: return "gemm";
@@ -30,6 +32,24 @@ std::string to_string(StepKind k) {
 
 bool is_comm(StepKind k) {
   return k == StepKind::sendrecv || k == StepKind::allgather || k == StepKind::reduce_scatter;
+}
+
+bool only_fills_output(const Plan& plan, int i) {
+  const Step& c = plan.steps.at(static_cast<size_t>(i));
+  if (c.kind != StepKind::copy) return false;
+  auto overlaps = [&](const Slice& s) {
+    return s.buf == c.out.buf && s.row < c.out.row + c.out.rows && c.out.row < s.row + s.rows;
+  };
+  for (size_t j = static_cast<size_t>(i) + 1; j < plan.steps.size(); ++j) {
+    const Step& s = plan.steps[j];
+    if (overlaps(s.a)) return false;  // read by a gemm, copy or add; an allgather's contribution
+    for (const Transfer& t : s.sends)
+      if (overlaps(t.slice)) return false;
+    if (s.kind == StepKind::reduce_scatter)
+      for (const Slice& part : s.parts)
+        if (overlaps(part)) return false;
+  }
+  return true;
 }
 
 int Plan::add_buffer(Role role, int64_t rows, int64_t cols) {

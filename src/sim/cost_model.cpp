@@ -106,7 +106,9 @@ double collective_step_us(const CollectiveCost& c, double bytes) {
 }
 
 double collective_time_us(const Profile& prof, int world, double max_part_bytes, bool reduce) {
-  if (world <= 1) return 0;
+  // One rank: the collective copies its own part from input to output (NCCL, c10d and the host
+  // executor do), so sequential is no cheaper than ring at P = 1 (--algo auto's choice there).
+  if (world <= 1) return copy_time_us(prof, max_part_bytes);
   const CollectiveCost& own = reduce ? prof.reduce_scatter : prof.allgather;
   if (!own.points.empty()) return (world - 1) * collective_step_us(own, max_part_bytes);
   if (own.gbps > 0) return (world - 1) * (own.latency_us + transfer_us(max_part_bytes, own.gbps));

@@ -78,7 +78,7 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
                                    "t_gemm_us", "t_comm_us", "speedup_vs_sequential", "overlap_efficiency", "wrong",
                                    "max_rel_err",
                                    // (no --profile here, so no "predicted_us")
-                                   "label", "gemm_lanes", "merge", "overlap_hidden_fraction",
+                                   "label", "gemm_lanes", "merge", "options", "overlap_hidden_fraction",
                                    "overlap_hidden_fraction_min", "overlap_hidden_fraction_per_rank"};
   ASSERT_EQ(j.at("results").size(), 8u);
   std::set<std::string> cases;
@@ -86,6 +86,8 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
     std::set<std::string> got;
     for (auto it = r.begin(); it != r.end(); ++it) got.insert(it.key());
     EXPECT_EQ(got, keys);
+    EXPECT_EQ(r.at("options").at("post"), "comm-first");
+    EXPECT_EQ(r.at("options").at("algo"), r.at("algo"));
     cases.insert(r.at("op").get<std::string>() + " " + r.at("algo").get<std::string>());
     EXPECT_EQ(r.at("m"), M);
     EXPECT_EQ(r.at("world_size"), P);

@@ -48,7 +48,7 @@ TEST(CostModel, LinksAndCollectives) {
   EXPECT_DOUBLE_EQ(message_time_us(p, 7, 8, 45e3, 1), 10 + 1);
   EXPECT_DOUBLE_EQ(collective_time_us(p, 8, 370e3, false), 7 * (5 + 1));
   EXPECT_DOUBLE_EQ(collective_time_us(p, 16, 45e3, false), 15 * (10 + 1));
-  EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 1e9, true), 0);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 1e9, true), copy_time_us(p, 1e9));  // one rank: a local copy
   EXPECT_DOUBLE_EQ(copy_time_us(p, 4300e3), 2);
   EXPECT_DOUBLE_EQ(add_time_us(p, 4300e3), 3);
 }
@@ -62,7 +62,7 @@ TEST(CostModel, MeasuredCollectiveReplacesTheRing) {
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, false), ring);  // allgather not measured: the ring
   p.allgather = {8, 0, {}};
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 4e6, false), 3 * 500);
-  EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 4e6, true), 0);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 1, 4e6, true), copy_time_us(p, 4e6));
 }
 
 // A collective with measured points: a ring step interpolates between them, holds the first

@@ -41,7 +41,7 @@ void* random_bf16(size_t count, uint32_t seed) {
   }
   void* d = nullptr;
   COLLMM_CUDA(cudaMalloc(&d, count * 2));
-  COLLMM_CUDA(cudaMemcpy(d, h.data(), count * 2, cudaMemcpyHostToDevice));
+  upload_now(d, h.data(), count * 2);
   return d;
 }
 
