@@ -11,6 +11,8 @@
 // 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4). Every candidate is simulated
 // (collmm/sim.hpp); the model's pick is the fastest. When the cache holds measurements of this exact (op, M, N, K, P,
 // dtype), the pick is the fastest measured configuration instead (source "measured"), whatever the model says.
+// With one rank the only candidate is the ring: nothing to overlap, and its one step is the plain
+// GEMM on A (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",

@@ -18,6 +18,10 @@ std::vector<PlanOptions> auto_candidates(const Problem& p) {
     validate(p, o);  // throws for the problem itself; per-candidate limits are checked above
     candidates.push_back(o);
   };
+  if (p.world == 1) {  // nothing to overlap: the ring's one step is the plain GEMM on A (no gather copy)
+    add(Algo::ring, 0, 1);
+    return candidates;
+  }
   add(Algo::sequential, 0, 1);
   const double pp = double(p.world) * p.world;
   for (int s : {2, 4, 8})
