@@ -20,24 +20,39 @@ using namespace collmm;
 
 namespace {
 
-// A job of several processes as seen by process `me`: allgather returns the others' canned strings.
+// A job of several processes as seen by process `me`: allgather returns the others' canned strings,
+// and the others' canned numbers (none canned: every process sent what this one sends). `sent`
+// keeps the numbers this process sent last; `rounds`, if set, the others' strings per exchange.
 class FakeHost : public HostComm {
  public:
-  FakeHost(int me, std::vector<std::string> others) : me_(me), others_(std::move(others)) {}
+  FakeHost(int me, std::vector<std::string> others, std::vector<std::vector<double>> numbers = {})
+      : me_(me), others_(std::move(others)), numbers_(std::move(numbers)) {}
   int proc() const override { return me_; }
   int procs() const override { return static_cast<int>(others_.size()); }
   void barrier() override {}
   std::vector<std::string> allgather(const std::string& mine) override {
     std::vector<std::string> all = others_;
+    if (!rounds.empty()) all = rounds.front(), rounds.erase(rounds.begin());
     all[static_cast<size_t>(me_)] = mine;
     return all;
   }
-  std::vector<double> allgather(const std::vector<double>& mine) override { return mine; }
+  std::vector<std::vector<std::string>> rounds;  // the others' strings per exchange, when they vary
+  std::vector<double> allgather(const std::vector<double>& mine) override {
+    sent = mine;
+    std::vector<double> all;
+    for (int q = 0; q < procs(); ++q) {
+      const auto& v = numbers_.empty() || q == me_ ? mine : numbers_[static_cast<size_t>(q)];
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  }
   [[noreturn]] void abort(int) override { throw std::logic_error("abort"); }
+  std::vector<double> sent;
 
  private:
   int me_;
   std::vector<std::string> others_;
+  std::vector<std::vector<double>> numbers_;
 };
 
 std::string serialized(const BenchOptions& o) {
@@ -88,6 +103,52 @@ TEST(Agreement, AnotherProcessErrorIsRaisedEverywhere) {
   }
   FakeHost fine(0, {"", ""});
   EXPECT_NO_THROW(raise_if_any_process_failed(fine, ""));
+}
+
+using Keys = std::vector<std::pair<std::string, std::string>>;
+
+// What process `me` of `procs` sends in agree_and_gather's one exchange.
+std::vector<double> sent_by(int me, int procs, const std::string& error, const Keys& keys, std::vector<double> mine) {
+  FakeHost job(me, std::vector<std::string>(static_cast<size_t>(procs)));
+  try {
+    agree_and_gather(job, error, keys, mine);
+  } catch (const UsageError&) {  // its own error: what it sent is recorded all the same
+  }
+  return job.sent;
+}
+
+TEST(Agreement, OneExchangeGathersEveryRanksNumbers) {
+  const Keys keys{{"M", "64"}, {"dtype", "bf16"}};
+  FakeHost host(0, {"", ""}, {{}, sent_by(1, 2, "", keys, {5, 7})});
+  const auto all = agree_and_gather(host, "", keys, {6, 7});
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0], (std::vector<double>{6, 7}));
+  EXPECT_EQ(all[1], (std::vector<double>{5, 7}));
+  FakeHost alone(0, {""});  // one process: nothing exchanged
+  EXPECT_EQ(agree_and_gather(alone, "", keys, {3}), (std::vector<std::vector<double>>{{3}}));
+  EXPECT_TRUE(alone.sent.empty());
+  EXPECT_THROW(agree_and_gather(alone, "bad input", keys, {3}), UsageError);
+}
+
+TEST(Agreement, OneExchangeFallsBackToTheMessagesOfTheFullChecks) {
+  const Keys keys{{"M", "64"}, {"dtype", "bf16"}}, other{{"M", "48"}, {"dtype", "bf16"}};
+  // Rank 1's keys differ: every rank learns it from the numbers, then the strings name the key.
+  FakeHost differs(0, {"", ""}, {{}, sent_by(1, 2, "", other, {5})});
+  differs.rounds = {{"", ""}, {"", "M=48\ndtype=bf16\n"}};  // no error, then its keys
+  try {
+    agree_and_gather(differs, "", keys, {6});
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "ranks disagree on M: rank 0 has 64, rank 1 has 48");
+  }
+  // Rank 1 found an error in its own input: raised on rank 0 too, with rank 1's words.
+  FakeHost failed(0, {"", "A is on cpu"}, {{}, sent_by(1, 2, "A is on cpu", keys, {5})});
+  try {
+    agree_and_gather(failed, "", keys, {6});
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "rank 1: A is on cpu");
+  }
 }
 
 TEST(Npy, HeaderIsVersion1PaddedTo64) {
