@@ -23,12 +23,12 @@ TEST(ScheduleRules, NoAgGemmGemmIsPostedAheadOfItsStepsTransfer) {
           for (size_t i = 0; i < plan.steps.size(); ++i) {
             const Step& g = plan.steps[i];
             if (g.kind != StepKind::gemm) continue;
-            const int comm = test::find_step(plan, algo == Algo::pipelined ? StepKind::allgather : StepKind::sendrecv,
-                                             g.index);
+            const int comm =
+                test::find_step(plan, algo == Algo::pipelined ? StepKind::allgather : StepKind::sendrecv, g.index);
             if (comm < 0) continue;  // the last step: no transfer
-            EXPECT_LT(comm, static_cast<int>(i)) << to_string(algo) << " stages " << stages << " P=" << P << " rank "
-                                                 << r << ": gemm step " << i << " (index " << g.index
-                                                 << ") is posted before its transfer, step " << comm;
+            EXPECT_LT(comm, static_cast<int>(i))
+                << to_string(algo) << " stages " << stages << " P=" << P << " rank " << r << ": gemm step " << i
+                << " (index " << g.index << ") is posted before its transfer, step " << comm;
           }
         }
       }
@@ -61,7 +61,7 @@ TEST(OnlyFillsOutput, TheRingsOwnChunkCopyAndACopyThatIsRead) {
   const Plan ring = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
   const int copy = test::find_step(ring, StepKind::copy);
   ASSERT_GE(copy, 0);
-  EXPECT_TRUE(only_fills_output(ring, copy));  // its GEMM read the chunk from A
+  EXPECT_TRUE(only_fills_output(ring, copy));                                    // its GEMM read the chunk from A
   EXPECT_FALSE(only_fills_output(ring, test::find_step(ring, StepKind::gemm)));  // not a copy
 
   Plan read = ring;  // a later GEMM reads the copied rows
