@@ -62,6 +62,8 @@ class AtenExecutor : public Executor {
     tensors_.assign(p.buffers.size(), at::Tensor());
     own_.assign(p.buffers.size(), at::Tensor());
     bound_.assign(p.buffers.size(), false);
+    fills_only_.assign(p.steps.size(), false);
+    for (size_t i = 0; i < p.steps.size(); ++i) fills_only_[i] = only_fills_output(p, static_cast<int>(i));
     for (size_t i = 0; i < p.buffers.size(); ++i)  // scratch: allocated once per plan, reused by every run
       if (p.buffers[i].role == Role::gathered || p.buffers[i].role == Role::work)
         tensors_[i] = own(static_cast<int>(i));
@@ -143,8 +145,7 @@ class AtenExecutor : public Executor {
   // A copy that only completes a buffer the caller did not bind (the gathered A kept in scratch).
   bool unwanted(int i) const {
     const Step& s = plan_.steps[static_cast<size_t>(i)];
-    return s.kind == StepKind::copy && s.out.buf > kBufC && !bound_[static_cast<size_t>(s.out.buf)] &&
-           only_fills_output(plan_, i);
+    return fills_only_[static_cast<size_t>(i)] && s.out.buf > kBufC && !bound_[static_cast<size_t>(s.out.buf)];
   }
   at::Tensor rows(const Slice& s) { return tensors_.at(static_cast<size_t>(s.buf)).narrow(0, s.row, s.rows); }
   // B as the [K, N] matrix of the GEMMs: itself (kn) or the transpose of the stored [N, K] (nk).
@@ -231,6 +232,7 @@ class AtenExecutor : public Executor {
   Dtype dtype_ = Dtype::f32;
   std::vector<at::Tensor> tensors_, own_;  // per buffer: what steps use (bound or own), and our own
   std::vector<bool> bound_;                // per buffer: the caller's memory
+  std::vector<bool> fills_only_;           // per step: only_fills_output (made once per plan)
   std::map<int, int> sent_, received_;     // messages so far per peer: the next tag
 };
 
