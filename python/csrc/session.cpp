@@ -79,7 +79,13 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
       *new std::map<std::pair<std::string, std::string>,
                     std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
   std::unique_lock<std::mutex> lock(g_mutex);
-  c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  try {
+    group = c10d::resolve_process_group(group_name);
+  } catch (const std::exception&) {  // c10::Error: not registered. Refused here, before any exchange.
+    throw UsageError("no process group is named '" + group_name +
+                     "' (pass the group itself or its group_name; dist.group.WORLD.group_name is the default group's)");
+  }
   try {
     group->getBackend(device.type());
   } catch (const std::exception&) {  // c10::Error: no backend registered for this device type
