@@ -82,8 +82,9 @@ def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, 
 #     dA = all_gather(dC) @ B^T,  dB = A^T @ all_gather(dC)              fused_all_gather_matmul
 
 
-def _ag_setup(ctx, inputs, output):
-    A_shard, Bs, gather_dim, group_name, return_A, algo, _ = inputs
+def _ag_setup(ctx, inputs, keyword_only_inputs, output):
+    A_shard, Bs, gather_dim, group_name = inputs
+    return_A, algo = keyword_only_inputs.get("return_A", True), keyword_only_inputs.get("algo", "auto")
     ctx.dim, ctx.group_name, ctx.algo = gather_dim % A_shard.dim(), group_name, algo
     ctx.shard_size = A_shard.shape[ctx.dim]
     ctx.save_for_backward(A_shard, output[0] if return_A else None, *Bs)
@@ -112,11 +113,12 @@ def _ag_backward(ctx, grad_A, grad_Cs):
                 A_shard, [A_shard.new_zeros(K, 1)], ctx.dim, ctx.group_name, return_A=True, algo=ctx.algo)
         flat = A.reshape(-1, K)
         dBs = [None if dC is None else flat.t() @ dC.reshape(-1, dC.shape[-1]) for dC in grad_Cs]
-    return dA_shard, dBs, None, None, None, None, None
+    return dA_shard, dBs, None, None
 
 
-def _rs_setup(ctx, inputs, output):
-    A, B, reduce_op, scatter_dim, group_name, algo, _ = inputs
+def _rs_setup(ctx, inputs, keyword_only_inputs, output):
+    A, B, reduce_op, scatter_dim, group_name = inputs
+    algo = keyword_only_inputs.get("algo", "auto")
     ctx.dim, ctx.group_name, ctx.algo = scatter_dim % A.dim(), group_name, algo
     ctx.full_size = A.shape[ctx.dim]
     ctx.scale = 1.0 / process_group_of(group_name).size() if reduce_op == "avg" else 1.0
@@ -131,7 +133,7 @@ def _rs_backward(ctx, dC):
     dB = A.reshape(-1, A.shape[-1]).t() @ gathered.reshape(-1, gathered.shape[-1])
     if ctx.scale != 1.0:
         dA, dB = dA * ctx.scale, dB * ctx.scale
-    return dA, dB, None, None, None, None, None
+    return dA, dB, None, None, None
 
 
 torch.library.register_autograd("collmm::fused_all_gather_matmul", _ag_backward, setup_context=_ag_setup)

@@ -50,11 +50,14 @@ void C10dTransport::allgather(const void* mine, int64_t mine_rows, unsigned char
   for (const cpu::RowRange& q : parts) rows.push_back(q.rows);
   const PartSize size = part_size(rows);
   const int64_t row_len = static_cast<int64_t>(row_bytes);
-  std::vector<at::Tensor> in{padded_rows(bytes_at(mine, static_cast<size_t>(mine_rows) * row_bytes).view({mine_rows, row_len}), size.most)};
+  std::vector<at::Tensor> in{
+      padded_rows(bytes_at(mine, static_cast<size_t>(mine_rows) * row_bytes).view({mine_rows, row_len}), size.most)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (const cpu::RowRange& q : parts)
-    out[0].push_back(size.equal ? bytes_at(base + static_cast<size_t>(q.row) * row_bytes, size.most * row_bytes).view({size.most, row_len})
-                                : at::empty({size.most, row_len}, at::kByte));
+    out[0].push_back(
+        size.equal
+            ? bytes_at(base + static_cast<size_t>(q.row) * row_bytes, size.most * row_bytes).view({size.most, row_len})
+            : at::empty({size.most, row_len}, at::kByte));
   group_->allgather(out, in)->wait();
   if (size.equal) return;
   for (size_t q = 0; q < parts.size(); ++q)

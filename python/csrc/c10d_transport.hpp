@@ -30,7 +30,7 @@ class C10dTransport : public cpu::Transport {
   bool barrier_until(std::chrono::steady_clock::time_point deadline) override;
 
  private:
-  c10d::ProcessGroup* group_;           // alive during every call (session_for holds it)
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   PeerTags tags_;
 };
 

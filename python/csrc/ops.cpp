@@ -61,8 +61,9 @@ BLayout agreed_layout(const std::vector<std::vector<double>>& all, size_t at, co
     if (all[q][at] == nk_only) nk << (nk.str().empty() ? "" : ", ") << q;
   }
   if (!kn.str().empty() && !nk.str().empty())
-    throw UsageError("ranks disagree on " + what + " layout: rank(s) " + kn.str() + " pass a row-major [K, N], rank(s) " +
-                     nk.str() + " the transpose of a row-major [N, K] (w.t()); pass the same kind on every rank");
+    throw UsageError("ranks disagree on " + what + " layout: rank(s) " + kn.str() +
+                     " pass a row-major [K, N], rank(s) " + nk.str() +
+                     " the transpose of a row-major [N, K] (w.t()); pass the same kind on every rank");
   return nk.str().empty() ? BLayout::kn : BLayout::nk;
 }
 
@@ -82,8 +83,8 @@ std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const ch
   else if (!dtype_of(a.scalar_type()))
     e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
   else if (!a.is_contiguous())
-    e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides())
-      << ": pass " << name << ".contiguous()";
+    e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides()) << ": pass "
+      << name << ".contiguous()";
   else if (leading_dim(dim, a.dim()) < 0)
     e << dim_name << " must be a dim of " << name << " other than its last (K); got " << dim << " for "
       << dims(a.sizes());
@@ -189,19 +190,19 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const int64_t slices = ok ? a.size(0) : 0, n_r = ok ? bs[0].size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
-    const auto all = agree_and_gather(host, misfit,
-                                      {{"op", "fused_all_gather_matmul"},
-                                       {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                       {"K (A_shard's last dim)", std::to_string(k)},
-                                       {"gather_dim", std::to_string(dim)},
-                                       {"A_shard's dims between gather_dim and K", dims(inner)},
-                                       {"dtype", to_string(dtype)},
-                                       {"number of Bs", std::to_string(bs.size())},
-                                       {"algo", algo},
-                                       {"return_A", return_a ? "True" : "False"},
-                                       {"gathered_size", optional_int(gathered_size)}},
-                                      {static_cast<double>(slices), static_cast<double>(n_r),
-                                       static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
+    const auto all = agree_and_gather(
+        host, misfit,
+        {{"op", "fused_all_gather_matmul"},
+         {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+         {"K (A_shard's last dim)", std::to_string(k)},
+         {"gather_dim", std::to_string(dim)},
+         {"A_shard's dims between gather_dim and K", dims(inner)},
+         {"dtype", to_string(dtype)},
+         {"number of Bs", std::to_string(bs.size())},
+         {"algo", algo},
+         {"return_A", return_a ? "True" : "False"},
+         {"gathered_size", optional_int(gathered_size)}},
+        {static_cast<double>(slices), static_cast<double>(n_r), static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
     const int64_t rest = c10::multiply_integers(inner);
     std::vector<int64_t> rows;
     std::ostringstream sizes;
@@ -241,8 +242,8 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
 
     const at::Tensor a_all = keep_gathered ? split.compact(gathered) : at::Tensor();
     const at::Tensor c_all = split.compact(c);
-    std::vector<at::Tensor> outs{shaped(c_all.scalar_type() == a.scalar_type() ? c_all : c_all.to(a.scalar_type()),
-                                        inner, dim)};
+    std::vector<at::Tensor> outs{
+        shaped(c_all.scalar_type() == a.scalar_type() ? c_all : c_all.to(a.scalar_type()), inner, dim)};
     for (size_t i = 1; i < bs.size(); ++i) outs.push_back(shaped(at::matmul(a_all, bs[i]), inner, dim));
     return {return_a ? std::optional<at::Tensor>(shaped(a_all, inner, dim)) : std::nullopt, outs};
   });
@@ -301,8 +302,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const RowSplit split(rows);
     const Problem problem{Op::gemm_rs, split.plan_rows(), n, k, p, layout};
     Executor& ex = *s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype).executor;
-    at::Tensor c = at::empty({block_size(split.plan_rows(), p, r), n},
-                             a.options().dtype(scalar_type(ex.out_dtype(dtype))));
+    at::Tensor c =
+        at::empty({block_size(split.plan_rows(), p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
     const at::Tensor a_plan = split.spread(a.view({slices * rest, k_r}));  // held: it must outlive the run
     bind(ex, kBufA, a_plan);
     bind(ex, kBufB, b);
@@ -324,9 +325,9 @@ TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
       "str algo=\"auto\", int? scatter_size=None) -> Tensor");
-  // Which executor the ops use for CPU tensors in groups first used after this call: "host" (the
-  // default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen GEMMs on the
-  // calling thread, the group's comm asynchronous: the executor of CUDA tensors).
+  // Which executor the ops use for CPU tensors in groups first used after this call: "aten" (the
+  // default: ATen GEMMs on the calling thread, the group's comm asynchronous: the executor of CUDA
+  // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).
   m.def("set_cpu_executor(str kind) -> ()", [](c10::string_view kind) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_cpu_executor(std::string(kind)); });
   });

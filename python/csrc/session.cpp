@@ -25,7 +25,9 @@ std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
   return k.str();
 }
 
-ExecutorKind g_cpu_kind = ExecutorKind::host;  // guarded by g_mutex
+// CPU tensors default to the ATen executor: torch's own BLAS ran 5-7x faster than the system
+// OpenBLAS of the host executor at M = 2048, K = N = 1024 on the CI machine (docs/perf.md).
+ExecutorKind g_cpu_kind = ExecutorKind::aten;  // guarded by g_mutex
 std::mutex g_mutex;
 
 }  // namespace

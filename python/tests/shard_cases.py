@@ -36,9 +36,9 @@ def seq_parallel_mlp(rank, world, device="cpu"):
                       uneven_split(seq, world)):
             what = f"mlp {algo} split {sizes} rank {rank}/{world}"
             torch.manual_seed(0)
-            fc1, fc2 = nn.Linear(width, hidden, dtype=F64), nn.Linear(hidden, width, dtype=F64)
-            x_full = seeded(30, seq, batch, width, dtype=F64).requires_grad_()
-            target = seeded(31, seq, batch, width, dtype=F64)
+            fc1, fc2 = nn.Linear(width, hidden, dtype=F64).to(device), nn.Linear(hidden, width, dtype=F64).to(device)
+            x_full = seeded(30, seq, batch, width, dtype=F64).to(device).requires_grad_()
+            target = seeded(31, seq, batch, width, dtype=F64).to(device)
             y_full = fc2(nn.functional.gelu(fc1(x_full)))
             (y_full * target).sum().backward()
 
@@ -194,5 +194,5 @@ def shard_helper(rank, world):
     x = seeded(90, 3, 2 * world + 1, 4)
     assert torch.equal(shard(x, 1), x[:, block(2 * world + 1, world, rank)])
     assert torch.equal(shard(x, 0, dist.group.WORLD.group_name), x[block(3, world, rank)])
-    layer = ColumnParallelLinear(4, 3, group=dist.group.WORLD.group_name)
+    layer = ColumnParallelLinear(4, world + 1, group=dist.group.WORLD.group_name)
     assert layer(shard(x.transpose(0, 1).contiguous())).shape == (2 * world + 1, 3, layer.local_out)

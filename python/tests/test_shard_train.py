@@ -22,4 +22,4 @@ def test_shard_and_train(world):
 
 
 def test_inductor_uneven_shards():
-    run_world(3, c.inductor_uneven)
+    run_world(2, c.inductor_uneven)
