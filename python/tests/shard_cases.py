@@ -31,7 +31,7 @@ def seq_parallel_mlp(rank, world, device="cpu"):
     from collmm.torch import ColumnParallelLinear, RowParallelLinear
 
     seq, batch, width, hidden = 2 * world + 1, 3, 6, 2 * world + 1
-    for algo in ("auto", "ring", "sequential"):
+    for algo in ("auto", "ring"):
         for sizes in ([block(seq, world, q).stop - block(seq, world, q).start for q in range(world)],
                       uneven_split(seq, world)):
             what = f"mlp {algo} split {sizes} rank {rank}/{world}"
