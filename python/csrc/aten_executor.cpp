@@ -12,19 +12,10 @@
 
 #include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
+#include "torch_util.hpp"
 
 namespace collmm::torch_ext {
 namespace {
-
-at::ScalarType scalar_type(Dtype d) {
-  switch (d) {
-    case Dtype::f64: return at::kDouble;
-    case Dtype::f32: return at::kFloat;
-    case Dtype::f16: return at::kHalf;
-    case Dtype::bf16: return at::kBFloat16;
-    default: throw UsageError("aten executor: no " + to_string(d) + " tensors");
-  }
-}
 
 // What a posted comm step leaves to do: its Works, then a copy out of padded scratch (if any).
 struct Pending {
@@ -179,29 +170,34 @@ class AtenExecutor : public Executor {
     if (coalesce()) group_->startCoalescing(device_.type());
     for (const Transfer& t : s.recvs) {
       std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->recv(v, t.peer, received_[t.peer]++));
+      p.works.push_back(group_->recv(v, t.peer, tags_.next_recv(t.peer)));
     }
     for (const Transfer& t : s.sends) {
       std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->send(v, t.peer, sent_[t.peer]++));
+      p.works.push_back(group_->send(v, t.peer, tags_.next_send(t.peer)));
     }
     if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
     std::erase_if(p.works, [](const auto& w) { return !w; });
     return p;
   }
 
+  std::vector<int64_t> part_rows(const Step& s) const {
+    std::vector<int64_t> rows;
+    for (const Slice& q : s.parts) rows.push_back(q.rows);
+    return rows;
+  }
+
   // Equal parts go straight into their rows; uneven ones through parts padded to the largest.
   Pending allgather(const Step& s) {
-    int64_t most = 0;
-    for (const Slice& q : s.parts) most = std::max(most, q.rows);
-    const bool equal = std::all_of(s.parts.begin(), s.parts.end(), [&](const Slice& q) { return q.rows == most; });
+    const PartSize size = part_size(part_rows(s));
     const at::Tensor mine = rows(s.a);
-    std::vector<at::Tensor> in{equal ? mine : at::constant_pad_nd(mine, {0, 0, 0, most - mine.size(0)})};
+    std::vector<at::Tensor> in{padded_rows(mine, size.most)};
     std::vector<std::vector<at::Tensor>> out(1);
-    for (const Slice& q : s.parts) out[0].push_back(equal ? rows(q) : at::empty({most, mine.size(1)}, mine.options()));
+    for (const Slice& q : s.parts)
+      out[0].push_back(size.equal ? rows(q) : at::empty({size.most, mine.size(1)}, mine.options()));
     Pending p;
     p.works.push_back(group_->allgather(out, in));
-    if (!equal)
+    if (!size.equal)
       p.finish = [this, parts = s.parts, out] {
         for (size_t q = 0; q < parts.size(); ++q) rows(parts[q]).copy_(out[0][q].narrow(0, 0, parts[q].rows));
       };
@@ -209,19 +205,14 @@ class AtenExecutor : public Executor {
   }
 
   Pending reduce_scatter(const Step& s) {
-    int64_t most = 0;
-    for (const Slice& q : s.parts) most = std::max(most, q.rows);
-    const bool equal = std::all_of(s.parts.begin(), s.parts.end(), [&](const Slice& q) { return q.rows == most; });
+    const PartSize size = part_size(part_rows(s));
     std::vector<std::vector<at::Tensor>> in(1);
-    for (const Slice& q : s.parts) {
-      const at::Tensor part = rows(q);
-      in[0].push_back(equal ? part : at::constant_pad_nd(part, {0, 0, 0, most - q.rows}));
-    }
+    for (const Slice& q : s.parts) in[0].push_back(padded_rows(rows(q), size.most));
     const at::Tensor mine = rows(s.out);
-    std::vector<at::Tensor> out{equal ? mine : at::empty({most, mine.size(1)}, mine.options())};
+    std::vector<at::Tensor> out{size.equal ? mine : at::empty({size.most, mine.size(1)}, mine.options())};
     Pending p;
     p.works.push_back(group_->reduce_scatter(out, in));
-    if (!equal) p.finish = [mine, out] { mine.copy_(out[0].narrow(0, 0, mine.size(0))); };
+    if (!size.equal) p.finish = [mine, out] { mine.copy_(out[0].narrow(0, 0, mine.size(0))); };
     return p;
   }
 
@@ -233,7 +224,7 @@ class AtenExecutor : public Executor {
   std::vector<at::Tensor> tensors_, own_;  // per buffer: what steps use (bound or own), and our own
   std::vector<bool> bound_;                // per buffer: the caller's memory
   std::vector<bool> fills_only_;           // per step: only_fills_output (made once per plan)
-  std::map<int, int> sent_, received_;     // messages so far per peer: the next tag
+  PeerTags tags_;
 };
 
 }  // namespace

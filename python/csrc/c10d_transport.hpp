@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "collmm/executor.hpp"
+#include "torch_util.hpp"
 #include "transport.hpp"
 
 namespace collmm::torch_ext {
@@ -29,8 +30,8 @@ class C10dTransport : public cpu::Transport {
   bool barrier_until(std::chrono::steady_clock::time_point deadline) override;
 
  private:
-  c10d::ProcessGroup* group_;           // alive during every call (session_for holds it)
-  std::map<int, int> sent_, received_;  // messages so far, per peer: the next tag
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
+  PeerTags tags_;
 };
 
 // The group as the process-level HostComm. Its collectives run on CPU tensors where the group has

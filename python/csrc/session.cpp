@@ -25,7 +25,9 @@ std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
   return k.str();
 }
 
-ExecutorKind g_cpu_kind = ExecutorKind::host;  // guarded by g_mutex
+// CPU tensors default to the ATen executor: torch's own BLAS ran 5-7x faster than the system
+// OpenBLAS of the host executor at M = 2048, K = N = 1024 on the CI machine (docs/perf.md).
+ExecutorKind g_cpu_kind = ExecutorKind::aten;  // guarded by g_mutex
 std::mutex g_mutex;
 
 }  // namespace
@@ -79,7 +81,13 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
       *new std::map<std::pair<std::string, std::string>,
                     std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
   std::unique_lock<std::mutex> lock(g_mutex);
-  c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  try {
+    group = c10d::resolve_process_group(group_name);
+  } catch (const std::exception&) {  // c10::Error: not registered. Refused here, before any exchange.
+    throw UsageError("no process group is named '" + group_name +
+                     "' (pass the group itself or its group_name; dist.group.WORLD.group_name is the default group's)");
+  }
   try {
     group->getBackend(device.type());
   } catch (const std::exception&) {  // c10::Error: no backend registered for this device type

@@ -1,6 +1,6 @@
-// session.hpp: what the ops keep per process group and device: an executor on that group (CPU
-// tensors: the host executor, OpenBLAS GEMMs on lane threads with the group as its Transport, or,
-// after set_cpu_executor("aten"), the ATen executor; CUDA tensors: the ATen executor), the plan
+// session.hpp: what the ops keep per process group and device: an executor on that group (the
+// ATen executor; for CPU tensors after set_cpu_executor("host"), the host executor: OpenBLAS GEMMs
+// on lane threads with the group as its Transport), the plan
 // last prepared on it, and the algorithms that "auto" chose per shape. The plan is prepared again only when the
 // problem, options or dtype change; every call then binds the caller's tensors to the plan's buffers and runs it.
 #pragma once
@@ -68,7 +68,7 @@ struct SessionLock {
 };
 SessionLock session_for(const std::string& group_name, c10::Device device);
 
-// Which executor CPU tensors get from now on (sessions made later): "host" (the default) or "aten".
+// Which executor CPU tensors get from now on (sessions made later): "aten" (the default) or "host".
 void set_cpu_executor(const std::string& kind);
 
 }  // namespace collmm::torch_ext

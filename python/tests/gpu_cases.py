@@ -12,6 +12,7 @@ from dist_util import run_world
 def gpu_cases(rank, world, share_gpu):
     from layer_cases import mlp_cases
     from op_cases import ag_cases, rs_cases
+    from shard_cases import seq_parallel_mlp
 
     device = torch.device("cuda", 0 if share_gpu else rank)
     if torch.distributed.get_backend() == "nccl":  # CPU tensors on an NCCL-only group: collmm's error, at once
@@ -24,6 +25,7 @@ def gpu_cases(rank, world, share_gpu):
     ag_cases(rank, world, device)
     rs_cases(rank, world, device)
     mlp_cases(rank, world, device)
+    seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
 
 
 def no_host_sync_case(rank, world, share_gpu):
