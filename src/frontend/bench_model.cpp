@@ -59,6 +59,7 @@ void record_measurements(const std::string& path, const std::vector<CaseResult>&
     e.op = r.op;
     e.m = r.problem.m, e.n = r.problem.n, e.k = r.problem.k;
     e.world = r.problem.world;
+    e.b_layout = r.problem.b_layout;
     e.dtype = r.dtype;
     e.options = r.plan;
     if (r.algo != Algo::pipelined) e.options.stages = 0;
