@@ -240,6 +240,24 @@ TEST(MeasuredChoice, OffKeepsTheModelsPick) {
   EXPECT_THROW(parse_auto_measure("maybe"), UsageError);
 }
 
+TEST(MeasuredChoice, CacheEntriesKeepSourceAndLayoutAndOlderFilesRead) {
+  const std::string entry =
+      R"({"op": "gemm_rs", "m": 64, "n": 32, "k": 16, "world_size": 2, "dtype": "f32", "algo": "ring", "time_us": 5)";
+  const TuningCache old = parse_tuning_cache(R"({"entries": [)" + entry + "}]}", "old.json");
+  EXPECT_EQ(old.entries.at(0).source, "bench");
+  EXPECT_EQ(old.entries.at(0).b_layout, BLayout::kn);
+  const TuningCache both =
+      parse_tuning_cache(R"({"entries": [)" + entry + R"(, "b_layout": "nk", "source": "auto"}]})", "new.json");
+  EXPECT_EQ(both.entries.at(0).source, "auto");
+  EXPECT_EQ(both.entries.at(0).b_layout, BLayout::nk);
+  try {
+    parse_tuning_cache(R"({"entries": [)" + entry + R"(, "source": "guess"}]})", "bad.json");
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("entry 0: source must be bench or auto"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MeasuredChoice, ChoiceRoundTripsThroughJson) {
   const Choice c =
       choose(Problem{Op::ag_gemm, 4096, 4096, 4096, 8, BLayout::kn}, Dtype::bf16, builtin_profile("h200-nvlink"));

@@ -30,8 +30,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
   app.add_option("--algo", names.algo,
                  "sequential | pipelined | ring | bidir | all | auto (the cost model's pick of algorithm, stages and "
-                 "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives "
-                 "and run as the row auto:<algo>)")
+                 "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
+                 "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>)")
       ->capture_default_str();
   app.add_option("-m", o.m, "M, global rows of A and C (suffixes K, M: 8K = 8192)")
       ->transform(size)
