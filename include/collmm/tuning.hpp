@@ -16,8 +16,9 @@
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
-//   "gemm_lanes": 1, "merge": 1, "time_us": 1234.5}, ...]}: the shape, then the plan options as
-//   to_json(PlanOptions) writes them (an absent option: its default).
+//   "gemm_lanes": 1, "merge": 1, "time_us": 1234.5, "b_layout": "kn", "source": "bench"}, ...]}: the
+//   shape, then the plan options as to_json(PlanOptions) writes them (an absent option: its
+//   default; an absent b_layout: kn; an absent source: bench).
 #pragma once
 
 #include <string>
@@ -44,11 +45,13 @@ struct TuningEntry {
   Dtype dtype = Dtype::bf16;
   PlanOptions options;
   double time_us = 0;  // measured
+  BLayout b_layout = BLayout::kn;
+  std::string source = "bench";  // "bench": a collmm-bench row; "auto": auto's first-call timing (measured_choice.hpp)
 };
 
 struct TuningCache {
   std::vector<TuningEntry> entries;
-  // The entries of exactly this shape, P and dtype.
+  // The entries of exactly this shape (B layout included), P and dtype.
   std::vector<TuningEntry> find(const Problem&, Dtype) const;
   // Adds a measurement, replacing one of the same configuration.
   void record(const TuningEntry&);

@@ -2,9 +2,12 @@
 #include "session.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
 #include "aten_executor.hpp"
@@ -54,15 +57,38 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
     o.algo = parse_algo(algo_name);
     return o;
   }
-  const auto key = std::make_tuple(static_cast<int>(problem.op), problem.m, problem.n, problem.k,
-                                   static_cast<int>(problem.b_layout), static_cast<int>(dtype));
-  auto it = auto_.find(key);
-  if (it == auto_.end()) {
-    Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
-    profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
-    it = auto_.emplace(key, choose(problem, dtype, profile).options).first;
+  Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
+  profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
+  auto time = [&](const PlanOptions& o, int warmup, int iters) {
+    return time_candidate(problem, o, dtype, warmup, iters);
+  };
+  return auto_.decide(*host_, problem, dtype, profile, "", MeasureSettings{}, time).options;
+}
+
+double Session::time_candidate(const Problem& problem, const PlanOptions& options, Dtype dtype, int warmup, int iters) {
+  std::unique_ptr<Executor> ex = make_executor();
+  const Plan plan = make_plan(problem, options, rank_);
+  ex->prepare({plan}, dtype);
+  // Random A and B (GEMMs on zeros run faster than on real numbers), bound in place; C and the
+  // scratch are the executor's own. All of it goes with the executor.
+  const at::ScalarType type = dtype == Dtype::f64 ? at::kDouble : dtype == Dtype::bf16 ? at::kBFloat16 : at::kFloat;
+  std::vector<at::Tensor> inputs;
+  for (int buf : {kBufA, kBufB}) {
+    const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
+    inputs.push_back(at::randn({b.rows, b.cols}, at::TensorOptions().device(device_).dtype(type)));
+    ex->bind(0, buf, inputs.back().data_ptr(), static_cast<size_t>(inputs.back().nbytes()));
   }
-  return it->second;
+  auto run = [&] {  // one run, finished on the device (the ATen executor's CUDA work is asynchronous)
+    const auto t0 = std::chrono::steady_clock::now();
+    ex->run(StepFilter::all, false);
+    if (device_.is_cuda()) c10::impl::VirtualGuardImpl(device_.type()).getStream(device_).synchronize();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int w = 0; w < warmup; ++w) run();
+  std::vector<double> us;
+  for (int i = 0; i < iters; ++i) us.push_back(run());
+  std::sort(us.begin(), us.end());
+  return us.empty() ? 0.0 : us[us.size() / 2];
 }
 
 Prepared& Session::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {

@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "collmm/executor.hpp"
+#include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
 
 namespace collmm::torch_ext {
@@ -34,9 +35,10 @@ class Session {
   int rank() const { return rank_; }
   int world() const { return world_; }
 
-  // The plan options for `algo_name` ("auto": the cost model's pick for this problem and dtype,
-  // profile cpu-2core on CPU and h200-nvlink on CUDA, remembered per shape; else the algorithm
-  // with its defaults).
+  // The plan options for `algo_name` ("auto": the measured choice, collmm/measured_choice.hpp: the
+  // cost model's best few candidates for this problem and dtype, ranked with the cpu-2core profile
+  // on CPU and h200-nvlink on CUDA, timed on this device on the shape's first call, the fastest
+  // kept per shape; else the algorithm with its defaults).
   PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name);
   // This rank's plan for (problem, options, dtype) on an executor prepared for it: made on first
   // use (collective: the executor checks that every rank prepares the same problem), then reused,
@@ -47,6 +49,9 @@ class Session {
  private:
   static constexpr size_t kMaxPrepared = 16;
   std::unique_ptr<Executor> make_executor();
+  // This rank's median time of `options`' plan on an executor of its own, on random inputs of the
+  // problem's shapes on this device (the device synchronized after each run): auto's TimeCandidate.
+  double time_candidate(const Problem& problem, const PlanOptions& options, Dtype dtype, int warmup, int iters);
 
   c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
@@ -54,7 +59,7 @@ class Session {
   std::unique_ptr<HostComm> host_;
   int rank_ = 0, world_ = 1;
   std::map<std::string, Prepared> prepared_;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int>, PlanOptions> auto_;
+  AutoChooser auto_;
 };
 
 // The session of the group named `group_name` (c10d::resolve_process_group) for tensors on

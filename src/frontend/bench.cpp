@@ -108,6 +108,7 @@ void Bench::validate() {
           throw UsageError("--algo auto for " + to_string(o_.ops[i]) + ": the pick of " + from + ": " + e.what());
         }
         cases.emplace_back(o_.ops[i], picks_[i].options);
+        for (const Alternative& a : auto_timed_candidates(o_, picks_[i])) cases.emplace_back(o_.ops[i], a.options);
       }
     } catch (const UsageError& e) {
       error = e.what();
@@ -131,6 +132,7 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
   if (printer) print_table_header(out, o_, info);
 
   const std::vector<Algo> algos = algos_to_run(o_);
+  auto_timed_.clear();
   const bool sequential_listed = std::find(algos.begin(), algos.end(), Algo::sequential) != algos.end();
   std::vector<CaseResult> results;
   for (size_t op_i = 0; op_i < o_.ops.size(); ++op_i) {
@@ -154,8 +156,15 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     for (Algo algo : algos)
       finish(algo == Algo::sequential ? sequential : run_case(ex_, o_, op, plan_options_of(o_, op, algo), work));
     if (o_.algo_auto) {
-      const AutoPick& pick = picks_.at(op_i);
+      AutoPick& pick = picks_.at(op_i);
       if (printer) out << "# " << to_string(op) << " --algo auto\n" << pick.printed << std::flush;
+      if (!auto_timed_candidates(o_, pick).empty()) {
+        const MeasuredChoice m = measure_auto_pick(ex_, o_, op, pick);
+        if (printer) out << print(m, o_.auto_measure) << std::flush;
+        if (o_.plan.post == Post::comm_first)
+          for (const TuningEntry& e : tuning_entries(problem_of(o_, op, ex_.world_size()), o_.dtype, m))
+            auto_timed_.push_back(e);
+      }
       CaseResult r = run_case(ex_, o_, op, pick.options, work, "auto:" + algo_label(pick.options));
       r.chosen_by = pick.source;
       finish(std::move(r));
@@ -173,6 +182,8 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     }
     if (!o_.timeline_path.empty()) write_timelines(o_.timeline_path, results, info.backend, out);
     if (!o_.tune_cache_path.empty()) {
+      // auto's quick timings first: a row measured with the full -w/-i replaces one of the same configuration.
+      if (!auto_timed_.empty()) update_tuning_cache(o_.tune_cache_path, auto_timed_);
       record_measurements(o_.tune_cache_path, results);
       out << "# tuning cache: " << results.size() << " measured rows recorded in " << o_.tune_cache_path << "\n";
     }

@@ -46,6 +46,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"nccl-min-ctas", std::to_string(b.nccl_min_ctas)},
       {"nccl-max-ctas", std::to_string(b.nccl_max_ctas)},
       {"graph", b.graph ? "yes" : "no"},
+      {"auto-measure", to_string(o.auto_measure.measure)},
   };
   // The plan options (--stages, --post, --gemm-lanes, ...; their algo is unused: --algo is "algo" above).
   for (auto& key : agreement_keys(o.plan)) keys.push_back(std::move(key));

@@ -39,6 +39,9 @@ TuningEntry entry_from_json(const json& e) {
   t.dtype = parse_dtype(e.at("dtype").get<std::string>());
   t.options = plan_options_from_json(e);
   t.time_us = e.at("time_us").get<double>();
+  if (e.contains("b_layout")) t.b_layout = parse_b_layout(e.at("b_layout").get<std::string>());
+  if (e.contains("source")) t.source = e.at("source").get<std::string>();
+  need(t.source == "bench" || t.source == "auto", "source must be bench or auto (got " + t.source + ")");
   need(t.m >= 1 && t.n >= 1 && t.k >= 1 && t.m <= kMaxSize && t.n <= kMaxSize && t.k <= kMaxSize,
        "m, n and k must be 1.." + std::to_string(kMaxSize));
   need(t.world >= 1 && t.world <= kMaxWorld,
@@ -84,7 +87,8 @@ class FileLock {
 
 // The shape an entry measured: (op, M, N, K, P, dtype).
 bool same_shape(const TuningEntry& a, const TuningEntry& b) {
-  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.dtype == b.dtype;
+  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.dtype == b.dtype &&
+         a.b_layout == b.b_layout;
 }
 
 }  // namespace
@@ -115,6 +119,7 @@ PlanOptions plan_options_from_json(const json& j) {
 std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
   TuningEntry shape;
   shape.op = p.op, shape.m = p.m, shape.n = p.n, shape.k = p.k, shape.world = p.world, shape.dtype = d;
+  shape.b_layout = p.b_layout;
   std::vector<TuningEntry> out;
   for (const TuningEntry& e : entries)
     if (same_shape(e, shape)) out.push_back(e);
@@ -125,6 +130,7 @@ void TuningCache::record(const TuningEntry& e) {
   for (TuningEntry& x : entries)
     if (same_shape(x, e) && x.options == e.options) {
       x.time_us = e.time_us;
+      x.source = e.source;
       return;
     }
   entries.push_back(e);
@@ -162,7 +168,9 @@ void save_tuning_cache(const TuningCache& cache, const std::string& path) {
                   {"k", e.k},
                   {"world_size", e.world},
                   {"dtype", to_string(e.dtype)},
-                  {"time_us", e.time_us}});
+                  {"time_us", e.time_us},
+                  {"b_layout", to_string(e.b_layout)},
+                  {"source", e.source}});
     entries.push_back(entry);
   }
   const std::string text = json{{"entries", entries}}.dump(2) + "\n";

@@ -8,7 +8,7 @@ namespace {
 
 // Names as typed; turned into enums after parsing, so that the messages come from types.cpp.
 struct Names {
-  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn";
+  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on";
 };
 
 CLI::Validator at_least(long lo) {
@@ -30,8 +30,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
   app.add_option("--algo", names.algo,
                  "sequential | pipelined | ring | bidir | all | auto (the cost model's pick of algorithm, stages and "
-                 "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives "
-                 "and run as the row auto:<algo>)")
+                 "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
+                 "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>)")
       ->capture_default_str();
   app.add_option("-m", o.m, "M, global rows of A and C (suffixes K, M: 8K = 8192)")
       ->transform(size)
@@ -69,6 +69,11 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "measured tuning cache: --algo auto picks the fastest measured configuration of this shape when "
                  "it has one; every measured row (posted comm-first) is recorded into it after the run")
       ->type_name("FILE");
+  app.add_option("--auto-measure", names.auto_measure,
+                 "on: --algo auto times the model's best few candidates (predicted within 25% of the best, at most 4, "
+                 "sequential among them; 1 warm-up + 3 timed runs each) and runs the fastest; off: the model's (or "
+                 "the cache's) pick alone")
+      ->capture_default_str();
   app.add_option("--calibrate", o.calibrate_path,
                  "measure the cost model's inputs on this backend (GEMM rate per shape, link bandwidth and latency, "
                  "cpu: contention) at this M, N, K and P, write them as a profile JSON to FILE, and exit")
@@ -179,6 +184,7 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   o.dtype = named("--dtype", parse_dtype, names.dtype);
   o.plan.post = named("--post", parse_post, names.post);
   o.b_layout = named("--b-layout", parse_b_layout, names.b_layout);
+  o.auto_measure.measure = named("--auto-measure", parse_auto_measure, names.auto_measure);
   if (o.debug_phase == "init") {  // the backend's own hooks
     o.backend.debug_fail_rank = o.debug_die_rank;
     o.backend.debug_hang_rank = o.debug_hang_rank;
