@@ -24,6 +24,7 @@
 
 #include "collmm/agreement.hpp"
 #include "session.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {
@@ -146,7 +147,6 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
-    HostComm& host = s.session.host();
     std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
@@ -159,16 +159,16 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const BLayout layout = ok ? *layout_of(bs[0]) : BLayout::kn;
     const int64_t m_r = ok ? a_shard.numel() / k : 0, n_r = ok ? bs[0].size(1) : 0;
     const at::IntArrayRef inner = ok ? a_shard.sizes().slice(1, a_shard.dim() - 2) : at::IntArrayRef();
-    const auto all = agree_and_gather(host, misfit,
-                                      {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
-                                       {"K (A_shard's last dim)", std::to_string(k)},
-                                       {"A_shard's middle dims", dims(inner)},
-                                       {"dtype", to_string(dtype)},
-                                       {"Bs[0] layout", to_string(layout)},
-                                       {"number of Bs", std::to_string(bs.size())},
-                                       {"algo", algo},
-                                       {"return_A", return_a ? "True" : "False"}},
-                                      {static_cast<double>(m_r), static_cast<double>(n_r)});
+    const auto all = s.session.agree("fused_all_gather_matmul", misfit,
+                                     {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
+                                      {"K (A_shard's last dim)", std::to_string(k)},
+                                      {"A_shard's middle dims", dims(inner)},
+                                      {"dtype", to_string(dtype)},
+                                      {"Bs[0] layout", to_string(layout)},
+                                      {"number of Bs", std::to_string(bs.size())},
+                                      {"algo", algo},
+                                      {"return_A", return_a ? "True" : "False"}},
+                                     {static_cast<double>(m_r), static_cast<double>(n_r)});
     const int64_t m = agreed_split(all, 0, "the rows of A_shard (leading dims flattened)");
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const Problem problem{Op::ag_gemm, m, n, k, s.session.world(), layout};
@@ -187,7 +187,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
       bind(ex, gathered_buffer(plan), gathered);
     else
       ex.bind(0, gathered_buffer(plan), nullptr, 0);
-    ex.run(StepFilter::all, false);
+    s.session.run(prepared, dtype);
 
     const int64_t rest = c10::multiply_integers(inner);
     auto shaped = [&](const at::Tensor& t) {
@@ -207,7 +207,6 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
     SessionLock s = session_for(std::string(group_name), a.device());
-    HostComm& host = s.session.host();
     std::string misfit = check_a(a, "A", scatter_dim, "scatter_dim");
     const int64_t k_r = a.dim() ? a.size(-1) : 0;
     if (misfit.empty()) misfit = check_b(b, a, "B", k_r);
@@ -219,16 +218,16 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
     const BLayout layout = ok ? *layout_of(b) : BLayout::kn;
     const int64_t m = ok ? a.numel() / k_r : 0, n = ok ? b.size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
-    const auto all = agree_and_gather(host, misfit,
-                                      {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                       {"M (A's leading dims flattened)", std::to_string(m)},
-                                       {"A's middle dims", dims(inner)},
-                                       {"N (B's columns)", std::to_string(n)},
-                                       {"dtype", to_string(dtype)},
-                                       {"B layout", to_string(layout)},
-                                       {"reduce_op", reduce_op},
-                                       {"algo", algo}},
-                                      {static_cast<double>(k_r)});
+    const auto all = s.session.agree("fused_matmul_reduce_scatter", misfit,
+                                     {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                      {"M (A's leading dims flattened)", std::to_string(m)},
+                                      {"A's middle dims", dims(inner)},
+                                      {"N (B's columns)", std::to_string(n)},
+                                      {"dtype", to_string(dtype)},
+                                      {"B layout", to_string(layout)},
+                                      {"reduce_op", reduce_op},
+                                      {"algo", algo}},
+                                     {static_cast<double>(k_r)});
     const int64_t k = agreed_split(all, 0, "the columns of A (rows of B)");
     const int p = s.session.world(), r = s.session.rank();
     const int64_t rest = c10::multiply_integers(inner);
@@ -238,12 +237,13 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
                          std::to_string(block_size(m, p, q)) + " rows: not whole slices of dim 0 (each " +
                          std::to_string(rest) + " rows); scatter a 2-D A instead");
     const Problem problem{Op::gemm_rs, m, n, k, p, layout};
-    Executor& ex = *s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype).executor;
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
+    Executor& ex = *prepared.executor;
     at::Tensor c = at::empty({block_size(m, p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
     bind(ex, kBufA, a);
     bind(ex, kBufB, b);
     bind(ex, kBufC, c);
-    ex.run(StepFilter::all, false);
+    s.session.run(prepared, dtype);
     if (reduce_op == "avg") c.div_(p);
     if (c.scalar_type() != a.scalar_type()) c = c.to(a.scalar_type());
     std::vector<int64_t> sizes{c.size(0) / rest};
@@ -267,6 +267,26 @@ TORCH_LIBRARY(collmm, m) {
   // calling thread, the group's comm asynchronous: the executor of CUDA tensors).
   m.def("set_cpu_executor(str kind) -> ()", [](c10::string_view kind) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_cpu_executor(std::string(kind)); });
+  });
+  // How groups first used after this call agree: "auto", "store" (the group's c10d Store, host
+  // only) or "group" (its collectives). See session.hpp.
+  m.def("set_channel(str channel) -> ()", [](c10::string_view channel) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_channel(std::string(channel)); });
+  });
+  // "every" (every call agrees) or "first" (a call agreed before is trusted).
+  m.def("set_check(str check) -> ()", [](c10::string_view check) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_check(std::string(check)); });
+  });
+  // collmm.trace: record the steps of every call from now on; stop and write PATH.json, PATH-*.svg
+  // and PATH.txt (where `write`), returning the table.
+  m.def("trace_start() -> ()", [] { collmm::torch_ext::trace_start(); });
+  m.def("trace_stop(str path, bool write) -> str", [](c10::string_view path, bool write) {
+    return collmm::torch_ext::user_errors_as_value_errors(
+        [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });
+  });
+  // The bound of the ops' waits for other ranks and of the host executor's run watchdog (0: defaults).
+  m.def("set_timeout(float seconds) -> ()", [](double seconds) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_timeout(seconds); });
   });
 }
 
