@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
+_ops = torch.ops.collmm  # not `torch.ops` below: importing collmm.torch rebinds the name `torch` in this package
 
 from .ops import ALGOS, block_size, fused_all_gather_matmul, fused_matmul_reduce_scatter  # noqa: E402
 
@@ -24,7 +25,7 @@ def set_cpu_executor(kind: str) -> None:
     """Which executor runs the ops on CPU tensors, for groups first used after this call:
     "host" (the default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen
     GEMMs on the calling thread, the group's comm asynchronous beside them: what CUDA tensors get)."""
-    torch.ops.collmm.set_cpu_executor(kind)
+    _ops.set_cpu_executor(kind)
 
 
 def set_check(check: str) -> None:
@@ -32,14 +33,14 @@ def set_check(check: str) -> None:
     "first": a call whose problem (shapes, dtype, layout, algo, this rank's split) this process
     agreed before exchanges nothing, as torch.ops.symm_mem trusts its callers: ranks that then
     disagree are not caught (they fail or hang in the data's exchange, bounded by the group's timeout)."""
-    torch.ops.collmm.set_check(check)
+    _ops.set_check(check)
 
 
 def set_channel(channel: str) -> None:
     """How groups first used after this call agree: "auto" (the default: over the group's c10d Store
     where the group has no CPU backend, an NCCL-only group, so no call waits for the device; else
     over the group's own collectives), "store" or "group"."""
-    torch.ops.collmm.set_channel(channel)
+    _ops.set_channel(channel)
 
 
 def set_timeout(seconds: float) -> None:
@@ -47,7 +48,7 @@ def set_timeout(seconds: float) -> None:
     waiting raises torch.distributed.DistBackendError naming the call it waited in. It also bounds a
     CPU run on the host executor (plans prepared later), whose watchdog ends the process (300 s by
     default). 0: the group's own timeout for the waits."""
-    torch.ops.collmm.set_timeout(float(seconds))
+    _ops.set_timeout(float(seconds))
 
 
 class trace:
@@ -63,14 +64,14 @@ class trace:
         self.path, self.table = str(path), ""
 
     def __enter__(self) -> "trace":
-        torch.ops.collmm.trace_start()
+        _ops.trace_start()
         return self
 
     def __exit__(self, *exc) -> bool:
         write = not dist.is_initialized() or dist.get_rank() == 0
         if write and os.path.dirname(self.path):
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self.table = torch.ops.collmm.trace_stop(self.path, write)
+        self.table = _ops.trace_stop(self.path, write)
         return False
 
 
