@@ -109,7 +109,7 @@ std::vector<std::vector<double>> Session::agree(const std::string& call, const s
   const bool capture = capturing();
   if (capture && !misfit.empty()) throw UsageError(misfit);
   const std::string print = fingerprint(call, keys, mine);
-  if (capture || g_check_first) {
+  if (misfit.empty() && (capture || g_check_first)) {  // a rank with an error always tells the others
     auto it = known_.find(print);
     if (it != known_.end()) return it->second;
   }
