@@ -24,6 +24,26 @@ def gpu_cases(rank, world, share_gpu):
     ag_cases(rank, world, device)
     rs_cases(rank, world, device)
     mlp_cases(rank, world, device)
+    trace_on_gpu(rank, world, device)
+
+
+def trace_on_gpu(rank, world, device):
+    """collmm.trace on CUDA tensors (CUDA events per step): a table row per call, with times."""
+    import tempfile
+
+    import collmm
+
+    from dist_util import block, seeded
+
+    group = torch.distributed.group.WORLD.group_name
+    a = seeded(60, 64 * world, 256)[block(64 * world, world, rank)].to(device)
+    b = seeded(61, 256, 128).to(device)
+    with tempfile.TemporaryDirectory() as d, collmm.trace(f"{d}/gpu") as t:
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="sequential")
+    rows = [line.split() for line in t.table.strip().splitlines()[1:]]
+    assert [r[2] for r in rows] == ["ring", "sequential"], t.table
+    assert all(float(r[8]) > 0 for r in rows), t.table  # time_us from the CUDA events
 
 
 def no_host_sync_case(rank, world, share_gpu):
