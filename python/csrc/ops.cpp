@@ -147,6 +147,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
+    const Agreement host{s.session, "fused_all_gather_matmul"};
     std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
@@ -159,16 +160,16 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const BLayout layout = ok ? *layout_of(bs[0]) : BLayout::kn;
     const int64_t m_r = ok ? a_shard.numel() / k : 0, n_r = ok ? bs[0].size(1) : 0;
     const at::IntArrayRef inner = ok ? a_shard.sizes().slice(1, a_shard.dim() - 2) : at::IntArrayRef();
-    const auto all = s.session.agree("fused_all_gather_matmul", misfit,
-                                     {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
-                                      {"K (A_shard's last dim)", std::to_string(k)},
-                                      {"A_shard's middle dims", dims(inner)},
-                                      {"dtype", to_string(dtype)},
-                                      {"Bs[0] layout", to_string(layout)},
-                                      {"number of Bs", std::to_string(bs.size())},
-                                      {"algo", algo},
-                                      {"return_A", return_a ? "True" : "False"}},
-                                     {static_cast<double>(m_r), static_cast<double>(n_r)});
+    const auto all = agree_and_gather(host, misfit,
+                                      {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
+                                       {"K (A_shard's last dim)", std::to_string(k)},
+                                       {"A_shard's middle dims", dims(inner)},
+                                       {"dtype", to_string(dtype)},
+                                       {"Bs[0] layout", to_string(layout)},
+                                       {"number of Bs", std::to_string(bs.size())},
+                                       {"algo", algo},
+                                       {"return_A", return_a ? "True" : "False"}},
+                                      {static_cast<double>(m_r), static_cast<double>(n_r)});
     const int64_t m = agreed_split(all, 0, "the rows of A_shard (leading dims flattened)");
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const Problem problem{Op::ag_gemm, m, n, k, s.session.world(), layout};
@@ -207,6 +208,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
     SessionLock s = session_for(std::string(group_name), a.device());
+    const Agreement host{s.session, "fused_matmul_reduce_scatter"};
     std::string misfit = check_a(a, "A", scatter_dim, "scatter_dim");
     const int64_t k_r = a.dim() ? a.size(-1) : 0;
     if (misfit.empty()) misfit = check_b(b, a, "B", k_r);
@@ -218,16 +220,16 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
     const BLayout layout = ok ? *layout_of(b) : BLayout::kn;
     const int64_t m = ok ? a.numel() / k_r : 0, n = ok ? b.size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
-    const auto all = s.session.agree("fused_matmul_reduce_scatter", misfit,
-                                     {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                      {"M (A's leading dims flattened)", std::to_string(m)},
-                                      {"A's middle dims", dims(inner)},
-                                      {"N (B's columns)", std::to_string(n)},
-                                      {"dtype", to_string(dtype)},
-                                      {"B layout", to_string(layout)},
-                                      {"reduce_op", reduce_op},
-                                      {"algo", algo}},
-                                     {static_cast<double>(k_r)});
+    const auto all = agree_and_gather(host, misfit,
+                                      {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                       {"M (A's leading dims flattened)", std::to_string(m)},
+                                       {"A's middle dims", dims(inner)},
+                                       {"N (B's columns)", std::to_string(n)},
+                                       {"dtype", to_string(dtype)},
+                                       {"B layout", to_string(layout)},
+                                       {"reduce_op", reduce_op},
+                                       {"algo", algo}},
+                                      {static_cast<double>(k_r)});
     const int64_t k = agreed_split(all, 0, "the columns of A (rows of B)");
     const int p = s.session.world(), r = s.session.rank();
     const int64_t rest = c10::multiply_integers(inner);

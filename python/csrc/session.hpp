@@ -78,6 +78,17 @@ class Session {
   std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int>, PlanOptions> auto_;
 };
 
+// One op call's agreement, for the ops: agree_and_gather(Agreement, ...) is Session::agree.
+struct Agreement {
+  Session& session;
+  std::string call;  // the op's name, in a timeout's message
+};
+inline std::vector<std::vector<double>> agree_and_gather(const Agreement& a, const std::string& misfit,
+                                                         const std::vector<std::pair<std::string, std::string>>& keys,
+                                                         const std::vector<double>& mine) {
+  return a.session.agree(a.call, misfit, keys, mine);
+}
+
 // The session of the group named `group_name` (c10d::resolve_process_group) for tensors on
 // `device`, made on first use. Holds a lock for the call: one op at a time per process.
 // The session keeps no reference to its group between calls (a group the user destroys is
