@@ -109,18 +109,39 @@ c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
 
 }  // namespace
 
-C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device)
-    : group_(group), device_(host_comm_device(*group_, device)) {}
+C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device, std::shared_ptr<StoreChannel> channel)
+    : group_(group), device_(host_comm_device(*group_, device)), channel_(std::move(channel)) {}
 int C10dHostComm::proc() const { return group_->getRank(); }
 int C10dHostComm::procs() const { return group_->getSize(); }
 void C10dHostComm::barrier() { allgather(std::vector<double>{0.0}); }
 
+void C10dHostComm::wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  const std::chrono::milliseconds bound = wait_bound(*group_);
+  try {
+    work->wait(bound);
+  } catch (const std::exception& e) {  // gloo throws when the wait runs out, or when a peer left
+    const std::string why = e.what();
+    C10_THROW_ERROR(DistBackendError,
+                    no_answer(proc(), procs(), {}, bound, phase()) + ": " + why.substr(0, why.find('\n')));
+  }
+}
+
 std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
+  if (channel_) {  // the numbers as their bytes
+    const std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
+    std::vector<double> all;
+    for (const std::string& q : channel_->allgather(bytes, wait_bound(*group_), phase())) {
+      const size_t at = all.size();
+      all.resize(at + q.size() / sizeof(double));
+      std::memcpy(all.data() + at, q.data(), q.size() / sizeof(double) * sizeof(double));
+    }
+    return all;
+  }
   const at::TensorOptions opts = at::TensorOptions().dtype(at::kDouble).device(device_);
   std::vector<at::Tensor> in{at::tensor(c10::ArrayRef<double>(mine), at::kDouble).to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, opts));
-  group_->allgather(out, in)->wait();
+  wait(group_->allgather(out, in));
   std::vector<double> all;
   for (const at::Tensor& d : out[0]) {
     const at::Tensor t = d.cpu();
@@ -130,6 +151,7 @@ std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
 }
 
 std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
+  if (channel_) return channel_->allgather(mine, wait_bound(*group_), phase());
   const std::vector<double> lengths = allgather(std::vector<double>{static_cast<double>(mine.size())});
   const int64_t most = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
   at::Tensor padded = at::zeros({std::max<int64_t>(most, 1)}, at::kByte);
@@ -137,7 +159,7 @@ std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
   std::vector<at::Tensor> in{padded.to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({std::max<int64_t>(most, 1)}, in[0].options()));
-  group_->allgather(out, in)->wait();
+  wait(group_->allgather(out, in));
   std::vector<std::string> all;
   for (size_t q = 0; q < out[0].size(); ++q) {
     const at::Tensor t = out[0][q].cpu();

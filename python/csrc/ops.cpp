@@ -32,6 +32,7 @@
 #include "row_split.hpp"
 #include "session.hpp"
 #include "torch_util.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {
@@ -176,7 +177,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
-    HostComm& host = s.session.host();
+    const Agreement host{s.session, "fused_all_gather_matmul"};
     std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
@@ -238,7 +239,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
       bind(ex, gathered_buffer(plan), gathered);
     else
       ex.bind(0, gathered_buffer(plan), nullptr, 0);
-    ex.run(StepFilter::all, false);
+    s.session.run(prepared, dtype);
 
     const at::Tensor a_all = keep_gathered ? split.compact(gathered) : at::Tensor();
     const at::Tensor c_all = split.compact(c);
@@ -255,7 +256,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
     SessionLock s = session_for(std::string(group_name), a_in.device());
-    HostComm& host = s.session.host();
+    const Agreement host{s.session, "fused_matmul_reduce_scatter"};
     const int p = s.session.world(), r = s.session.rank();
     std::string misfit = check_a(a_in, "A", scatter_dim, "scatter_dim");
     const int64_t k_r = a_in.dim() ? a_in.size(-1) : 0;
@@ -301,14 +302,15 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const BLayout layout = agreed_layout(all, 2, "B");
     const RowSplit split(rows);
     const Problem problem{Op::gemm_rs, split.plan_rows(), n, k, p, layout};
-    Executor& ex = *s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype).executor;
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
+    Executor& ex = *prepared.executor;
     at::Tensor c =
         at::empty({block_size(split.plan_rows(), p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
     const at::Tensor a_plan = split.spread(a.view({slices * rest, k_r}));  // held: it must outlive the run
     bind(ex, kBufA, a_plan);
     bind(ex, kBufB, b);
     bind(ex, kBufC, c);
-    ex.run(StepFilter::all, false);
+    s.session.run(prepared, dtype);
     c = c.narrow(0, 0, rows[static_cast<size_t>(r)]);
     if (reduce_op == "avg") c.div_(p);
     if (c.scalar_type() != a.scalar_type()) c = c.to(a.scalar_type());
@@ -330,6 +332,26 @@ TORCH_LIBRARY(collmm, m) {
   // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).
   m.def("set_cpu_executor(str kind) -> ()", [](c10::string_view kind) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_cpu_executor(std::string(kind)); });
+  });
+  // How groups first used after this call agree: "auto", "store" (the group's c10d Store, host
+  // only) or "group" (its collectives). See session.hpp.
+  m.def("set_channel(str channel) -> ()", [](c10::string_view channel) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_channel(std::string(channel)); });
+  });
+  // "every" (every call agrees) or "first" (a call agreed before is trusted).
+  m.def("set_check(str check) -> ()", [](c10::string_view check) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_check(std::string(check)); });
+  });
+  // collmm.trace: record the steps of every call from now on; stop and write PATH.json, PATH-*.svg
+  // and PATH.txt (where `write`), returning the table.
+  m.def("trace_start() -> ()", [] { collmm::torch_ext::trace_start(); });
+  m.def("trace_stop(str path, bool write) -> str", [](c10::string_view path, bool write) {
+    return collmm::torch_ext::user_errors_as_value_errors(
+        [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });
+  });
+  // The bound of the ops' waits for other ranks and of the host executor's run watchdog (0: defaults).
+  m.def("set_timeout(float seconds) -> ()", [](double seconds) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_timeout(seconds); });
   });
 }
 
