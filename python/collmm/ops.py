@@ -27,7 +27,7 @@ def group_name_of(group: Union[None, str, dist.ProcessGroup]) -> str:
 
 
 @torch.library.register_fake("collmm::fused_all_gather_matmul")
-def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto"):
+def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto", pieces=1):
     world = _resolve_process_group(group_name).size()
     rows = A_shard.shape[0] * world
     A = A_shard.new_empty((rows, *A_shard.shape[1:])) if return_A else None
@@ -35,7 +35,7 @@ def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return
 
 
 @torch.library.register_fake("collmm::fused_matmul_reduce_scatter")
-def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto"):
+def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto", pieces=1):
     group = _resolve_process_group(group_name)
     inner = A.shape[1:-1]
     per_row = 1
@@ -53,10 +53,12 @@ def fused_all_gather_matmul(
     *,
     return_A: bool = True,
     algo: str = "auto",
+    pieces: int = 1,
 ) -> Tuple[Optional[torch.Tensor], List[torch.Tensor]]:
-    """(all_gather(A_shard) or None, [all_gather(A_shard) @ B for B in Bs]) over `group`."""
+    """(all_gather(A_shard) or None, [all_gather(A_shard) @ B for B in Bs]) over `group`.
+    pieces: with algo ring or bidir, the last chunk's transfer and GEMM cut in that many pieces."""
     return torch.ops.collmm.fused_all_gather_matmul(
-        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo
+        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, pieces=pieces
     )
 
 
@@ -68,6 +70,10 @@ def fused_matmul_reduce_scatter(
     group: Union[None, str, dist.ProcessGroup] = None,
     *,
     algo: str = "auto",
+    pieces: int = 1,
 ) -> torch.Tensor:
-    """This rank's rows block of the sum (or average) of A @ B over `group`."""
-    return torch.ops.collmm.fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo)
+    """This rank's rows block of the sum (or average) of A @ B over `group`.
+    pieces: with algo ring or bidir, the first partial's GEMM and send cut in that many pieces."""
+    return torch.ops.collmm.fused_matmul_reduce_scatter(
+        A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, pieces=pieces
+    )

@@ -1,10 +1,10 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul and
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops,
-// plus `algo`) and their CPU and CUDA kernels: every rank checks its own tensors, the ranks agree
-// on the problem (python/csrc/session.hpp, collmm/agreement.hpp), then collmm's plan runs on the
-// caller's tensors through the session's executor (CPU: the host executor with the group as its
-// transport; CUDA: the ATen executor, aten_executor.hpp). A user error raises
-// ValueError("collmm: ...") on every rank before any data moves.
+// plus `algo` and `pieces`: --pieces of a named ring or bidir) and their CPU and CUDA kernels: every rank checks its
+// own tensors, the ranks agree on the problem (python/csrc/session.hpp, collmm/agreement.hpp), then collmm's plan runs
+// on the caller's tensors through the session's executor (CPU: the host executor with the group as its transport; CUDA:
+// the ATen executor, aten_executor.hpp). A user error raises ValueError("collmm: ...") on every rank before any data
+// moves.
 //
 //   fused_all_gather_matmul(A_shard [M_r, ..., K], Bs [[K, N_r], ...], gather_dim=0, group_name)
 //     A  = cat over ranks q of A_shard_q along dim 0      (the gathered A, returned if return_A)
@@ -23,6 +23,7 @@
 #include <torch/library.h>
 
 #include "collmm/agreement.hpp"
+#include "collmm/sizes.hpp"
 #include "session.hpp"
 
 namespace collmm::torch_ext {
@@ -86,8 +87,10 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
   return e.str();
 }
 
-std::string check_algo(const std::string& algo) {
-  if (algo == "auto") return {};
+std::string check_algo(const std::string& algo, int64_t pieces) {
+  if (pieces < 1 || pieces > kMaxPieces)
+    return "pieces must be 1.." + std::to_string(kMaxPieces) + " (got " + std::to_string(pieces) + ")";
+  if (algo == "auto") return pieces == 1 ? "" : "pieces applies to a named algorithm (ring or bidir), not auto";
   try {
     parse_algo(algo);
   } catch (const UsageError& e) {
@@ -138,11 +141,9 @@ auto user_errors_as_value_errors(F fn) -> decltype(fn()) {
   }
 }
 
-std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(const at::Tensor& a_shard,
-                                                                                 at::TensorList bs, int64_t gather_dim,
-                                                                                 c10::string_view group_name,
-                                                                                 bool return_a,
-                                                                                 c10::string_view algo_view) {
+std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
+    const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
+    c10::string_view algo_view, int64_t pieces) {
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
@@ -152,7 +153,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
     for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
       misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
-    if (misfit.empty()) misfit = check_algo(algo);
+    if (misfit.empty()) misfit = check_algo(algo, pieces);
     // One exchange: any rank's error, the keys every rank must share, each rank's split sizes.
     const bool ok = misfit.empty();
     const Dtype dtype = ok ? *dtype_of(a_shard.scalar_type()) : Dtype::f32;
@@ -167,12 +168,13 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
                                        {"Bs[0] layout", to_string(layout)},
                                        {"number of Bs", std::to_string(bs.size())},
                                        {"algo", algo},
+                                       {"pieces", std::to_string(pieces)},
                                        {"return_A", return_a ? "True" : "False"}},
                                       {static_cast<double>(m_r), static_cast<double>(n_r)});
     const int64_t m = agreed_split(all, 0, "the rows of A_shard (leading dims flattened)");
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const Problem problem{Op::ag_gemm, m, n, k, s.session.world(), layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
     const Plan& plan = prepared.plan;
     Executor& ex = *prepared.executor;
     // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
@@ -203,7 +205,8 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
 }
 
 at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op_view,
-                                 int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view) {
+                                 int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view,
+                                 int64_t pieces) {
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
     SessionLock s = session_for(std::string(group_name), a.device());
@@ -213,7 +216,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
     if (misfit.empty()) misfit = check_b(b, a, "B", k_r);
     if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
       misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
-    if (misfit.empty()) misfit = check_algo(algo);
+    if (misfit.empty()) misfit = check_algo(algo, pieces);
     const bool ok = misfit.empty();
     const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const BLayout layout = ok ? *layout_of(b) : BLayout::kn;
@@ -227,7 +230,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
                                        {"dtype", to_string(dtype)},
                                        {"B layout", to_string(layout)},
                                        {"reduce_op", reduce_op},
-                                       {"algo", algo}},
+                                       {"algo", algo},
+                                       {"pieces", std::to_string(pieces)}},
                                       {static_cast<double>(k_r)});
     const int64_t k = agreed_split(all, 0, "the columns of A (rows of B)");
     const int p = s.session.world(), r = s.session.rank();
@@ -238,7 +242,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
                          std::to_string(block_size(m, p, q)) + " rows: not whole slices of dim 0 (each " +
                          std::to_string(rest) + " rows); scatter a 2-D A instead");
     const Problem problem{Op::gemm_rs, m, n, k, p, layout};
-    Executor& ex = *s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype).executor;
+    Executor& ex = *s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype).executor;
     at::Tensor c = at::empty({block_size(m, p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
     bind(ex, kBufA, a);
     bind(ex, kBufB, b);
@@ -258,10 +262,10 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
 TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
-      "bool return_A=True, str algo=\"auto\") -> (Tensor?, Tensor[])");
+      "bool return_A=True, str algo=\"auto\", int pieces=1) -> (Tensor?, Tensor[])");
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
-      "str algo=\"auto\") -> Tensor");
+      "str algo=\"auto\", int pieces=1) -> Tensor");
   // Which executor the ops use for CPU tensors in groups first used after this call: "host" (the
   // default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen GEMMs on the
   // calling thread, the group's comm asynchronous: the executor of CUDA tensors).

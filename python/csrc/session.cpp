@@ -46,10 +46,11 @@ std::unique_ptr<Executor> Session::make_executor() {
   return cpu::make_host_executor(BackendOptions{}, std::move(host), std::make_unique<C10dTransport>(group_));
 }
 
-PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name) {
+PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces) {
   if (algo_name != "auto") {
     PlanOptions o;
     o.algo = parse_algo(algo_name);
+    o.pieces = static_cast<int>(pieces);
     return o;
   }
   const auto key = std::make_tuple(static_cast<int>(problem.op), problem.m, problem.n, problem.k,

@@ -36,8 +36,8 @@ class Session {
 
   // The plan options for `algo_name` ("auto": the cost model's pick for this problem and dtype,
   // profile cpu-2core on CPU and h200-nvlink on CUDA, remembered per shape; else the algorithm
-  // with its defaults).
-  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name);
+  // with its defaults and `pieces`).
+  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces = 1);
   // This rank's plan for (problem, options, dtype) on an executor prepared for it: made on first
   // use (collective: the executor checks that every rank prepares the same problem), then reused,
   // so a model whose layers alternate shapes (forward, backward) prepares each shape once. At most

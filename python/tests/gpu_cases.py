@@ -11,7 +11,7 @@ from dist_util import run_world
 
 def gpu_cases(rank, world, share_gpu):
     from layer_cases import mlp_cases
-    from op_cases import ag_cases, rs_cases
+    from op_cases import ag_cases, pieces_cases, rs_cases
 
     device = torch.device("cuda", 0 if share_gpu else rank)
     if torch.distributed.get_backend() == "nccl":  # CPU tensors on an NCCL-only group: collmm's error, at once
@@ -23,6 +23,7 @@ def gpu_cases(rank, world, share_gpu):
             assert "has no backend for cpu" in str(e), str(e)
     ag_cases(rank, world, device)
     rs_cases(rank, world, device)
+    pieces_cases(rank, world, device)
     mlp_cases(rank, world, device)
 
 

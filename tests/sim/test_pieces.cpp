@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "collmm/sim.hpp"
+#include "collmm/tuning.hpp"
 #include "sim_test_util.hpp"
 
 namespace collmm {
@@ -79,6 +80,28 @@ TEST(Pieces, HostBedRowIsPredictedFasterInTwoPieces) {
     const double t2 = simulate(p, two, Dtype::bf16, prof, StepFilter::all, false).time_us;
     EXPECT_LT(t2, 0.95 * t1) << to_string(op) << ": " << t2 << " us vs " << t1;
   }
+}
+
+// auto lists the ring and bidir in 2 and 4 pieces where the edge chunk has the rows (and picks
+// one where t_gemm ~ t_comm); the tuning cache's JSON keeps pieces and refuses a bad count.
+TEST(Pieces, AutoConsidersThemAndTheCacheKeepsThem) {
+  const Choice c = choose(problem(Op::gemm_rs), Dtype::f32, balanced(Op::gemm_rs, 0, 2.5), nullptr);
+  int cut = 0;
+  for (const Alternative& a : c.alternatives) cut += a.options.pieces > 1;
+  EXPECT_EQ(cut, 4);
+  EXPECT_GT(c.options.pieces, 1) << print(c);
+  Problem small = problem(Op::ag_gemm);
+  small.m = 3 * P;  // 3 rows a chunk: no 4 pieces, and bidir's halves have 1 row
+  int small_cut = 0;
+  for (const PlanOptions& o : auto_candidates(small)) small_cut += o.pieces > 1;
+  EXPECT_EQ(small_cut, 1);  // ring in 2 pieces
+
+  PlanOptions o;
+  o.algo = Algo::bidir, o.pieces = 4;
+  EXPECT_EQ(plan_options_from_json(to_json(o)), o);
+  nlohmann::json bad = to_json(o);
+  bad["pieces"] = 0;
+  EXPECT_THROW(plan_options_from_json(bad), UsageError);
 }
 
 }  // namespace
