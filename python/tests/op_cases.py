@@ -53,7 +53,7 @@ def pieces_cases(rank, world, device="cpu"):
             what = f"pieces {pieces} {algo} rank {rank}/{world}"
             m, k, n = 8 * world + world // 2 + 1, 6, 3 * world + 2  # bidir: every half chunk has >= 4 rows
             a_full, b_full = seeded(10, m, k, dtype=torch.float64), seeded(11, k, n, dtype=torch.float64)
-            b_r = b_full[:, block(n, world, rank)]
+            b_r = b_full[:, block(n, world, rank)].contiguous()
             _, (c,) = torch.ops.collmm.fused_all_gather_matmul(
                 a_full[block(m, world, rank)].to(device), [b_r.to(device)], 0, group, return_A=False, algo=algo,
                 pieces=pieces)
