@@ -13,6 +13,7 @@ constexpr int64_t kMaxSize = int64_t(1) << 40;      // M, N and K each
 constexpr int64_t kMaxElements = int64_t(1) << 56;  // M*K, K*N and M*N (bytes fit int64 at 8 per element)
 constexpr int kMaxWorld = 1024;                     // P
 constexpr int kMaxGemmLanes = 64;                   // --gemm-lanes (threads on cpu, streams on cuda)
+constexpr int kMaxPieces = 64;                      // --pieces (transfers the ring's edge is cut into)
 
 // A decimal count with an optional binary suffix K, M, G or T (either case: 8K = 8192, 1M =
 // 1048576). Throws UsageError naming the text for anything else: a sign, spaces, an empty string,

@@ -8,7 +8,8 @@
 //
 // The candidates: sequential; pipelined with S in {2, 4, 8} (those the shape allows, and only
 // while S * P^2 <= 4M simulated steps); ring and bidir; each with 1 and 2 GEMM lanes (sequential:
-// 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4). Every candidate is simulated
+// 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4); ring and bidir
+// also with their edge in 2 and 4 pieces (1 GEMM lane; where the edge chunk has the rows). Every candidate is simulated
 // (collmm/sim.hpp); the model's pick is the fastest. When the cache holds measurements of this exact (op, M, N, K, P,
 // dtype), the pick is the fastest measured configuration instead (source "measured"), whatever the model says.
 // With one rank the only candidate is the ring: nothing to overlap, and its one step is the plain
@@ -16,7 +17,7 @@
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
-//   "gemm_lanes": 1, "merge": 1, "time_us": 1234.5, "b_layout": "kn", "source": "bench"}, ...]}: the
+//   "gemm_lanes": 1, "merge": 1, "pieces": 1, "time_us": 1234.5, "b_layout": "kn", "source": "bench"}, ...]}: the
 //   shape, then the plan options as to_json(PlanOptions) writes them (an absent option: its
 //   default; an absent b_layout: kn; an absent source: bench).
 #pragma once
@@ -30,9 +31,9 @@
 namespace collmm {
 
 // PlanOptions as JSON: {"algo": "ring", "stages": 0, "post": "comm-first", "gemm_lanes": 1,
-// "merge": 1}. Reading: "algo" is required, an absent other key is its default; a value out of
-// range is a UsageError naming the key (stages >= 0, gemm_lanes 1..kMaxGemmLanes, merge
-// 1..kMaxWorld).
+// "merge": 1, "pieces": 1}. Reading: "algo" is required, an absent other key is its default; a
+// value out of range is a UsageError naming the key (stages >= 0, gemm_lanes 1..kMaxGemmLanes,
+// merge 1..kMaxWorld, pieces 1..kMaxPieces).
 nlohmann::json to_json(const PlanOptions&);
 PlanOptions plan_options_from_json(const nlohmann::json&);
 

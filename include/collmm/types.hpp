@@ -59,12 +59,16 @@ struct PlanOptions {
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
                        // steps (fewer, larger GEMMs; the comm is unchanged)
+  int pieces = 1;      // ring and bidir: the ring's exposed edge (ag_gemm: the last chunk's transfer
+                       // and GEMM; gemm_rs: the first partial's GEMM and send) cut into this many
+                       // row pieces, each its own transfer, so only 1/pieces of a chunk's GEMM is
+                       // left with nothing beside it
 };
 // The one set of functions over every field of PlanOptions (with to_json and
 // plan_options_from_json in tuning.hpp): a new option is added to each of them and to nothing else.
 bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
-// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1"
+// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1"
 std::string to_string(const PlanOptions&);
 // (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
@@ -72,8 +76,8 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOption
 // options. What every executor and the Context check before a plan is prepared.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
 // `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (stages
-// outside pipelined, merge outside the ag_gemm ring) at its default. What a front end runs for
-// each algorithm when one set of flags serves several (--algo all).
+// outside pipelined, merge outside the ag_gemm ring, pieces outside ring and bidir) at its default. What a front end
+// runs for each algorithm when one set of flags serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one
@@ -89,6 +93,10 @@ struct LocalShape {
   int64_t gemm_k, gemm_n;  // the inner and output-column sizes of every GEMM this rank runs
 };
 LocalShape local_shape(const Problem&, int rank);
+
+// The rows of the smallest piece of work --pieces cuts: the smallest rank's block (ring) or the
+// smaller half of it (bidir, whose chunks travel as two halves). pieces may be at most this.
+int64_t edge_rows(const Problem&, const PlanOptions&);
 
 // Checks sizes and options that every algorithm needs; throws UsageError naming what is wrong.
 void validate(const Problem&, const PlanOptions&);

@@ -56,7 +56,7 @@ def _with_first(a: torch.Tensor, dim: int, first: int, last: int) -> torch.Tenso
 
 @torch.library.register_fake("collmm::fused_all_gather_matmul")
 def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
-                                  gathered_size=None):
+                                  gathered_size=None, pieces=1):
     _same_device(A_shard, Bs, "A_shard", "Bs")
     world = process_group_of(group_name).size()
     d = gather_dim % A_shard.dim()
@@ -66,7 +66,8 @@ def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return
 
 
 @torch.library.register_fake("collmm::fused_matmul_reduce_scatter")
-def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto", scatter_size=None):
+def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto", scatter_size=None,
+                                      pieces=1):
     _same_device(A, [B], "A", "B")
     group = process_group_of(group_name)
     d = scatter_dim % A.dim()
@@ -149,6 +150,7 @@ def fused_all_gather_matmul(
     return_A: bool = True,
     algo: str = "auto",
     gathered_size: Optional[int] = None,
+    pieces: int = 1,
 ) -> Tuple[Optional[torch.Tensor], List[torch.Tensor]]:
     """All-gather of ``A_shard`` along ``gather_dim`` and its product with each B, the transfers
     overlapped with the GEMMs. The result, unfused::
@@ -169,10 +171,12 @@ def fused_all_gather_matmul(
         algo: "auto" (the cost model's pick) or one of ``ALGOS``.
         gathered_size: the size of A along ``gather_dim`` (the sum over the ranks). Only
             torch.compile needs it, and only where the ranks' sizes differ; checked when given.
+        pieces: with algo ring or bidir, the last chunk's transfer and GEMM cut in that many pieces.
     Autograd: ``dA_shard`` is the reduce-scatter op on the output gradients, ``dB_i = A^T @ dC_i``.
     """
     return torch.ops.collmm.fused_all_gather_matmul(
-        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size
+        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size,
+        pieces=pieces
     )
 
 
@@ -185,6 +189,7 @@ def fused_matmul_reduce_scatter(
     *,
     algo: str = "auto",
     scatter_size: Optional[int] = None,
+    pieces: int = 1,
 ) -> torch.Tensor:
     """A @ B reduced over the group and scattered along ``scatter_dim``, the transfers overlapped
     with the GEMMs. The result on rank r, unfused::
@@ -203,8 +208,10 @@ def fused_matmul_reduce_scatter(
         algo: "auto" (the cost model's pick) or one of ``ALGOS``.
         scatter_size: this rank's size of the result along ``scatter_dim`` (any split whose sizes
             add up to A's); default ``block_size(A.size(scatter_dim), P, rank)``.
+        pieces: with algo ring or bidir, the first partial's GEMM and send cut in that many pieces.
     Autograd: ``dA = all_gather(dC) @ B^T``, ``dB = A^T @ all_gather(dC)`` (the all-gather op).
     """
     return torch.ops.collmm.fused_matmul_reduce_scatter(
-        A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size
+        A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size,
+        pieces=pieces
     )

@@ -1,8 +1,8 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul and
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops,
-// plus `algo` and the sizes one rank cannot know) and their CPU and CUDA kernels: every rank checks
-// its own tensors, the ranks agree on the problem (python/csrc/session.hpp, collmm/agreement.hpp:
-// one exchange of the same size for both ops, the op's name among what they agree on), then
+// plus `algo`, `pieces` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know) and their CPU and
+// CUDA kernels: every rank checks its own tensors, the ranks agree on the problem (python/csrc/session.hpp,
+// collmm/agreement.hpp: one exchange of the same size for both ops, the op's name among what they agree on), then
 // collmm's plan runs on the caller's tensors through the session's executor. A user error raises
 // ValueError("collmm: ...") on every rank before any data moves.
 //
@@ -29,6 +29,7 @@
 #include <torch/library.h>
 
 #include "collmm/agreement.hpp"
+#include "collmm/sizes.hpp"
 #include "row_split.hpp"
 #include "session.hpp"
 #include "torch_util.hpp"
@@ -109,8 +110,10 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
   return e.str();
 }
 
-std::string check_algo(const std::string& algo) {
-  if (algo == "auto") return {};
+std::string check_algo(const std::string& algo, int64_t pieces) {
+  if (pieces < 1 || pieces > kMaxPieces)
+    return "pieces must be 1.." + std::to_string(kMaxPieces) + " (got " + std::to_string(pieces) + ")";
+  if (algo == "auto") return pieces == 1 ? "" : "pieces applies to a named algorithm (ring or bidir), not auto";
   try {
     parse_algo(algo);
   } catch (const UsageError& e) {
@@ -173,7 +176,7 @@ std::string optional_int(std::optional<int64_t> v) { return v ? std::to_string(*
 
 std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
     const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
-    c10::string_view algo_view, std::optional<int64_t> gathered_size) {
+    c10::string_view algo_view, std::optional<int64_t> gathered_size, int64_t pieces) {
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
@@ -183,7 +186,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
     for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
       misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
-    if (misfit.empty()) misfit = check_algo(algo);
+    if (misfit.empty()) misfit = check_algo(algo, pieces);
     // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(gather_dim, a_shard.dim()) : 0;
@@ -201,6 +204,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
          {"dtype", to_string(dtype)},
          {"number of Bs", std::to_string(bs.size())},
          {"algo", algo},
+         {"pieces", std::to_string(pieces)},
          {"return_A", return_a ? "True" : "False"},
          {"gathered_size", optional_int(gathered_size)}},
         {static_cast<double>(slices), static_cast<double>(n_r), static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
@@ -220,7 +224,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const BLayout layout = agreed_layout(all, 2, "Bs[0]");
     const Problem problem{Op::ag_gemm, split.plan_rows(), n, k, s.session.world(), layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
     const Plan& plan = prepared.plan;
     Executor& ex = *prepared.executor;
     // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
@@ -252,7 +256,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
 
 at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c10::string_view reduce_op_view,
                                  int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view,
-                                 std::optional<int64_t> scatter_size) {
+                                 std::optional<int64_t> scatter_size, int64_t pieces) {
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
     SessionLock s = session_for(std::string(group_name), a_in.device());
@@ -263,7 +267,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     if (misfit.empty()) misfit = check_b(b, a_in, "B", k_r);
     if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
       misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
-    if (misfit.empty()) misfit = check_algo(algo);
+    if (misfit.empty()) misfit = check_algo(algo, pieces);
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(scatter_dim, a_in.dim()) : 0;
     const at::Tensor a = ok ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
@@ -283,7 +287,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
                                        {"N (B's columns)", std::to_string(n)},
                                        {"dtype", to_string(dtype)},
                                        {"reduce_op", reduce_op},
-                                       {"algo", algo}},
+                                       {"algo", algo},
+                                       {"pieces", std::to_string(pieces)}},
                                       {static_cast<double>(mine), static_cast<double>(k_r),
                                        static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
     const int64_t rest = c10::multiply_integers(inner);
@@ -302,7 +307,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const BLayout layout = agreed_layout(all, 2, "B");
     const RowSplit split(rows);
     const Problem problem{Op::gemm_rs, split.plan_rows(), n, k, p, layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
     Executor& ex = *prepared.executor;
     at::Tensor c =
         at::empty({block_size(split.plan_rows(), p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
@@ -323,10 +328,10 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
 TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
-      "bool return_A=True, str algo=\"auto\", int? gathered_size=None) -> (Tensor?, Tensor[])");
+      "bool return_A=True, str algo=\"auto\", int? gathered_size=None, int pieces=1) -> (Tensor?, Tensor[])");
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
-      "str algo=\"auto\", int? scatter_size=None) -> Tensor");
+      "str algo=\"auto\", int? scatter_size=None, int pieces=1) -> Tensor");
   // Which executor the ops use for CPU tensors in groups first used after this call: "aten" (the
   // default: ATen GEMMs on the calling thread, the group's comm asynchronous: the executor of CUDA
   // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).

@@ -11,7 +11,7 @@ from dist_util import run_world
 
 def gpu_cases(rank, world, share_gpu):
     from layer_cases import mlp_cases
-    from op_cases import ag_cases, rs_cases
+    from op_cases import ag_cases, pieces_cases, rs_cases
     from shard_cases import seq_parallel_mlp
 
     device = torch.device("cuda", 0 if share_gpu else rank)
@@ -24,6 +24,7 @@ def gpu_cases(rank, world, share_gpu):
             assert "has no backend for cpu" in str(e), str(e)
     ag_cases(rank, world, device)
     rs_cases(rank, world, device)
+    pieces_cases(rank, world, device)
     mlp_cases(rank, world, device)
     seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
     trace_on_gpu(rank, world, device)

@@ -74,13 +74,15 @@ PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
   p.algo = algo;
   if (algo != Algo::pipelined) p.stages = 0;
   p.merge = 1;
+  p.pieces = 1;
   return p;
 }
 
 PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) { return options_for(op, algo, o.plan); }
 
 std::string algo_label(const PlanOptions& p) {
-  return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "");
+  return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
+         (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "");
 }
 
 }  // namespace collmm

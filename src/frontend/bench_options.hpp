@@ -56,10 +56,11 @@ Problem problem_of(const BenchOptions&, Op op, int world);
 std::vector<Algo> algos_to_run(const BenchOptions&);
 
 // The plan options of one listed algorithm: --stages applies to pipelined only (0 elsewhere).
-PlanOptions plan_options_of(const BenchOptions&, Algo);  // without --merge
+PlanOptions plan_options_of(const BenchOptions&, Algo);  // without --merge and --pieces
 // The same for one op: every option kept where it applies (options_for).
 PlanOptions plan_options_of(const BenchOptions&, Op, Algo);
-// "ring", or "ring:merge2" when GEMMs are merged: the algo column's words for a case.
+// "ring", or "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces: the algo
+// column's words for a case.
 std::string algo_label(const PlanOptions&);
 
 }  // namespace collmm

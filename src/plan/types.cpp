@@ -85,22 +85,21 @@ size_t dtype_size(Dtype d) {
 
 bool operator==(const PlanOptions& a, const PlanOptions& b) {
   return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
-         a.merge == b.merge;
+         a.merge == b.merge && a.pieces == b.pieces;
 }
 
 bool operator!=(const PlanOptions& a, const PlanOptions& b) { return !(a == b); }
 
 std::string to_string(const PlanOptions& o) {
   return "algo=" + to_string(o.algo) + " stages=" + std::to_string(o.stages) + " post=" + to_string(o.post) +
-         " gemm_lanes=" + std::to_string(o.gemm_lanes) + " merge=" + std::to_string(o.merge);
+         " gemm_lanes=" + std::to_string(o.gemm_lanes) + " merge=" + std::to_string(o.merge) +
+         " pieces=" + std::to_string(o.pieces);
 }
 
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions& o) {
-  return {{"algorithm", to_string(o.algo)},
-          {"stages", std::to_string(o.stages)},
-          {"post", to_string(o.post)},
-          {"gemm lanes", std::to_string(o.gemm_lanes)},
-          {"merge", std::to_string(o.merge)}};
+  return {{"algorithm", to_string(o.algo)},   {"stages", std::to_string(o.stages)},
+          {"post", to_string(o.post)},        {"gemm lanes", std::to_string(o.gemm_lanes)},
+          {"merge", std::to_string(o.merge)}, {"pieces", std::to_string(o.pieces)}};
 }
 
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p, const PlanOptions& o, Dtype dtype) {
@@ -119,6 +118,7 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
   if (algo != Algo::pipelined) o.stages = 0;
   if (!(op == Op::ag_gemm && algo == Algo::ring)) o.merge = 1;
+  if (algo != Algo::ring && algo != Algo::bidir) o.pieces = 1;
   return o;
 }
 
@@ -151,6 +151,11 @@ LocalShape local_shape(const Problem& p, int r) {
   return s;
 }
 
+int64_t edge_rows(const Problem& p, const PlanOptions& o) {
+  const int64_t chunk = p.m / p.world;  // the smallest rank's block
+  return o.algo == Algo::bidir ? chunk / 2 : chunk;
+}
+
 void validate(const Problem& p, const PlanOptions& o) {
   std::ostringstream msg;
   if (p.world < 1 || p.world > kMaxWorld) msg << "world size must be 1.." << kMaxWorld << " (got " << p.world << "). ";
@@ -180,6 +185,14 @@ void validate(const Problem& p, const PlanOptions& o) {
   if (o.merge > 1 && !(p.op == Op::ag_gemm && o.algo == Algo::ring))
     msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " " << to_string(o.algo)
         << "). ";
+  if (o.pieces < 1 || o.pieces > kMaxPieces) msg << "pieces must be 1.." << kMaxPieces << " (got " << o.pieces << "). ";
+  if (o.pieces > 1 && o.algo != Algo::ring && o.algo != Algo::bidir)
+    msg << "--pieces " << o.pieces << " applies to ring and bidir only (got " << to_string(o.algo)
+        << "; pipelined cuts every transfer already: --stages). ";
+  if (o.pieces > 1 && o.pieces <= kMaxPieces && p.m >= P && o.pieces > edge_rows(p, o))
+    msg << "--pieces " << o.pieces << " cannot cut the " << to_string(o.algo) << "'s edge chunk: the smallest "
+        << (o.algo == Algo::bidir ? "half chunk" : "chunk") << " of M=" << p.m << " over " << P << " ranks has "
+        << edge_rows(p, o) << " rows, so at most " << std::max<int64_t>(1, edge_rows(p, o)) << " pieces. ";
   if (o.algo == Algo::pipelined && o.stages > 0 && p.m >= P && o.stages > p.m / P)
     msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages. ";

@@ -13,8 +13,8 @@ namespace collmm {
 
 std::vector<PlanOptions> auto_candidates(const Problem& p) {
   std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes, int merge = 1) {
-    const PlanOptions o{a, stages, Post::comm_first, lanes, merge};
+  auto add = [&](Algo a, int stages, int lanes, int merge = 1, int pieces = 1) {
+    const PlanOptions o{a, stages, Post::comm_first, lanes, merge, pieces};
     validate(p, o);  // throws for the problem itself; per-candidate limits are checked above
     candidates.push_back(o);
   };
@@ -32,6 +32,9 @@ std::vector<PlanOptions> auto_candidates(const Problem& p) {
   if (p.op == Op::ag_gemm)
     for (int merge : {2, 4})
       if (p.world > merge) add(Algo::ring, 0, 1, merge);
+  for (Algo a : {Algo::ring, Algo::bidir})  // the ring's exposed edge in pieces
+    for (int pieces : {2, 4})
+      if (pieces <= edge_rows(p, {a})) add(a, 0, 1, 1, pieces);
   return candidates;
 }
 
@@ -72,9 +75,10 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
 std::string print(const Choice& c) {
   std::ostringstream s;
   char line[160];
-  std::snprintf(line, sizeof line, "# auto: %s stages=%d gemm_lanes=%d merge=%d (from the %s; predicted %.1f us",
+  std::snprintf(line, sizeof line,
+                "# auto: %s stages=%d gemm_lanes=%d merge=%d pieces=%d (from the %s; predicted %.1f us",
                 to_string(c.options.algo).c_str(), c.options.stages, c.options.gemm_lanes, c.options.merge,
-                c.source.c_str(), c.predicted_us);
+                c.options.pieces, c.source.c_str(), c.predicted_us);
   s << line;
   if (c.measured_us >= 0) {
     std::snprintf(line, sizeof line, ", measured %.1f us", c.measured_us);
@@ -82,9 +86,9 @@ std::string print(const Choice& c) {
   }
   s << ")\n#   alternatives (predicted, fastest first):\n";
   for (const Alternative& a : c.alternatives) {
-    std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d merge=%d  predicted %10.1f us",
+    std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d merge=%d pieces=%d  predicted %10.1f us",
                   to_string(a.options.algo).c_str(), a.options.stages, a.options.gemm_lanes, a.options.merge,
-                  a.predicted_us);
+                  a.options.pieces, a.predicted_us);
     s << line;
     if (a.measured_us >= 0) {
       std::snprintf(line, sizeof line, "  measured %10.1f us", a.measured_us);

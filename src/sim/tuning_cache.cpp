@@ -94,11 +94,8 @@ bool same_shape(const TuningEntry& a, const TuningEntry& b) {
 }  // namespace
 
 json to_json(const PlanOptions& o) {
-  return {{"algo", to_string(o.algo)},
-          {"stages", o.stages},
-          {"post", to_string(o.post)},
-          {"gemm_lanes", o.gemm_lanes},
-          {"merge", o.merge}};
+  return {{"algo", to_string(o.algo)},  {"stages", o.stages}, {"post", to_string(o.post)},
+          {"gemm_lanes", o.gemm_lanes}, {"merge", o.merge},   {"pieces", o.pieces}};
 }
 
 PlanOptions plan_options_from_json(const json& j) {
@@ -108,11 +105,14 @@ PlanOptions plan_options_from_json(const json& j) {
   if (j.contains("post")) o.post = parse_post(j.at("post").get<std::string>());
   o.gemm_lanes = json_integer<int>(j, "gemm_lanes", 1);
   o.merge = json_integer<int>(j, "merge", 1);
+  o.pieces = json_integer<int>(j, "pieces", 1);
   need(o.stages >= 0, "stages " + std::to_string(o.stages) + " is negative");
   need(o.gemm_lanes >= 1 && o.gemm_lanes <= kMaxGemmLanes,
        "gemm_lanes " + std::to_string(o.gemm_lanes) + " is not 1.." + std::to_string(kMaxGemmLanes));
   need(o.merge >= 1 && o.merge <= kMaxWorld,
        "merge " + std::to_string(o.merge) + " is not 1.." + std::to_string(kMaxWorld));
+  need(o.pieces >= 1 && o.pieces <= kMaxPieces,
+       "pieces " + std::to_string(o.pieces) + " is not 1.." + std::to_string(kMaxPieces));
   return o;
 }
 

@@ -93,6 +93,13 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->check(at_least(1))
       ->capture_default_str()
       ->type_name("G");
+  app.add_option("--pieces", o.plan.pieces,
+                 "ring and bidir: cut the ring's exposed edge (ag_gemm: the last transfer and the last chunk's GEMM; "
+                 "gemm_rs: the first partial's GEMM and send) into S pieces, so 1/S of a chunk's GEMM is exposed "
+                 "(sequential and pipelined ignore it)")
+      ->check(CLI::Range(1, kMaxPieces))
+      ->capture_default_str()
+      ->type_name("S");
   app.add_option("--gemm-lanes", o.plan.gemm_lanes,
                  "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
       ->check(CLI::Range(1, kMaxGemmLanes))

@@ -155,6 +155,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxGemmLanes));
   app.add_option("--merge", o.plan.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
+  app.add_option("--pieces", o.plan.pieces, "ring and bidir: the ring's exposed edge cut into S pieces")
+      ->capture_default_str()
+      ->check(CLI::Range(1, collmm::kMaxPieces));
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
   app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();
