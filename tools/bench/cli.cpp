@@ -23,9 +23,11 @@ CLI::Validator in_range(long long lo, long long hi = INT_MAX) {
           if (v >= lo && v <= hi && used == s.size()) return "";
         } catch (const std::exception&) {
         }
-        return "must be an integer " + std::to_string(lo) + ".." + std::to_string(hi) + " (got " + s + ")";
+        const std::string range =
+            hi == INT_MAX ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+        return "must be an integer " + range + " (got " + s + ")";
       },
-      "INT " + std::to_string(lo) + ".." + std::to_string(hi));
+      hi == INT_MAX ? "INT>=" + std::to_string(lo) : "INT " + std::to_string(lo) + ".." + std::to_string(hi));
 }
 CLI::Validator at_least(long lo) { return in_range(lo); }
 
