@@ -181,7 +181,7 @@ void validate(const Problem& p, const PlanOptions& o) {
   if (o.stages < 0) msg << "stages must be >= 1 (got " << o.stages << "). ";
   if (o.gemm_lanes < 1 || o.gemm_lanes > kMaxGemmLanes)
     msg << "gemm lanes must be 1.." << kMaxGemmLanes << " (got " << o.gemm_lanes << "). ";
-  if (o.merge < 1) msg << "merge must be >= 1 (got " << o.merge << "). ";
+  if (o.merge < 1 || o.merge > kMaxWorld) msg << "merge must be 1.." << kMaxWorld << " (got " << o.merge << "). ";
   if (o.merge > 1 && !(p.op == Op::ag_gemm && o.algo == Algo::ring))
     msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " " << to_string(o.algo)
         << "). ";

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "atomic_file.hpp"
 #include "collmm/sizes.hpp"
 #include "collmm/tuning.hpp"
 #include "json_number.hpp"
@@ -47,6 +48,17 @@ TuningEntry entry_from_json(const json& e) {
   need(t.world >= 1 && t.world <= kMaxWorld,
        "world_size " + std::to_string(t.world) + " is not 1.." + std::to_string(kMaxWorld));
   need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
+  // What collmm-bench would refuse for this shape is refused here too (the one check, validate):
+  // an entry no run could have measured must not be picked later.
+  Problem p;
+  p.op = t.op, p.m = t.m, p.n = t.n, p.k = t.k, p.world = t.world;
+  try {
+    validate(p, t.options);
+  } catch (const UsageError& e) {
+    throw UsageError("its plan options cannot apply to its own shape (" + to_string(t.op) +
+                     " M=" + std::to_string(t.m) + " N=" + std::to_string(t.n) + " K=" + std::to_string(t.k) +
+                     " P=" + std::to_string(t.world) + "): " + e.what());
+  }
   return t;
 }
 
@@ -174,22 +186,7 @@ void save_tuning_cache(const TuningCache& cache, const std::string& path) {
     entries.push_back(entry);
   }
   const std::string text = json{{"entries", entries}}.dump(2) + "\n";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write tuning cache " + tmp);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("error writing tuning cache " + tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + why);
-  }
+  write_file_atomically(path, text);
 }
 
 void update_tuning_cache(const std::string& path, const std::vector<TuningEntry>& entries, int lock_timeout_s) {

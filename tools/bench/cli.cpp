@@ -2,6 +2,7 @@
 #include "cli.hpp"
 
 #include "cli_size.hpp"
+#include "fault_point.hpp"
 
 namespace collmm {
 namespace {
@@ -11,18 +12,24 @@ struct Names {
   std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on";
 };
 
-CLI::Validator at_least(long lo) {
+// An integer lo..hi (hi: the type's own bound when not given), checked on the text, so that a
+// value too large for the type is refused with the range rather than a conversion error.
+CLI::Validator in_range(long long lo, long long hi = INT_MAX) {
   return CLI::Validator(
-      [lo](std::string& s) -> std::string {
+      [lo, hi](std::string& s) -> std::string {
         try {
           size_t used = 0;
-          if (std::stol(s, &used) >= lo && used == s.size()) return "";
+          const long long v = std::stoll(s, &used);
+          if (v >= lo && v <= hi && used == s.size()) return "";
         } catch (const std::exception&) {
         }
-        return "must be an integer >= " + std::to_string(lo) + " (got " + s + ")";
+        const std::string range =
+            hi == INT_MAX ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+        return "must be an integer " + range + " (got " + s + ")";
       },
-      "INT>=" + std::to_string(lo));
+      hi == INT_MAX ? "INT>=" + std::to_string(lo) : "INT " + std::to_string(lo) + ".." + std::to_string(hi));
 }
+CLI::Validator at_least(long lo) { return in_range(lo); }
 
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
@@ -42,16 +49,16 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--dtype", names.dtype, "f32 | f64 | bf16 | f16 | tf32 | fp8 (what the backend has)")
       ->capture_default_str();
   app.add_option("-w,--warmup", o.warmup, "untimed iterations before the timed ones")
-      ->check(at_least(0))
+      ->check(in_range(0, kMaxIters))
       ->capture_default_str();
   app.add_option("-i,--iters", o.iters, "timed iterations (the median is reported)")
-      ->check(at_least(1))
+      ->check(in_range(1, kMaxIters))
       ->capture_default_str();
   app.add_flag("--check", o.check, "compare every output with an f64 reference (outputs poisoned with NaN first)");
   app.add_flag("--gemm-rate", o.gemm_rate,
                "also time each case's GEMMs alone: the GEMMs' rate beside the comm (alone / busy in the median "
                "iteration) is printed under the row and written to the JSON");
-  app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the random inputs")->check(in_range(0, kMaxSeed))->capture_default_str();
   app.add_option("--json", o.json_path, "write the results as JSON to FILE")->type_name("FILE");
   app.add_option("--trace", o.trace_path,
                  "write a Chrome trace (chrome://tracing, Perfetto) of one iteration of every case, all ranks")
@@ -106,11 +113,12 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->capture_default_str();
   app.add_option("--threads", o.backend.threads,
                  "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")
-      ->check(at_least(0))
+      ->check(in_range(0, kMaxThreads))
       ->capture_default_str();
   app.add_option("--timeout", o.backend.timeout_s,
-                 "seconds one iteration may take before the job is aborted (a rank died or hangs)")
-      ->check(at_least(1))
+                 "seconds any wait for another rank may take (MPI_Init and MPI_Finalize included) before the job "
+                 "is ended (a rank died or hangs)")
+      ->check(in_range(1, kMaxTimeout))
       ->capture_default_str();
 
   const std::string cuda = "CUDA";
@@ -158,7 +166,10 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   // (before the results are written).
   app.add_option("--debug-die-rank", o.debug_die_rank)->group("");
   app.add_option("--debug-hang-rank", o.debug_hang_rank)->group("");
-  app.add_option("--debug-phase", o.debug_phase)->check(CLI::IsMember({"init", "setup", "run", "output"}))->group("");
+  // Points of src/common/fault_point.hpp: mpi_init, mpi_finalize, sendrecv, write.
+  app.add_option("--debug-phase", o.debug_phase)
+      ->check(CLI::IsMember({"mpi_init", "init", "setup", "run", "sendrecv", "output", "write", "mpi_finalize"}))
+      ->group("");
 }
 
 }  // namespace
@@ -196,6 +207,8 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
     o.backend.debug_fail_rank = o.debug_die_rank;
     o.backend.debug_hang_rank = o.debug_hang_rank;
   }
+  for (const char* point : {"mpi_init", "sendrecv", "write", "mpi_finalize"})
+    if (o.debug_phase == point) arm_fault_point(point, o.debug_die_rank, o.debug_hang_rank);
   return o;
 }
 

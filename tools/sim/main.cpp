@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "atomic_file.hpp"
 #include "chrome_trace.hpp"
 #include "cli_size.hpp"
 #include "collmm/svg.hpp"
@@ -42,27 +43,73 @@ std::string svg_path(const std::string& base, const Prediction& p, bool several)
 // P = 1024, 1M steps, takes about 6 s and 1 GB here).
 constexpr double kMaxSimulatedSteps = 4e6;
 
-void check_simulated_size(const Problem& p, const PlanOptions& x) {
+// Events a --trace holds (one per simulated step of every row; its JSON takes about 4 KB of
+// memory per event while it is built) and an SVG draws: bounded so that the files stay in the
+// hundreds of MB.
+constexpr double kMaxTimelineEvents = 1e5;
+
+std::string figure(double v) {
+  char n[32];
+  std::snprintf(n, sizeof n, "%.3g", v);
+  return n;
+}
+
+// Steps the simulator walks for one row (all ranks).
+double simulated_steps(const Problem& p, const PlanOptions& x) {
   const double P = p.world;
   const double stages = x.algo == Algo::pipelined ? (x.stages > 0 ? x.stages : P) : 1;
-  const double steps = x.algo == Algo::sequential ? 2 * P : (x.algo == Algo::bidir ? 2 : 1) * stages * P * P;
+  return x.algo == Algo::sequential ? 2 * P : (x.algo == Algo::bidir ? 2 : 1) * stages * P * P;
+}
+
+// --algo auto simulates every candidate (and every cached configuration of the shape) before it
+// picks: checked as a whole, before any of them runs.
+double check_auto_size(const Problem& p, Dtype dtype, const TuningCache* cache) {
+  std::vector<PlanOptions> all = auto_candidates(p);
+  if (cache)
+    for (const TuningEntry& e : cache->find(p, dtype)) all.push_back(e.options);
+  double steps = 0;
+  for (const PlanOptions& x : all) steps += simulated_steps(p, x);
+  if (steps <= kMaxSimulatedSteps) return steps;
+  throw UsageError(to_string(p.op) + " --algo auto at P = " + std::to_string(p.world) + " would simulate its " +
+                   std::to_string(all.size()) + " candidates" + (cache ? " (the tuning cache's included)" : "") +
+                   ", about " + figure(steps) + " steps, more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
+                   ": name an algorithm (--algo ring: " + figure(static_cast<double>(p.world) * p.world) +
+                   " steps) or use a smaller P");
+}
+
+void check_simulated_size(const Problem& p, const PlanOptions& x) {
+  const double P = p.world;
+  const double steps = simulated_steps(p, x);
   if (steps <= kMaxSimulatedSteps) return;
   std::string hint = x.algo == Algo::pipelined
                          ? "give --stages " +
                                std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
                                " or fewer, or a smaller P"
                          : "use a smaller P";
-  char n[32];
-  std::snprintf(n, sizeof n, "%.3g", steps);
   throw UsageError(to_string(p.op) + " " + to_string(x.algo) + " at P = " + std::to_string(p.world) +
-                   " would simulate about " + n + " steps, more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
-                   ": " + hint);
+                   " would simulate about " + figure(steps) + " steps, more than " +
+                   std::to_string(int64_t(kMaxSimulatedSteps)) + ": " + hint);
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out || !(out << text)) throw std::runtime_error("cannot write " + path);
+// The whole invocation (every op, every row) within the same bound, and the events kept for
+// --trace and drawn by --timeline within theirs; checked before anything is simulated.
+void check_total_size(double steps, int world, const SimOptions& o) {
+  if (steps > kMaxSimulatedSteps)
+    throw UsageError("these rows would simulate about " + figure(steps) + " steps in all at P = " +
+                     std::to_string(world) + ", more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
+                     ": ask for fewer rows (--op, --algo) or use a smaller P");
+  if (!o.trace.empty() && steps > kMaxTimelineEvents)
+    throw UsageError("--trace would hold about " + figure(steps) + " events (one per simulated step) at P = " +
+                     std::to_string(world) + ", more than " + std::to_string(int64_t(kMaxTimelineEvents)) +
+                     ": use a smaller P or fewer rows (--op, --algo), or leave --trace out");
+  const int drawn = o.timeline_ranks <= 0 ? world : std::min(o.timeline_ranks, world);
+  if (!o.timeline.empty() && steps * drawn / world > kMaxTimelineEvents)
+    throw UsageError("--timeline would draw about " + figure(steps * drawn / world) + " steps of " +
+                     std::to_string(drawn) + " ranks, more than " + std::to_string(int64_t(kMaxTimelineEvents)) +
+                     ": give --timeline-ranks 8 (or fewer), or use a smaller P");
 }
+
+void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 int run(const SimOptions& o) {
   const Profile prof = load_profile(o.profile);
@@ -80,6 +127,20 @@ int run(const SimOptions& o) {
 
   PlanOptions base = o.plan;
   base.post = parse_post(o.post);
+
+  // Every row's size first, then the simulations.
+  double total_steps = 0;
+  for (Op op : ops) {
+    Problem p;
+    p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
+    total_steps += simulated_steps(p, options_for(op, Algo::sequential, base));
+    if (automatic) total_steps += check_auto_size(p, dtype, o.tuning_cache.empty() ? nullptr : &cache);
+    for (Algo a : algos) {
+      check_simulated_size(p, options_for(op, a, base));
+      total_steps += simulated_steps(p, options_for(op, a, base));
+    }
+  }
+  check_total_size(total_steps, o.world, o);
 
   std::vector<Prediction> rows;
   std::vector<std::string> choices;
