@@ -59,8 +59,8 @@ std::optional<LayoutFit> layout_fit(const at::Tensor& b) {
 BLayout agreed_layout(const std::vector<std::vector<double>>& all, size_t at, const std::string& what) {
   std::ostringstream kn, nk;
   for (size_t q = 0; q < all.size(); ++q) {
-    if (all[q][at] == kn_only) kn << (kn.str().empty() ? "" : ", ") << q;
-    if (all[q][at] == nk_only) nk << (nk.str().empty() ? "" : ", ") << q;
+    if (all[q][at] == static_cast<double>(kn_only)) kn << (kn.str().empty() ? "" : ", ") << q;
+    if (all[q][at] == static_cast<double>(nk_only)) nk << (nk.str().empty() ? "" : ", ") << q;
   }
   if (!kn.str().empty() && !nk.str().empty())
     throw UsageError("ranks disagree on " + what + " layout: rank(s) " + kn.str() +

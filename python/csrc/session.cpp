@@ -1,6 +1,8 @@
 // session.cpp: per-group executors for the ops, their prepared plan and "auto" choices.
 #include "session.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -103,8 +105,25 @@ void Session::run(Prepared& prepared, Dtype dtype) {
   trace_add({gather_timeline(*host_, make_timeline({prepared.plan}, runs)), p.m, p.n, p.k, dtype});
 }
 
+namespace {
+// Whether `stream` records a CUDA graph now: c10::Stream::is_capturing where this torch has it; on
+// an older torch, the CUDA runtime's cudaStreamIsCapturing, from the libcudart torch loaded (the
+// extension links no CUDA library of its own). Status 0 is cudaStreamCaptureStatusNone.
+template <class S>
+auto stream_capturing(const S& stream, int) -> decltype(stream.is_capturing()) {
+  return stream.is_capturing();
+}
+template <class S>
+bool stream_capturing(const S& stream, long) {
+  using IsCapturing = int (*)(void*, int*);
+  static const auto is_capturing = reinterpret_cast<IsCapturing>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
+  int status = 0;
+  return is_capturing && is_capturing(stream.native_handle(), &status) == 0 && status != 0;
+}
+}  // namespace
+
 bool Session::capturing() const {
-  return device_.is_cuda() && c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_).is_capturing();
+  return device_.is_cuda() && stream_capturing(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_), 0);
 }
 
 std::vector<std::vector<double>> Session::agree(const std::string& call, const std::string& misfit,

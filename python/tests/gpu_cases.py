@@ -2,6 +2,7 @@
 
     PYTHONPATH=python python python/tests/gpu_cases.py     # every GPU case; exit code 1 on a failure
 """
+import os
 import sys
 
 import torch
@@ -130,8 +131,15 @@ def capture_case(rank, world, share_gpu):
     mlp = torch.nn.Sequential(ColumnParallelLinear.from_linear(fc1, algo="ring"), torch.nn.GELU(),
                               RowParallelLinear.from_linear(fc2, algo="ring"))
     x = seeded(50, rows, k)[block(rows, world, rank)].to(device).requires_grad_()
-    y_eager = mlp(x)
-    y_eager.square().sum().backward()
+    # The eager step on a side stream, as torch.cuda.graph wants warm-up, and no reference to its
+    # autograd graph kept (its AccumulateGrad nodes would stay on the default stream and break the
+    # backward's capture).
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y_eager = mlp(x)
+        y_eager.square().sum().backward()
+    torch.cuda.current_stream().wait_stream(side)
+    y_eager = y_eager.detach()
     grads = [p.grad.clone() for p in mlp.parameters()] + [x.grad.clone()]
     for p in mlp.parameters():
         p.grad = None
@@ -162,6 +170,8 @@ def main() -> int:
             runs.append((f"{w} GPUs, NCCL", lambda w=w: run_world(w, gpu_cases, False, backend="nccl", timeout=900)))
             runs.append((f"{w} GPUs, NCCL, CUDA graph capture",
                          lambda w=w: run_world(w, capture_case, False, backend="nccl", timeout=600)))
+    only = os.environ.get("GPU_CASES")  # a part of the names: run those cases only
+    runs = [(name, run) for name, run in runs if not only or only in name]
     failed = 0
     for name, run in runs:
         try:
