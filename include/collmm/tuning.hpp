@@ -6,13 +6,12 @@
 //   Choice choose(problem, dtype, profile, cache_or_nullptr);
 //   std::string print(const Choice&);     // the pick and its predicted alternatives
 //
-// The candidates: sequential; pipelined with S in {2, 4, 8} (those the shape allows, and only
-// while S * P^2 <= 4M simulated steps); ring and bidir; each with 1 and 2 GEMM lanes (sequential:
-// 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4). Every candidate is simulated
-// (collmm/sim.hpp); the model's pick is the fastest. When the cache holds measurements of this exact (op, M, N, K, P,
-// dtype), the pick is the fastest measured configuration instead (source "measured"), whatever the model says.
-// With one rank the only candidate is the ring: nothing to overlap, and its one step is the plain
-// GEMM on A (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
+// The candidates are auto_candidates (collmm/algorithms.hpp: each algorithm's row says its own).
+// Every candidate is simulated (collmm/sim.hpp); the model's pick is the fastest. When the cache
+// holds measurements of this exact (op, M, N, K, P, B layout, dtype), the pick is the fastest
+// measured configuration instead (source "measured"), whatever the model says. With one rank the
+// only candidate is the ring: nothing to overlap, and its one step is the plain GEMM on A
+// (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
@@ -23,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/types.hpp"
 
@@ -82,8 +82,6 @@ struct Choice {
 };
 
 Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = nullptr);
-// The configurations choose() simulates for this problem (the list above), in that order.
-std::vector<PlanOptions> auto_candidates(const Problem&);
 std::string print(const Choice&);
 
 }  // namespace collmm

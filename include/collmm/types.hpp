@@ -19,9 +19,10 @@ struct UsageError : std::runtime_error {
 };
 
 enum class Op { ag_gemm, gemm_rs };
+// The algorithms; their names, builders and rules are their rows in collmm/algorithms.hpp.
 enum class Algo { sequential, pipelined, ring, bidir };
-// Which of the two is enqueued first within one step of a ring: the seed's finding is that the
-// transfer must be posted before the GEMM that would otherwise take every SM.
+// Which of the two is enqueued first within one step of a ring: the transfer must be posted before
+// the GEMM that would otherwise take every SM.
 enum class Post { comm_first, gemm_first };
 // kn: B is [K, N] row-major. nk: B is [N, K] row-major, as torch.nn.Linear stores its weight.
 enum class BLayout { kn, nk };
@@ -54,7 +55,7 @@ struct Problem {
 
 struct PlanOptions {
   Algo algo = Algo::ring;
-  int stages = 0;  // pipelined only; 0 means P
+  int stages = 0;  // pipelined only; 0: default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp)
   Post post = Post::comm_first;
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive

@@ -23,6 +23,7 @@
 #include <torch/library.h>
 
 #include "collmm/agreement.hpp"
+#include "collmm/algorithms.hpp"
 #include "session.hpp"
 
 namespace collmm::torch_ext {
@@ -265,6 +266,12 @@ TORCH_LIBRARY(collmm, m) {
   // Which executor the ops use for CPU tensors in groups first used after this call: "host" (the
   // default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen GEMMs on the
   // calling thread, the group's comm asynchronous: the executor of CUDA tensors).
+  // The algorithms' names, from collmm's table (collmm/algorithms.hpp): collmm.ALGOS reads them.
+  m.def("algorithms() -> str[]", [] {
+    std::vector<std::string> names;
+    for (const collmm::AlgoRow& row : collmm::algorithm_table()) names.push_back(row.name);
+    return names;
+  });
   m.def("set_cpu_executor(str kind) -> ()", [](c10::string_view kind) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_cpu_executor(std::string(kind)); });
   });

@@ -90,7 +90,7 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
 Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
-  const int S = o.stages > 0 ? o.stages : std::max<int64_t>(1, std::min<int64_t>(P, p.m / P));
+  const int S = stages_of(p, o);
   const int g = plan.add_buffer(Role::gathered, p.m, p.k);
   const int64_t m_r = block_size(p.m, P, r);
 

@@ -2,12 +2,12 @@
 // checks every algorithm shares.
 #include "collmm/types.hpp"
 
-#include <tuple>
-
-#include "collmm/sizes.hpp"
-
 #include <algorithm>
 #include <sstream>
+#include <tuple>
+
+#include "collmm/algorithms.hpp"
+#include "collmm/sizes.hpp"
 
 namespace collmm {
 namespace {
@@ -32,8 +32,15 @@ struct Names {
 };
 
 const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}}};
-const Names<Algo> kAlgos{
-    {{Algo::sequential, "sequential"}, {Algo::pipelined, "pipelined"}, {Algo::ring, "ring"}, {Algo::bidir, "bidir"}}};
+// The algorithms' names are their table's (collmm/algorithms.hpp).
+const Names<Algo>& algo_names() {
+  static const Names<Algo> names{[] {
+    std::vector<std::pair<Algo, const char*>> items;
+    for (const AlgoRow& row : algorithm_table()) items.emplace_back(row.algo, row.name);
+    return items;
+  }()};
+  return names;
+}
 const Names<Post> kPosts{{{Post::comm_first, "comm-first"}, {Post::gemm_first, "gemm-first"}}};
 const Names<BLayout> kLayouts{{{BLayout::kn, "kn"}, {BLayout::nk, "nk"}}};
 const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
@@ -50,17 +57,21 @@ const std::vector<Op>& all_ops() {
   return v;
 }
 const std::vector<Algo>& all_algos() {
-  static const std::vector<Algo> v{Algo::sequential, Algo::pipelined, Algo::ring, Algo::bidir};
+  static const std::vector<Algo> v{[] {
+    std::vector<Algo> algos;
+    for (const AlgoRow& row : algorithm_table()) algos.push_back(row.algo);
+    return algos;
+  }()};
   return v;
 }
 
 std::string to_string(Op v) { return kOps.name(v); }
-std::string to_string(Algo v) { return kAlgos.name(v); }
+std::string to_string(Algo v) { return algo_names().name(v); }
 std::string to_string(Post v) { return kPosts.name(v); }
 std::string to_string(BLayout v) { return kLayouts.name(v); }
 std::string to_string(Dtype v) { return kDtypes.name(v); }
 Op parse_op(const std::string& s) { return kOps.parse(s, "op"); }
-Algo parse_algo(const std::string& s) { return kAlgos.parse(s, "algorithm"); }
+Algo parse_algo(const std::string& s) { return algo_names().parse(s, "algorithm"); }
 Post parse_post(const std::string& s) { return kPosts.parse(s, "posting order"); }
 BLayout parse_b_layout(const std::string& s) { return kLayouts.parse(s, "B layout"); }
 Dtype parse_dtype(const std::string& s) {
@@ -117,8 +128,8 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p
 
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
-  if (algo != Algo::pipelined) o.stages = 0;
-  if (!(op == Op::ag_gemm && algo == Algo::ring)) o.merge = 1;
+  if (!algorithm(algo).takes_stages) o.stages = 0;
+  if (!takes_merge(op, algo)) o.merge = 1;
   return o;
 }
 
@@ -177,10 +188,13 @@ void validate(const Problem& p, const PlanOptions& o) {
   if (o.gemm_lanes < 1 || o.gemm_lanes > kMaxGemmLanes)
     msg << "gemm lanes must be 1.." << kMaxGemmLanes << " (got " << o.gemm_lanes << "). ";
   if (o.merge < 1) msg << "merge must be >= 1 (got " << o.merge << "). ";
-  if (o.merge > 1 && !(p.op == Op::ag_gemm && o.algo == Algo::ring))
-    msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " " << to_string(o.algo)
-        << "). ";
-  if (o.algo == Algo::pipelined && o.stages > 0 && p.m >= P && o.stages > p.m / P)
+  if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
+    msg << "--merge " << o.merge << " applies to ag_gemm";
+    for (const AlgoRow& row : algorithm_table())
+      if (row.takes_merge) msg << " " << row.name;
+    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << "). ";
+  }
+  if (algorithm(o.algo).takes_stages && o.stages > 0 && p.m >= P && o.stages > p.m / P)
     msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages. ";
   if (!msg.str().empty()) throw UsageError(msg.str());

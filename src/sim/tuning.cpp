@@ -7,33 +7,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/sim.hpp"
 
 namespace collmm {
-
-std::vector<PlanOptions> auto_candidates(const Problem& p) {
-  std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes, int merge = 1) {
-    const PlanOptions o{a, stages, Post::comm_first, lanes, merge};
-    validate(p, o);  // throws for the problem itself; per-candidate limits are checked above
-    candidates.push_back(o);
-  };
-  if (p.world == 1) {  // nothing to overlap: the ring's one step is the plain GEMM on A (no gather copy)
-    add(Algo::ring, 0, 1);
-    return candidates;
-  }
-  add(Algo::sequential, 0, 1);
-  const double pp = double(p.world) * p.world;
-  for (int s : {2, 4, 8})
-    if (p.world > 1 && s <= p.m / p.world && s * pp <= 4e6)
-      for (int lanes : {1, 2}) add(Algo::pipelined, s, lanes);
-  for (Algo a : {Algo::ring, Algo::bidir})
-    for (int lanes : {1, 2}) add(a, 0, lanes);
-  if (p.op == Op::ag_gemm)
-    for (int merge : {2, 4})
-      if (p.world > merge) add(Algo::ring, 0, 1, merge);
-  return candidates;
-}
 
 Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {
   const std::vector<PlanOptions> candidates = auto_candidates(p);
