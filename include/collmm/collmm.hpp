@@ -22,7 +22,7 @@
 
 namespace collmm {
 
-// How the collective and the GEMM are combined; the defaults are the seed's ring, comm posted first.
+// How the collective and the GEMM are combined; the defaults are the ring, comm posted first.
 struct MatmulOptions {
   PlanOptions plan;                // the algorithm and its options (types.hpp)
   BLayout b_layout = BLayout::kn;  // nk: B_r as torch.nn.Linear stores weights

@@ -4,7 +4,7 @@
 // [M, N_r], and keeps the gathered A in a buffer of its own ([M, K], role `gathered`). A "chunk" is
 // one rank's row block of A; chunk q lands in rows block q of the gathered A and of C.
 //
-// The ring, as in the seed (one lane for comm, GEMMs on the others):
+// The ring (one lane for comm, GEMMs on the others):
 //
 //   step j:  cur = (r - j) mod P                 chunk this rank holds
 //            comm: send cur -> r+1, recv (r-j-1) mod P <- r-1        (if j < P-1)
