@@ -14,9 +14,9 @@
 // (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
-//   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
+//   "world_size": 8, "b_layout": "kn", "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
 //   "gemm_lanes": 1, "merge": 1, "time_us": 1234.5}, ...]}: the shape, then the plan options as
-//   to_json(PlanOptions) writes them (an absent option: its default).
+//   to_json(PlanOptions) writes them (an absent option or B layout: its default).
 #pragma once
 
 #include <string>
@@ -29,18 +29,15 @@
 namespace collmm {
 
 // PlanOptions as JSON: {"algo": "ring", "stages": 0, "post": "comm-first", "gemm_lanes": 1,
-// "merge": 1}. Reading: "algo" is required, an absent other key is its default; a value out of
-// range is a UsageError naming the key (stages >= 0, gemm_lanes 1..kMaxGemmLanes, merge
-// 1..kMaxWorld).
+// "merge": 1}: PlanOptions' field list (types.hpp). Reading: a required key must be there, an
+// absent other key is its default; a value out of the field's range is a UsageError naming the key.
 nlohmann::json to_json(const PlanOptions&);
 PlanOptions plan_options_from_json(const nlohmann::json&);
 
 // One measurement: the shape, P and dtype, and the plan options it was run with. The shape and
 // the options together are its key in the cache.
 struct TuningEntry {
-  Op op = Op::ag_gemm;
-  int64_t m = 0, n = 0, k = 0;
-  int world = 1;
+  Problem problem;  // its JSON keys: Problem's field list (types.hpp), B layout included
   Dtype dtype = Dtype::bf16;
   PlanOptions options;
   double time_us = 0;  // measured
@@ -48,13 +45,13 @@ struct TuningEntry {
 
 struct TuningCache {
   std::vector<TuningEntry> entries;
-  // The entries of exactly this shape, P and dtype.
+  // The entries of exactly this problem (op, M, N, K, P, B layout) and dtype.
   std::vector<TuningEntry> find(const Problem&, Dtype) const;
   // Adds a measurement, replacing one of the same configuration.
   void record(const TuningEntry&);
 };
-// The cache file (tuning_cache.cpp). Every entry is checked: a known op and dtype, sizes and P
-// within collmm/sizes.hpp's bounds, plan options that plan_options_from_json accepts, a time > 0;
+// The cache file (tuning_cache.cpp). Every entry is checked: a known op, B layout and dtype, sizes
+// and P within their fields' ranges, plan options that plan_options_from_json accepts, a time > 0;
 // a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ...").
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path);
 TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad or unreadable file

@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "collmm/sizes.hpp"
 
 namespace collmm {
 
@@ -61,8 +64,54 @@ struct PlanOptions {
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
                        // steps (fewer, larger GEMMs; the comm is unchanged)
 };
-// The one set of functions over every field of PlanOptions (with to_json and
-// plan_options_from_json in tuning.hpp): a new option is added to each of them and to nothing else.
+
+// One field of a value: its key in text and JSON, its name in messages, whether JSON must hold it,
+// and (integer fields) its range, the one set of limits that validate() and the tuning cache's
+// parser check. The default is the struct's own initialiser.
+struct Field {
+  const char* key;
+  const char* label;
+  bool required = false;
+  int64_t lo = 0, hi = 0;
+};
+constexpr int64_t kNoLimit = INT32_MAX;
+
+// The one field list of each value: for_each_field(value, f) calls f(Field, member) for every
+// field in a fixed order. operator==, to_string, agreement_keys, the JSON of the tuning cache and
+// validate's ranges are written over it: a new field is one line here.
+template <class O, class F>
+void for_each_field(O& o, F&& f) {
+  static_assert(std::is_same_v<std::remove_const_t<O>, PlanOptions> || std::is_same_v<std::remove_const_t<O>, Problem>);
+  if constexpr (std::is_same_v<std::remove_const_t<O>, PlanOptions>) {
+    f(Field{"algo", "algorithm", true}, o.algo);
+    f(Field{"stages", "stages", false, 0, kNoLimit}, o.stages);
+    f(Field{"post", "post"}, o.post);
+    f(Field{"gemm_lanes", "gemm lanes", false, 1, kMaxGemmLanes}, o.gemm_lanes);
+    f(Field{"merge", "merge", false, 1, kMaxWorld}, o.merge);
+  } else {
+    f(Field{"world_size", "world size", true, 1, kMaxWorld}, o.world);
+    f(Field{"op", "op", true}, o.op);
+    f(Field{"m", "M", true, 1, kMaxSize}, o.m);
+    f(Field{"n", "N", true, 1, kMaxSize}, o.n);
+    f(Field{"k", "K", true, 1, kMaxSize}, o.k);
+    f(Field{"b_layout", "B layout"}, o.b_layout);
+  }
+}
+// Every field's value as text: an enum's name, an integer's digits.
+inline std::string field_text(int64_t v) { return std::to_string(v); }
+template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
+std::string field_text(E v) {
+  return to_string(v);
+}
+// Parses an enum field's name (throws UsageError listing the accepted names).
+void parse_field(const std::string&, Op&);
+void parse_field(const std::string&, Algo&);
+void parse_field(const std::string&, Post&);
+void parse_field(const std::string&, BLayout&);
+// "" when `v` is within the field's range, else "<key> V is not LO..HI" (or ">= LO").
+std::string out_of_range(const Field&, int64_t v);
+
+bool operator==(const Problem&, const Problem&);
 bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
 // "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1"

@@ -57,9 +57,7 @@ void record_measurements(const std::string& path, const std::vector<CaseResult>&
   for (const CaseResult& r : results) {
     if (r.plan.post != Post::comm_first || !(r.time_us > 0)) continue;
     TuningEntry e;
-    e.op = r.op;
-    e.m = r.problem.m, e.n = r.problem.n, e.k = r.problem.k;
-    e.world = r.problem.world;
+    e.problem = r.problem;
     e.dtype = r.dtype;
     e.options = options_for(r.op, r.algo, r.plan);
     if (!algorithm(r.algo).takes_gemm_lanes) e.options.gemm_lanes = 1;  // as auto_candidates lists it

@@ -96,14 +96,16 @@ void Context::run_on(const std::vector<std::pair<int, const void*>>& inputs,
 void Context::ag_gemm(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       void* gathered, const MatmulOptions& options) {
   check_pointers("ag_gemm", a, b, c);
-  prepare(Problem{Op::ag_gemm, m, n, k, world_size(), options.b_layout}, options, dtype);
+  prepare(Problem{.op = Op::ag_gemm, .m = m, .n = n, .k = k, .world = world_size(), .b_layout = options.b_layout},
+          options, dtype);
   run_on({{kBufA, a}, {kBufB, b}}, {{kBufC, c}, {gathered_buffer(), gathered}});
 }
 
 void Context::gemm_rs(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       const MatmulOptions& options) {
   check_pointers("gemm_rs", a, b, c);
-  prepare(Problem{Op::gemm_rs, m, n, k, world_size(), options.b_layout}, options, dtype);
+  prepare(Problem{.op = Op::gemm_rs, .m = m, .n = n, .k = k, .world = world_size(), .b_layout = options.b_layout},
+          options, dtype);
   run_on({{kBufA, a}, {kBufB, b}}, {{kBufC, c}});
 }
 

@@ -94,35 +94,58 @@ size_t dtype_size(Dtype d) {
   return 0;
 }
 
-bool operator==(const PlanOptions& a, const PlanOptions& b) {
-  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
-         a.merge == b.merge;
+void parse_field(const std::string& s, Op& v) { v = parse_op(s); }
+void parse_field(const std::string& s, Algo& v) { v = parse_algo(s); }
+void parse_field(const std::string& s, Post& v) { v = parse_post(s); }
+void parse_field(const std::string& s, BLayout& v) { v = parse_b_layout(s); }
+
+std::string out_of_range(const Field& f, int64_t v) {
+  if (v >= f.lo && v <= f.hi) return "";
+  return std::string(f.key) + " " + std::to_string(v) + " is not " + std::to_string(f.lo) +
+         (f.hi == kNoLimit ? " or more" : ".." + std::to_string(f.hi));
 }
 
+namespace {
+
+// Whether every field of a equals b's (the values are of one type, visited in one order).
+template <class V>
+bool same_fields(const V& a, const V& b) {
+  std::vector<std::string> x, y;
+  for_each_field(a, [&](const Field&, const auto& v) { x.push_back(field_text(v)); });
+  for_each_field(b, [&](const Field&, const auto& v) { y.push_back(field_text(v)); });
+  return x == y;
+}
+
+template <class V>
+void append_agreement_keys(const V& value, std::vector<std::pair<std::string, std::string>>& keys) {
+  for_each_field(value, [&](const Field& f, const auto& v) { keys.emplace_back(f.label, field_text(v)); });
+}
+
+}  // namespace
+
+bool operator==(const Problem& a, const Problem& b) { return same_fields(a, b); }
+bool operator==(const PlanOptions& a, const PlanOptions& b) { return same_fields(a, b); }
 bool operator!=(const PlanOptions& a, const PlanOptions& b) { return !(a == b); }
 
 std::string to_string(const PlanOptions& o) {
-  return "algo=" + to_string(o.algo) + " stages=" + std::to_string(o.stages) + " post=" + to_string(o.post) +
-         " gemm_lanes=" + std::to_string(o.gemm_lanes) + " merge=" + std::to_string(o.merge);
+  std::string text;
+  for_each_field(o, [&](const Field& f, const auto& v) {
+    text += (text.empty() ? "" : " ") + std::string(f.key) + "=" + field_text(v);
+  });
+  return text;
 }
 
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions& o) {
-  return {{"algorithm", to_string(o.algo)},
-          {"stages", std::to_string(o.stages)},
-          {"post", to_string(o.post)},
-          {"gemm lanes", std::to_string(o.gemm_lanes)},
-          {"merge", std::to_string(o.merge)}};
+  std::vector<std::pair<std::string, std::string>> keys;
+  append_agreement_keys(o, keys);
+  return keys;
 }
 
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p, const PlanOptions& o, Dtype dtype) {
-  std::vector<std::pair<std::string, std::string>> keys{{"world size", std::to_string(p.world)},
-                                                        {"op", to_string(p.op)},
-                                                        {"M", std::to_string(p.m)},
-                                                        {"N", std::to_string(p.n)},
-                                                        {"K", std::to_string(p.k)},
-                                                        {"B layout", to_string(p.b_layout)},
-                                                        {"dtype", to_string(dtype)}};
-  for (auto& key : agreement_keys(o)) keys.push_back(std::move(key));
+  std::vector<std::pair<std::string, std::string>> keys;
+  append_agreement_keys(p, keys);
+  keys.emplace_back("dtype", to_string(dtype));
+  append_agreement_keys(o, keys);
   return keys;
 }
 
@@ -184,10 +207,10 @@ void validate(const Problem& p, const PlanOptions& o) {
     msg << "N=" << p.n << " is smaller than the " << P << " ranks: ag_gemm gives every rank at least one column of B. ";
   if (p.op == Op::gemm_rs && p.k < P)
     msg << "K=" << p.k << " is smaller than the " << P << " ranks: gemm_rs gives every rank at least one column of A. ";
-  if (o.stages < 0) msg << "stages must be >= 1 (got " << o.stages << "). ";
-  if (o.gemm_lanes < 1 || o.gemm_lanes > kMaxGemmLanes)
-    msg << "gemm lanes must be 1.." << kMaxGemmLanes << " (got " << o.gemm_lanes << "). ";
-  if (o.merge < 1) msg << "merge must be >= 1 (got " << o.merge << "). ";
+  for_each_field(o, [&](const Field& f, const auto& v) {
+    if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>)
+      if (const std::string bad = out_of_range(f, v); !bad.empty()) msg << bad << ". ";
+  });
   if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
     msg << "--merge " << o.merge << " applies to ag_gemm";
     for (const AlgoRow& row : algorithm_table())

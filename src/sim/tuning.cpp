@@ -46,12 +46,20 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   return c;
 }
 
+// Every option but the algorithm, from PlanOptions' field list: " stages=0 post=comm-first ...".
+static std::string options_after_name(const PlanOptions& o) {
+  std::string text;
+  for_each_field(o, [&](const Field& f, const auto& v) {
+    if (std::string(f.key) != "algo") text += std::string(" ") + f.key + "=" + field_text(v);
+  });
+  return text;
+}
+
 std::string print(const Choice& c) {
   std::ostringstream s;
-  char line[160];
-  std::snprintf(line, sizeof line, "# auto: %s stages=%d gemm_lanes=%d merge=%d (from the %s; predicted %.1f us",
-                to_string(c.options.algo).c_str(), c.options.stages, c.options.gemm_lanes, c.options.merge,
-                c.source.c_str(), c.predicted_us);
+  char line[256];
+  std::snprintf(line, sizeof line, "# auto: %s%s (from the %s; predicted %.1f us", to_string(c.options.algo).c_str(),
+                options_after_name(c.options).c_str(), c.source.c_str(), c.predicted_us);
   s << line;
   if (c.measured_us >= 0) {
     std::snprintf(line, sizeof line, ", measured %.1f us", c.measured_us);
@@ -59,9 +67,8 @@ std::string print(const Choice& c) {
   }
   s << ")\n#   alternatives (predicted, fastest first):\n";
   for (const Alternative& a : c.alternatives) {
-    std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d merge=%d  predicted %10.1f us",
-                  to_string(a.options.algo).c_str(), a.options.stages, a.options.gemm_lanes, a.options.merge,
-                  a.predicted_us);
+    std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us", to_string(a.options.algo).c_str(),
+                  options_after_name(a.options).c_str(), a.predicted_us);
     s << line;
     if (a.measured_us >= 0) {
       std::snprintf(line, sizeof line, "  measured %10.1f us", a.measured_us);

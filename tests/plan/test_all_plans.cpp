@@ -51,12 +51,13 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
     for (const Shape& shape : shapes(P))
       for (BLayout layout : {BLayout::kn, BLayout::nk})
         for (Algo algo : all_algos()) {
-          const Problem p{op, shape.m, shape.n, shape.k, P, layout};
+          const Problem p{.op = op, .m = shape.m, .n = shape.n, .k = shape.k, .world = P, .b_layout = layout};
           for (int stages : stage_counts(p, algo))
             for (Post post : {Post::comm_first, Post::gemm_first})
               for (int lanes : {1, 2})
                 for (int merge : merge_counts(p, algo)) {
-                  const PlanOptions o{algo, stages, post, lanes, merge};
+                  const PlanOptions o{
+                      .algo = algo, .stages = stages, .post = post, .gemm_lanes = lanes, .merge = merge};
                   CheckReport report = check_problem(p, o);
                   if (report.ok()) {  // and as the host transport runs it: collectives lowered to rings
                     std::vector<Plan> lowered;
