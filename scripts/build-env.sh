@@ -15,7 +15,9 @@ configure_and_build() {  # configure_and_build [targets...]
 
 # mpirun as root needs --allow-run-as-root (CI and containers run as root).
 mpirun_cmd() {
-  local cmd=(mpirun --oversubscribe --bind-to none)
+  # --timeout: Open MPI ends the whole job after that many seconds (a rank stopped after its peers
+  # exited can be ended only by the launcher).
+  local cmd=(mpirun --oversubscribe --bind-to none --timeout "${COLLMM_JOB_TIMEOUT:-3600}")
   [ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
   echo "${cmd[@]}"
 }

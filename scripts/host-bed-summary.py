@@ -5,7 +5,14 @@ every algorithm's time over that maximum, the best overlapped algorithm and its 
 baseline, the GEMMs' rate beside the comm (--gemm-rate) and the model's pred/meas where present.
 The algorithms are those in the files, in collmm-bench's order; the first of a shape (collmm-bench
 runs its baseline, the first of `collmm-bench --list-algos`, first) is the baseline.
+Then the targets of docs/perf.md, one row per shape whose --algo auto run sits beside its --algo all
+run (auto-NAME.json beside NAME.json), pass/fail each: the best within 1.05x of max(t_gemm, t_comm)
+(rows with min/max >= 0.25 only), auto within 3% of the best measured, auto never more than 2%
+slower than the baseline (sequential); a row whose GPU SM clock moved during its runs (clocks.csv,
+NAME.window of scripts/gpu-host-bed) is marked and not counted.
 Usage: scripts/host-bed-summary.py FILE.json... (or a folder holding them)"""
+import csv
+import datetime
 import json
 import os
 import sys
@@ -25,9 +32,88 @@ def rows_of(paths):
                 yield os.path.basename(path), r
 
 
+def clock_samples(folder):
+    """(epoch seconds, SM MHz, watts) of clocks.csv in `folder`, or []."""
+    out = []
+    try:
+        for row in csv.reader(open(os.path.join(folder, "clocks.csv"))):
+            try:
+                t = datetime.datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
+                out.append((t.replace(tzinfo=datetime.timezone.utc).timestamp(), float(row[1]), float(row[2])))
+            except (ValueError, IndexError):
+                continue
+    except OSError:
+        pass
+    return out
+
+
+def clocks_moved(folder, names, samples):
+    """Whether the SM clock moved by more than 3% while the GPU was busy (power >= half the
+    window's peak) in the runs `names`; None when no samples cover them."""
+    busy = []
+    for name in names:
+        try:
+            start, end = (float(x) for x in open(os.path.join(folder, name + ".window")).read().split()[:2])
+        except (OSError, ValueError):
+            continue
+        window = [x for x in samples if start <= x[0] <= end]
+        if window:
+            peak = max(w for _, _, w in window)
+            busy += [c for _, c, w in window if w >= 0.5 * peak]
+    if not busy:
+        return None
+    return (max(busy) - min(busy)) / max(busy) > 0.03
+
+
+def targets(paths):
+    """The targets table: NAME.json (--algo all) beside auto-NAME.json (--algo auto)."""
+    runs = {}
+    for path in paths:
+        folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
+        for name, r in rows_of([path]):
+            runs.setdefault((folder, name[:-len(".json")]), []).append(r)
+    print("\ntargets (x = time / max(t_gemm, t_comm); clocks: the SM clock moved > 3% while busy)\n")
+    print("| op | P | M | N | K | min/max | best | best x | auto | auto/best | auto/seq | clocks | "
+          "best <= 1.05x | auto <= 1.03 best | auto <= 1.02 seq |")
+    print("|" + "---|" * 15)
+    samples = {}
+    verdicts = {"pass": 0, "FAIL": 0}
+    for (folder, name), rows in sorted(runs.items()):
+        autos = runs.get((folder, "auto-" + name), [])
+        seq = rows[0]  # the baseline: collmm-bench runs it first
+        if name.startswith("auto-") or not autos or seq.get("t_gemm_us") is None:
+            continue
+        auto = autos[0]
+        tg, tc = seq["t_gemm_us"], seq["t_comm_us"]
+        top = max(tg, tc)
+        best = min(rows + [auto], key=lambda r: r["time_us"])
+        if folder not in samples:
+            samples[folder] = clock_samples(folder)
+        moved = clocks_moved(folder, [name, "auto-" + name], samples[folder])
+
+        def verdict(ok, applies=True):
+            if not applies:
+                return "-"
+            if moved:
+                return "clocks moved"
+            verdicts["pass" if ok else "FAIL"] += 1
+            return "pass" if ok else "FAIL"
+
+        ratio = min(tg, tc) / top
+        cells = [seq["op"], seq["world_size"], seq["m"], seq["n"], seq["k"], f"{ratio:.2f}", best["label"],
+                 f"{best['time_us'] / top:.3f}", auto["label"], f"{auto['time_us'] / best['time_us']:.3f}",
+                 f"{auto['time_us'] / seq['time_us']:.3f}", "-" if moved is None else ("moved" if moved else "steady"),
+                 verdict(best["time_us"] <= 1.05 * top, ratio >= 0.25), verdict(auto["time_us"] <= 1.03 * best["time_us"]),
+                 verdict(auto["time_us"] <= 1.02 * seq["time_us"])]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+    print(f"\ntargets: {verdicts['pass']} pass, {verdicts['FAIL']} FAIL")
+
+
 def main(paths):
     shapes = {}
     for name, r in rows_of(paths):
+        if name.startswith("auto-"):  # --algo auto runs: the targets table's
+            continue
         key = (r["op"], r["world_size"], r["m"], r["n"], r["k"], name)
         shapes.setdefault(key, []).append(r)
     algos = list(dict.fromkeys(r["algo"] for rows in shapes.values() for r in rows))
@@ -57,6 +143,8 @@ def main(paths):
                      f"{min(rates):.3f}-{max(rates):.3f}" if rates else "-",
                      f"{min(preds):.2f}-{max(preds):.2f}" if preds else "-"]
             print("| " + " | ".join(str(c) for c in cells) + " |")
+    targets(paths)
+
 
 if __name__ == "__main__":
     main(sys.argv[1:] or ["."])

@@ -14,18 +14,35 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "collmm/executor.hpp"
+#include "collmm/measured_choice.hpp"
 
 namespace collmm {
 
+// Where a call's plan options come from: `plan` as given, or auto: the cost model's pick for the
+// shape, refined (AutoSettings::measure on, the default) by timing its best few candidates on the
+// call's own inputs the first time the shape runs (collmm/measured_choice.hpp).
+enum class AlgoChoice { given, automatic };
+
 // How the collective and the GEMM are combined; the defaults are the ring, comm posted first.
 struct MatmulOptions {
-  PlanOptions plan;                // the algorithm and its options (types.hpp)
+  PlanOptions plan;                // the algorithm and its options (types.hpp); unused with automatic
   BLayout b_layout = BLayout::kn;  // nk: B_r as torch.nn.Linear stores weights
+  AlgoChoice choice = AlgoChoice::given;
+};
+
+// What AlgoChoice::automatic decides with. The decision of a (op, M, N, K, P, dtype, B layout) is
+// made once per Context and kept; with measuring on, its first call costs up to max_candidates x
+// (warmup + iters) runs (default 4 x 4) before the call itself.
+struct AutoSettings {
+  std::string profile;     // the cost model's profile (name or file); "": cpu-2core on cpu, h200-nvlink on cuda
+  std::string tune_cache;  // a tuning cache file: its measured picks are used, and what auto times is recorded
+  MeasureSettings measure;
 };
 
 class Context {
@@ -41,6 +58,10 @@ class Context {
   int world_size() const;
   Dtype out_dtype(Dtype in) const;
   Executor& executor();
+  // The settings of later automatic calls (shapes already decided keep their decision).
+  void set_auto(const AutoSettings& settings);
+  // The last automatic call's decision: its options, source ("model" or "measured") and printout.
+  const AutoChooser::Decision& last_auto() const;
 
   // Both calls are collective (every rank calls them with the same sizes and options) and throw
   // UsageError for a bad call: a null a, b or c (found on the rank that passes it, before any data
@@ -73,9 +94,20 @@ class Context {
   // Plans and prepares when the problem, options or dtype changed since the last call.
   void prepare(const Problem& problem, const MatmulOptions& options, Dtype dtype);
   int gathered_buffer() const;  // the prepared plan's gathered A
-  // One run on the caller's buffers: (buffer id, memory); memory nullptr leaves the buffer the executor's.
-  void run_on(const std::vector<std::pair<int, const void*>>& inputs,
-              const std::vector<std::pair<int, void*>>& outputs);
+  // The caller's buffers of one call for the prepared plan: (buffer id, memory); memory nullptr
+  // leaves the buffer the executor's.
+  struct CallBuffers {
+    std::vector<std::pair<int, const void*>> inputs;
+    std::vector<std::pair<int, void*>> outputs;
+  };
+  // Binds (cpu) or writes in (cuda) the inputs and outputs for the runs that follow.
+  void attach(const CallBuffers& buffers);
+  // One run on the caller's buffers (the outputs read back where they are not bound).
+  void run_on(const CallBuffers& buffers);
+  // The options of this call: as given, or auto's decision, whose candidates are timed on the
+  // call's own buffers (`buffers` gives them for the plan prepared at the time) on a shape's first call.
+  MatmulOptions options_for_call(const Problem& problem, const MatmulOptions& options, Dtype dtype,
+                                 const std::function<CallBuffers()>& buffers);
 
   std::unique_ptr<Executor> executor_;
   struct Prepared;

@@ -22,8 +22,9 @@ int64_t available_host_bytes();
 // "12.5 GiB"
 std::string gib(double bytes);
 
-// Throws UsageError when `processes` processes of `bytes_per_process` each do not fit the node's
-// available memory.
+// Throws UsageError when `processes` processes of `bytes_per_process` each do not fit: this
+// process's RLIMIT_AS / RLIMIT_DATA, the node's available memory, or its memory cgroup's limit
+// (v1 or v2), whichever is tightest; the message names the bound.
 void check_host_memory(int64_t bytes_per_process, int processes);
 
 }  // namespace collmm

@@ -127,5 +127,10 @@ bool only_fills_output(const Plan&, int i);
 Plan empty_plan(const Problem&, const PlanOptions&, int rank);
 Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {});
 inline int ring_mod(int a, int b) { return ((a % b) + b) % b; }
+// Piece i of `pieces` of slice s (rows split as block_size splits them): what --pieces cuts a
+// ring's edge chunk into.
+inline Slice piece_of(Slice s, int pieces, int i) {
+  return {s.buf, s.row + block_offset(s.rows, pieces, i), block_size(s.rows, pieces, i)};
+}
 
 }  // namespace collmm

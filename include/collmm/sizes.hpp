@@ -4,6 +4,7 @@
 // collmm-bench and collmm-sim parse -m, -n and -k with parse_size.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -13,6 +14,12 @@ constexpr int64_t kMaxSize = int64_t(1) << 40;      // M, N and K each
 constexpr int64_t kMaxElements = int64_t(1) << 56;  // M*K, K*N and M*N (bytes fit int64 at 8 per element)
 constexpr int kMaxWorld = 1024;                     // P
 constexpr int kMaxGemmLanes = 64;                   // --gemm-lanes (threads on cpu, streams on cuda)
+constexpr int kMaxPieces = 64;                      // --pieces (transfers the ring's edge is cut into)
+// The run's other counts, one definition for the command lines, the library and the bindings.
+constexpr int kMaxThreads = 1024;           // --threads: BLAS threads per rank
+constexpr int kMaxIters = 1000000;          // -i and -w: timed and untimed iterations
+constexpr int kMaxTimeout = 7 * 24 * 3600;  // --timeout, seconds
+constexpr int64_t kMaxSeed = INT64_MAX;     // --seed (0 .. 2^63 - 1)
 
 // A decimal count with an optional binary suffix K, M, G or T (either case: 8K = 8192, 1M =
 // 1048576). Throws UsageError naming the text for anything else: a sign, spaces, an empty string,

@@ -63,6 +63,10 @@ struct PlanOptions {
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
                        // steps (fewer, larger GEMMs; the comm is unchanged)
+  int pieces = 1;      // ring and bidir: the ring's exposed edge (ag_gemm: the last chunk's transfer
+                       // and GEMM; gemm_rs: the first partial's GEMM and send) cut into this many
+                       // row pieces, each its own transfer, so only 1/pieces of a chunk's GEMM is
+                       // left with nothing beside it
 };
 
 // One field of a value: its key in text and JSON, its name in messages, whether JSON must hold it,
@@ -88,6 +92,7 @@ void for_each_field(O& o, F&& f) {
     f(Field{"post", "post"}, o.post);
     f(Field{"gemm_lanes", "gemm lanes", false, 1, kMaxGemmLanes}, o.gemm_lanes);
     f(Field{"merge", "merge", false, 1, kMaxWorld}, o.merge);
+    f(Field{"pieces", "pieces", false, 1, kMaxPieces}, o.pieces);
   } else {
     f(Field{"world_size", "world size", true, 1, kMaxWorld}, o.world);
     f(Field{"op", "op", true}, o.op);
@@ -114,16 +119,17 @@ std::string out_of_range(const Field&, int64_t v);
 bool operator==(const Problem&, const Problem&);
 bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
-// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1"
+// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1"
 std::string to_string(const PlanOptions&);
 // (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
 // The same for a whole run: the problem (world size, op, M, N, K, B layout), the dtype, then the
 // options. What every executor and the Context check before a plan is prepared.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
-// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (stages
-// outside pipelined, merge outside the ag_gemm ring) at its default. What a front end runs for
-// each algorithm when one set of flags serves several (--algo all).
+// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row in
+// collmm/algorithms.hpp: stages outside pipelined, merge outside the ag_gemm ring, pieces outside
+// ring and bidir) at its default. What a front end runs for each algorithm when one set of flags
+// serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one
@@ -139,6 +145,10 @@ struct LocalShape {
   int64_t gemm_k, gemm_n;  // the inner and output-column sizes of every GEMM this rank runs
 };
 LocalShape local_shape(const Problem&, int rank);
+
+// The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
+// parts its chunks travel in (the algorithm's row: bidir sends two halves). pieces may be at most this.
+int64_t edge_rows(const Problem&, const PlanOptions&);
 
 // Checks sizes and options that every algorithm needs; throws UsageError naming what is wrong.
 void validate(const Problem&, const PlanOptions&);

@@ -1,7 +1,8 @@
 """collmm's ops beside PyTorch's own ways of doing the same job, one table (nccl-tests style).
 
-    torchrun --nproc-per-node P python/bench/bench.py [--device cuda [--share-gpu]] [--dtype bf16]
-             [-m M -n N -k K] [--op ag|rs|all] [--algo all|auto|ring|...] [--iters I --warmup W] [--json FILE]
+    torchrun --nproc-per-node P python/bench/bench.py [--device cuda [--share-gpu] [--nccl-only]] [--dtype bf16]
+             [-m M [M ...] -n N -k K] [--op ag|rs|all] [--algo all|auto|ring|...] [--check every|first]
+             [--iters I --warmup W] [--json FILE]
 
 Rows per op (global sizes: A [M, K], B [K, N]; ag: rank r holds rows block r of A and columns block
 r of B; rs: columns block r of A and rows block r of B):
@@ -15,7 +16,13 @@ r of B; rs: columns block r of A and rows block r of B):
 time_us: median over iterations of the slowest rank, the rows timed side by side (each iteration
 runs every row once; CUDA: events around each run, runs enqueued back to back); vs_base: the torch:ag+mm (mm+rs) row's time
 over this row's (> 1: faster); max_err: the largest difference from that row's output, relative
-to its largest element. M, N and K must divide by P (the torch rows need equal shards).
+to its largest element. host_us: the time a call takes to return to Python (median over the
+iterations, the slowest rank): on CUDA the host's cost of the call, with the device still busy
+behind it (collmm's second and later calls of a shape enqueue their work and return). M, N and K
+must divide by P (the torch rows need equal shards). --nccl-only: the group is
+init_process_group("nccl") (torchrun's usual group: collmm agrees over its Store); else
+"cpu:gloo,cuda:nccl". --check first: collmm.set_check("first") (later calls of a shape agree on
+nothing).
 """
 import argparse
 import json
@@ -35,7 +42,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
-    p.add_argument("-m", type=int, default=1024)
+    p.add_argument("-m", type=int, nargs="+", default=[1024])
     p.add_argument("-n", type=int, default=1024)
     p.add_argument("-k", type=int, default=1024)
     p.add_argument("--op", default="all", choices=["ag", "rs", "all"])
@@ -43,6 +50,8 @@ def parse_args():
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", default=None)
+    p.add_argument("--check", default="every", choices=["every", "first"])
+    p.add_argument("--nccl-only", action="store_true", help="an NCCL-only group (CUDA)")
     p.add_argument("--share-gpu", action="store_true",
                    help="every rank on GPU 0 (NCCL_HOSTID per rank, device-notes.md): correctness, not timings")
     return p.parse_args()
@@ -65,7 +74,7 @@ def time_rows(rows, device, warmup, iters, report):
             for _ in range(warmup):
                 out = fn()
             sync(device)
-            live.append(dict(impl=impl, fn=fn, out=out, spans=[]))
+            live.append(dict(impl=impl, fn=fn, out=out, spans=[], host=[]))
         except Exception as e:  # noqa: BLE001 - a row that cannot run says why and the table goes on
             report(impl, e)
     for _ in range(iters):
@@ -73,7 +82,9 @@ def time_rows(rows, device, warmup, iters, report):
             if device.type == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
+                t0 = time.perf_counter()
                 row["out"] = row["fn"]()
+                row["host"].append((time.perf_counter() - t0) * 1e6)
                 end.record()
                 row["spans"].append((start, end))
             else:
@@ -81,13 +92,18 @@ def time_rows(rows, device, warmup, iters, report):
                 t0 = time.perf_counter()
                 row["out"] = row["fn"]()
                 row["spans"].append((time.perf_counter() - t0) * 1e6)
+                row["host"].append(row["spans"][-1])
     sync(device)
     timed = []
     for row in live:
         us = [s.elapsed_time(e) * 1e3 for s, e in row["spans"]] if device.type == "cuda" else row["spans"]
-        slowest = torch.tensor(us, dtype=torch.float64)
+        slowest = torch.tensor([us, row["host"]], dtype=torch.float64)
+        if dist.get_backend() == "nccl":  # an NCCL-only group: the reduction on the device
+            slowest = slowest.to(device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # gloo or the default group's CPU side
-        timed.append((row["impl"], statistics.median(slowest.tolist()), row["out"]))
+        slowest = slowest.cpu()
+        timed.append((row["impl"], statistics.median(slowest[0].tolist()), statistics.median(slowest[1].tolist()),
+                      row["out"]))
     return timed
 
 
@@ -100,7 +116,7 @@ def symm_mem_op(name):
 
 
 def cases(args, device, dtype, rank, world, group):
-    m, n, k = args.m, args.n, args.k
+    m, n, k = args.m_now, args.n, args.k
     algos = collmm.ALGOS if args.algo == "all" else (args.algo,)
     g = torch.Generator(device="cpu").manual_seed(rank)
     rand = lambda *s: torch.randn(*s, generator=g).to(device=device, dtype=dtype)  # noqa: E731
@@ -152,38 +168,47 @@ def main():
             os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
         torch.cuda.set_device(0 if args.share_gpu else local_rank)
         device = torch.device("cuda", torch.cuda.current_device())
-        dist.init_process_group("cpu:gloo,cuda:nccl")
+        dist.init_process_group("nccl" if args.nccl_only else "cpu:gloo,cuda:nccl")
     else:
         dist.init_process_group("gloo")
     rank, world, group = dist.get_rank(), dist.get_world_size(), dist.group.WORLD
-    if args.m % world or args.n % world or args.k % world:
+    if any(m % world for m in args.m) or args.n % world or args.k % world:
         raise SystemExit(f"M, N and K must divide by P = {world}")
+    collmm.set_check(args.check)
     dtype = DTYPES[args.dtype]
-    flops = 2.0 * args.m * args.n * args.k / world
     results = []
     if rank == 0:
         print(f"# {'op':>8} {'impl':>18} {'M':>6} {'N':>6} {'K':>6} {'P':>3} {'dtype':>5} {'time_us':>10} "
-              f"{'TFLOP/s':>8} {'vs_base':>7} {'max_err':>9}  (device {device}, torch {torch.__version__})")
+              f"{'host_us':>8} {'TFLOP/s':>8} {'vs_base':>7} {'max_err':>9}  (device {device}, torch "
+              f"{torch.__version__}, group {dist.get_backend()}, check {args.check})")
+    for args.m_now in args.m:
+        bench_one(args, device, dtype, rank, world, group, results)
+    if rank == 0 and args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    dist.destroy_process_group()
+
+
+def bench_one(args, device, dtype, rank, world, group, results):
+    m = args.m_now
+    flops = 2.0 * m * args.n * args.k / world
     for op, rows in cases(args, device, dtype, rank, world, group):
         def report(impl, e, op=op):
             if rank == 0:
                 print(f"  {op:>8} {impl:>18}  failed: {str(e).splitlines()[0][:100]}")
 
         base_us, base_out = None, None
-        for impl, us, out in time_rows(rows, device, args.warmup, args.iters, report):
+        for impl, us, host_us, out in time_rows(rows, device, args.warmup, args.iters, report):
             if base_us is None:
                 base_us, base_out = us, out
             err = ((out.double() - base_out.double()).abs().max() / base_out.double().abs().max().clamp_min(1e-30)).item()
-            row = dict(op=op, impl=impl, m=args.m, n=args.n, k=args.k, world_size=world, dtype=args.dtype,
-                       time_us=us, tflops=flops / us / 1e6, vs_base=base_us / us, max_err=err)
+            row = dict(op=op, impl=impl, m=m, n=args.n, k=args.k, world_size=world, dtype=args.dtype,
+                       time_us=us, host_us=host_us, tflops=flops / us / 1e6, vs_base=base_us / us, max_err=err,
+                       group=dist.get_backend(), check=args.check)
             results.append(row)
             if rank == 0:
-                print(f"  {op:>8} {impl:>18} {args.m:>6} {args.n:>6} {args.k:>6} {world:>3} {args.dtype:>5} "
-                      f"{us:>10.1f} {row['tflops']:>8.3f} {row['vs_base']:>7.2f} {err:>9.2e}")
-    if rank == 0 and args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    dist.destroy_process_group()
+                print(f"  {op:>8} {impl:>18} {m:>6} {args.n:>6} {args.k:>6} {world:>3} {args.dtype:>5} "
+                      f"{us:>10.1f} {host_us:>8.1f} {row['tflops']:>8.3f} {row['vs_base']:>7.2f} {err:>9.2e}")
 
 
 if __name__ == "__main__":

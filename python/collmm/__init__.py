@@ -1,29 +1,84 @@
 """collmm: collective matmul for PyTorch.
 
 Importing collmm loads its extension, which registers two dispatcher ops with the arguments of
-torch.ops.symm_mem's fused ops (plus ``algo``):
+torch.ops.symm_mem's fused ops (plus ``algo`` and the sizes one rank cannot know):
 
-    torch.ops.collmm.fused_all_gather_matmul(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto")
-    torch.ops.collmm.fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name, *, algo="auto")
+    torch.ops.collmm.fused_all_gather_matmul(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
+                                             gathered_size=None)
+    torch.ops.collmm.fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name, *, algo="auto",
+                                                 scatter_size=None)
 
-and their fake (meta) kernels, so torch.compile(fullgraph=True) traces models that call them.
-collmm.torch holds the tensor-parallel layers built on them (ColumnParallelLinear,
-RowParallelLinear).
+their fake (meta) kernels, so torch.compile(fullgraph=True) traces models that call them, and their
+autograd formulas (each op's backward is the other op). collmm.fused_all_gather_matmul and
+collmm.fused_matmul_reduce_scatter take a group or its name and document each result as unfused
+code. collmm.torch holds the tensor-parallel layers built on them (ColumnParallelLinear,
+RowParallelLinear) and shard / gather_state_dict / load_full_state_dict.
 """
 import os
 
 import torch
+import torch.distributed as dist
 
 torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
+_ops = torch.ops.collmm  # not `torch.ops` below: importing collmm.torch rebinds the name `torch` in this package
 
 from .ops import ALGOS, block_size, fused_all_gather_matmul, fused_matmul_reduce_scatter  # noqa: E402
 
 
 def set_cpu_executor(kind: str) -> None:
-    """Which executor runs the ops on CPU tensors, for groups first used after this call:
-    "host" (the default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen
-    GEMMs on the calling thread, the group's comm asynchronous beside them: what CUDA tensors get)."""
-    torch.ops.collmm.set_cpu_executor(kind)
+    """Which executor runs the ops on CPU tensors, for groups first used after this call: "aten"
+    (the default: ATen GEMMs, torch's own BLAS, on the calling thread, the group's comm asynchronous
+    beside them: what CUDA tensors get) or "host" (the cpu backend's: OpenBLAS GEMMs on lane
+    threads beside the group's comm)."""
+    _ops.set_cpu_executor(kind)
 
 
-__all__ = ["ALGOS", "block_size", "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "set_cpu_executor"]
+def set_check(check: str) -> None:
+    """"every" (the default): every call agrees with the other ranks on the problem before data moves.
+    "first": a call whose problem (shapes, dtype, layout, algo, this rank's split) this process
+    agreed before exchanges nothing, as torch.ops.symm_mem trusts its callers: ranks that then
+    disagree are not caught (they fail or hang in the data's exchange, bounded by the group's timeout)."""
+    _ops.set_check(check)
+
+
+def set_channel(channel: str) -> None:
+    """How groups first used after this call agree: "auto" (the default: over the group's c10d Store
+    where the group has no CPU backend, an NCCL-only group, so no call waits for the device; else
+    over the group's own collectives), "store" or "group"."""
+    _ops.set_channel(channel)
+
+
+def set_timeout(seconds: float) -> None:
+    """Bounds every wait of the ops for the other ranks (their agreement) by `seconds`: a rank left
+    waiting raises torch.distributed.DistBackendError naming the call it waited in. It also bounds a
+    CPU run on the host executor (plans prepared later), whose watchdog ends the process (300 s by
+    default). 0: the group's own timeout for the waits."""
+    _ops.set_timeout(float(seconds))
+
+
+class trace:
+    """``with collmm.trace("out/step") as t:`` records the steps of every collmm call inside (clock
+    times on CPU, CUDA events on GPUs; nothing outside a trace) and at the end writes, on global
+    rank 0, what collmm-bench writes for its runs: out/step.json (Chrome trace: one box per step,
+    named like "ag_gemm ring step 2 chunk 3 gemm", calls laid end to end), out/step-<i>-<op>-<algo>.svg
+    (the timeline of call i) and out/step.txt (the table: op, algo, M N K, P, dtype, time_us, t_gemm_us,
+    t_comm_us, hidden%, E per call; t_gemm and t_comm read off the call's own steps). ``t.table``
+    holds the table on every rank. Each traced call gathers its steps over the group (an exchange)."""
+
+    def __init__(self, path: str):
+        self.path, self.table = str(path), ""
+
+    def __enter__(self) -> "trace":
+        _ops.trace_start()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        write = not dist.is_initialized() or dist.get_rank() == 0
+        if write and os.path.dirname(self.path):
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.table = _ops.trace_stop(self.path, write)
+        return False
+
+
+__all__ = ["ALGOS", "block_size", "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "set_channel",
+           "set_check", "set_cpu_executor", "set_timeout", "trace"]

@@ -1,9 +1,11 @@
-"""The ops' fake (meta) kernels and thin Python wrappers that take a group or its name.
+"""The ops' fake (meta) kernels, their autograd formulas, and Python wrappers that take a group or
+its name.
 
 The kernels themselves are C++ (python/csrc/ops.cpp). A fake kernel gives the shapes of the
-outputs without data, for torch.compile and FakeTensor tracing; it assumes every rank holds as many
-rows as this one (all_gather_matmul), as torch.ops.symm_mem's fake kernels do: a model traced with
-uneven shards runs with the eager op.
+outputs without data, for torch.compile (inductor included) and FakeTensor tracing. One rank cannot
+know the other ranks' sizes: the fake all-gather assumes every rank holds as many as this one unless
+``gathered_size`` gives the total, and the fake reduce-scatter gives this rank ``scatter_size``
+(default: collmm's split). Pass them where shards are uneven and the op is compiled.
 """
 from typing import List, Optional, Tuple, Union
 
@@ -27,23 +29,117 @@ def group_name_of(group: Union[None, str, dist.ProcessGroup]) -> str:
     return (group if group is not None else dist.group.WORLD).group_name
 
 
+def process_group_of(group: Union[None, str, dist.ProcessGroup]) -> dist.ProcessGroup:
+    """`group` as a ProcessGroup: itself, the group of that name, or the default group when None."""
+    if isinstance(group, str):
+        try:
+            return _resolve_process_group(group)
+        except Exception:  # noqa: BLE001 - torch raises RuntimeError or ValueError by version
+            raise ValueError(f"collmm: no process group is named {group!r} (pass the group itself or its "
+                             "group_name)") from None
+    return group if group is not None else dist.group.WORLD
+
+
+def _same_device(a: torch.Tensor, bs: List[torch.Tensor], a_name: str, b_name: str) -> None:
+    for i, b in enumerate(bs):
+        if b.device != a.device:
+            name = f"{b_name}[{i}]" if len(bs) > 1 or b_name == "Bs" else b_name
+            raise ValueError(f"collmm: {name} is on {b.device}, {a_name} on {a.device}: pass tensors of one device")
+
+
+def _with_first(a: torch.Tensor, dim: int, first: int, last: int) -> torch.Tensor:
+    """An empty tensor shaped as `a` with `dim` moved first, sized `first` there and `last` in the last
+    dim, moved back: the shape and strides the kernels return."""
+    shape = list(a.movedim(dim, 0).shape)
+    shape[0], shape[-1] = first, last
+    return a.new_empty(shape).movedim(0, dim)
+
+
 @torch.library.register_fake("collmm::fused_all_gather_matmul")
-def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto"):
-    world = _resolve_process_group(group_name).size()
-    rows = A_shard.shape[0] * world
-    A = A_shard.new_empty((rows, *A_shard.shape[1:])) if return_A else None
-    return A, [A_shard.new_empty((rows, *A_shard.shape[1:-1], B.shape[1])) for B in Bs]
+def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
+                                  gathered_size=None, pieces=1):
+    _same_device(A_shard, Bs, "A_shard", "Bs")
+    world = process_group_of(group_name).size()
+    d = gather_dim % A_shard.dim()
+    rows = gathered_size if gathered_size is not None else A_shard.shape[d] * world
+    A = _with_first(A_shard, d, rows, A_shard.shape[-1]) if return_A else None
+    return A, [_with_first(A_shard, d, rows, B.shape[1]) for B in Bs]
 
 
 @torch.library.register_fake("collmm::fused_matmul_reduce_scatter")
-def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto"):
-    group = _resolve_process_group(group_name)
-    inner = A.shape[1:-1]
-    per_row = 1
-    for d in inner:
-        per_row *= d
-    rows = block_size(A.numel() // A.shape[-1], group.size(), group.rank()) // per_row
-    return A.new_empty((rows, *inner, B.shape[1]))
+def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto", scatter_size=None,
+                                      pieces=1):
+    _same_device(A, [B], "A", "B")
+    group = process_group_of(group_name)
+    d = scatter_dim % A.dim()
+    rows = scatter_size if scatter_size is not None else block_size(A.shape[d], group.size(), group.rank())
+    return _with_first(A, d, rows, B.shape[1])
+
+
+# Autograd: the backward of each op is the other op (as in the layers, collmm.torch).
+#   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard))
+#     dA_shard = this rank's block of sum_q (sum_i dC_i @ B_i^T + dA)   fused_matmul_reduce_scatter
+#     dB_i     = A^T @ dC_i                                              (A: returned, or gathered again)
+#   matmul reduce-scatter  C_r = block r of sum_q A_q @ B_q   (avg: / P)
+#     dA = all_gather(dC) @ B^T,  dB = A^T @ all_gather(dC)              fused_all_gather_matmul
+
+
+def _ag_setup(ctx, inputs, keyword_only_inputs, output):
+    A_shard, Bs, gather_dim, group_name = inputs
+    return_A, algo = keyword_only_inputs.get("return_A", True), keyword_only_inputs.get("algo", "auto")
+    ctx.dim, ctx.group_name, ctx.algo = gather_dim % A_shard.dim(), group_name, algo
+    ctx.shard_size = A_shard.shape[ctx.dim]
+    ctx.save_for_backward(A_shard, output[0] if return_A else None, *Bs)
+
+
+def _ag_backward(ctx, grad_A, grad_Cs):
+    A_shard, A, *Bs = ctx.saved_tensors
+    K = A_shard.shape[-1]
+    xs, ys = [], []  # dA_shard = reduce_scatter(cat(xs, -1) @ cat(ys, 0))
+    for dC, B in zip(grad_Cs, Bs):
+        if dC is not None:
+            xs.append(dC)
+            ys.append(B.t())
+    if grad_A is not None:
+        xs.append(grad_A)
+        ys.append(torch.eye(K, dtype=A_shard.dtype, device=A_shard.device))
+    dA_shard = None
+    if xs:
+        dA_shard = torch.ops.collmm.fused_matmul_reduce_scatter(
+            torch.cat(xs, -1).contiguous(), torch.cat(ys, 0), "sum", ctx.dim, ctx.group_name, algo=ctx.algo,
+            scatter_size=ctx.shard_size)
+    dBs = [None] * len(Bs)
+    if any(dC is not None for dC in grad_Cs) and ctx.needs_input_grad[1]:
+        if A is None:  # not returned by the forward: gathered again
+            A, _ = torch.ops.collmm.fused_all_gather_matmul(
+                A_shard, [A_shard.new_zeros(K, 1)], ctx.dim, ctx.group_name, return_A=True, algo=ctx.algo)
+        flat = A.reshape(-1, K)
+        dBs = [None if dC is None else flat.t() @ dC.reshape(-1, dC.shape[-1]) for dC in grad_Cs]
+    return dA_shard, dBs, None, None
+
+
+def _rs_setup(ctx, inputs, keyword_only_inputs, output):
+    A, B, reduce_op, scatter_dim, group_name = inputs
+    algo = keyword_only_inputs.get("algo", "auto")
+    ctx.dim, ctx.group_name, ctx.algo = scatter_dim % A.dim(), group_name, algo
+    ctx.full_size = A.shape[ctx.dim]
+    ctx.scale = 1.0 / process_group_of(group_name).size() if reduce_op == "avg" else 1.0
+    ctx.save_for_backward(A, B)
+
+
+def _rs_backward(ctx, dC):
+    A, B = ctx.saved_tensors
+    gathered, (dA,) = torch.ops.collmm.fused_all_gather_matmul(
+        dC.contiguous(), [B.t()], ctx.dim, ctx.group_name, return_A=True, algo=ctx.algo,
+        gathered_size=ctx.full_size)
+    dB = A.reshape(-1, A.shape[-1]).t() @ gathered.reshape(-1, gathered.shape[-1])
+    if ctx.scale != 1.0:
+        dA, dB = dA * ctx.scale, dB * ctx.scale
+    return dA, dB, None, None, None
+
+
+torch.library.register_autograd("collmm::fused_all_gather_matmul", _ag_backward, setup_context=_ag_setup)
+torch.library.register_autograd("collmm::fused_matmul_reduce_scatter", _rs_backward, setup_context=_rs_setup)
 
 
 def fused_all_gather_matmul(
@@ -54,10 +150,34 @@ def fused_all_gather_matmul(
     *,
     return_A: bool = True,
     algo: str = "auto",
+    gathered_size: Optional[int] = None,
+    pieces: int = 1,
 ) -> Tuple[Optional[torch.Tensor], List[torch.Tensor]]:
-    """(all_gather(A_shard) or None, [all_gather(A_shard) @ B for B in Bs]) over `group`."""
+    """All-gather of ``A_shard`` along ``gather_dim`` and its product with each B, the transfers
+    overlapped with the GEMMs. The result, unfused::
+
+        A = torch.cat(all_gather(A_shard over group), dim=gather_dim)   # every rank's size as it comes
+        return (A if return_A else None), [A @ B for B in Bs]
+
+    Args:
+        A_shard: this rank's part of A, [..., K], contiguous; any size along ``gather_dim`` (each
+            rank its own: a sequence of any length sharded any way).
+        Bs: [K, N_i] matrices, row-major or the transposed view of an ``nn.Linear`` weight
+            (``w.t()``, read in place); ``Bs[0]``'s N split over the ranks as collmm's split
+            (``block_size``); the others are multiplied after the gather.
+        gather_dim: the dim of A gathered, any but the last. 0, or a dim with only size-1 dims
+            before it, is read in place; another one costs one copy of ``A_shard``.
+        group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
+        return_A: return the gathered A (else None, and it stays in collmm's scratch).
+        algo: "auto" (the cost model's pick) or one of ``ALGOS``.
+        gathered_size: the size of A along ``gather_dim`` (the sum over the ranks). Only
+            torch.compile needs it, and only where the ranks' sizes differ; checked when given.
+        pieces: with algo ring or bidir, the last chunk's transfer and GEMM cut in that many pieces.
+    Autograd: ``dA_shard`` is the reduce-scatter op on the output gradients, ``dB_i = A^T @ dC_i``.
+    """
     return torch.ops.collmm.fused_all_gather_matmul(
-        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo
+        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size,
+        pieces=pieces
     )
 
 
@@ -69,6 +189,30 @@ def fused_matmul_reduce_scatter(
     group: Union[None, str, dist.ProcessGroup] = None,
     *,
     algo: str = "auto",
+    scatter_size: Optional[int] = None,
+    pieces: int = 1,
 ) -> torch.Tensor:
-    """This rank's rows block of the sum (or average) of A @ B over `group`."""
-    return torch.ops.collmm.fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo)
+    """A @ B reduced over the group and scattered along ``scatter_dim``, the transfers overlapped
+    with the GEMMs. The result on rank r, unfused::
+
+        S = sum(A_q @ B_q for every rank q)            # reduce_op "avg": S / group size
+        sizes = all_gather(scatter_size or block_size(S.size(scatter_dim), P, r))
+        return S.split(sizes, dim=scatter_dim)[r]
+
+    Args:
+        A: this rank's [..., K_r], contiguous (K split over the ranks as collmm's split).
+        B: [K_r, N], row-major or the transposed view of an ``nn.Linear`` weight (``w.t()``).
+        reduce_op: "sum" or "avg".
+        scatter_dim: the dim of the result split over the ranks, any but the last. 0, or a dim with
+            only size-1 dims before it, is read in place; another one costs one copy of A.
+        group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
+        algo: "auto" (the cost model's pick) or one of ``ALGOS``.
+        scatter_size: this rank's size of the result along ``scatter_dim`` (any split whose sizes
+            add up to A's); default ``block_size(A.size(scatter_dim), P, rank)``.
+        pieces: with algo ring or bidir, the first partial's GEMM and send cut in that many pieces.
+    Autograd: ``dA = all_gather(dC) @ B^T``, ``dB = A^T @ all_gather(dC)`` (the all-gather op).
+    """
+    return torch.ops.collmm.fused_matmul_reduce_scatter(
+        A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size,
+        pieces=pieces
+    )

@@ -7,54 +7,70 @@ features). Activations between them follow Megatron's sequence parallelism:
     x_r [s_r, b, K]  --ColumnParallelLinear-->  h_r [s, b, N_r]  --(elementwise)-->
     h_r [s, b, N_r]  --RowParallelLinear----->  y_r [s_r, b, K']      (s = sum of s_r, dim 0 split)
 
-    ColumnParallelLinear  forward   h_r  = all_gather(x) @ W_r^T          fused_all_gather_matmul
-                          backward  dx_r = rows block r of sum_q dh_q @ W_q  fused_matmul_reduce_scatter
+    ColumnParallelLinear  forward   h_r  = all_gather(x) @ W_r^T + b_r    fused_all_gather_matmul
+                          backward  dx_r = block r of sum_q dh_q @ W_q  fused_matmul_reduce_scatter
                                     dW_r = dh_r^T @ all_gather(x)         (the gathered x of the forward)
-    RowParallelLinear     forward   y_r  = rows block r of sum_q h_q @ W_q^T  fused_matmul_reduce_scatter
+    RowParallelLinear     forward   y_r  = block r of sum_q h_q @ W_q^T + b   fused_matmul_reduce_scatter
                           backward  dh_r = all_gather(dy) @ W_r             fused_all_gather_matmul
                                     dW_r = all_gather(dy)^T @ h_r          (the gathered dy of that op)
+                                    db   = sum over the group of dy's column sums (b is replicated)
 
-Weights are read in place (W^T as a transposed view: layout nk); gradients equal those of the
-unsharded torch.nn.Linear (tested). Rank r's rows of dim 0 (leading dims flattened) must be
-collmm's split: block_size(total, P, r).
+Each rank's s_r is its own (any split of the sequence; by default RowParallelLinear gives rank r
+block_size(s, P, r)). Weights are read in place (W^T as a transposed view); outputs and gradients
+equal those of the unsharded torch.nn.Linear (tested).
+
+Parameters that every rank holds whole in a sequence-parallel block (a LayerNorm's weight and bias,
+a bias added to the sharded activations) see only this rank's rows: after backward, all-reduce their
+gradients over the group before the optimizer step::
+
+    for p in norm.parameters():
+        dist.all_reduce(p.grad, group=group)
+
+(RowParallelLinear's bias does this itself.) shard() cuts an input into this rank's block;
+gather_state_dict() and load_full_state_dict() turn a sharded model's state_dict into the unsharded
+model's and back.
 """
-from typing import Optional, Union
+from typing import Dict, Optional, Union
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from .ops import block_size, group_name_of
+from .ops import block_size, group_name_of, process_group_of
+
+Group = Union[None, str, dist.ProcessGroup]
 
 
 class _AllGatherMatmul(torch.autograd.Function):
     """y = all_gather(x) @ w.t(); its input gradient is the dual op, its weight gradient reuses the gathered x."""
 
     @staticmethod
-    def forward(ctx, x, weight, group_name: str, algo: str):
+    def forward(ctx, x, weight, group_name: str, algo: str, gathered_size: Optional[int]):
         gathered, (y,) = torch.ops.collmm.fused_all_gather_matmul(
-            x.contiguous(), [weight.t()], 0, group_name, return_A=True, algo=algo
+            x.contiguous(), [weight.t()], 0, group_name, return_A=True, algo=algo, gathered_size=gathered_size
         )
         ctx.save_for_backward(gathered, weight)
-        ctx.group_name, ctx.algo = group_name, algo
+        ctx.group_name, ctx.algo, ctx.rows = group_name, algo, x.shape[0]
         return y
 
     @staticmethod
     def backward(ctx, dy):
         gathered, weight = ctx.saved_tensors
         dy = dy.contiguous()
-        dx = torch.ops.collmm.fused_matmul_reduce_scatter(dy, weight, "sum", 0, ctx.group_name, algo=ctx.algo)
+        dx = torch.ops.collmm.fused_matmul_reduce_scatter(dy, weight, "sum", 0, ctx.group_name, algo=ctx.algo,
+                                                          scatter_size=ctx.rows)
         dw = dy.flatten(0, -2).t() @ gathered.flatten(0, -2)
-        return dx, dw, None, None
+        return dx, dw, None, None, None
 
 
 class _MatmulReduceScatter(torch.autograd.Function):
     """y = reduce_scatter(h @ w.t()); its input gradient is the dual op, whose gathered dy gives the weight gradient."""
 
     @staticmethod
-    def forward(ctx, h, weight, group_name: str, algo: str):
+    def forward(ctx, h, weight, group_name: str, algo: str, scatter_size: Optional[int]):
         h = h.contiguous()
-        y = torch.ops.collmm.fused_matmul_reduce_scatter(h, weight.t(), "sum", 0, group_name, algo=algo)
+        y = torch.ops.collmm.fused_matmul_reduce_scatter(h, weight.t(), "sum", 0, group_name, algo=algo,
+                                                         scatter_size=scatter_size)
         ctx.save_for_backward(h, weight)
         ctx.group_name, ctx.algo = group_name, algo
         return y
@@ -63,78 +79,176 @@ class _MatmulReduceScatter(torch.autograd.Function):
     def backward(ctx, dy):
         h, weight = ctx.saved_tensors
         gathered_dy, (dh,) = torch.ops.collmm.fused_all_gather_matmul(
-            dy.contiguous(), [weight], 0, ctx.group_name, return_A=True, algo=ctx.algo
+            dy.contiguous(), [weight], 0, ctx.group_name, return_A=True, algo=ctx.algo, gathered_size=h.shape[0]
         )
         dw = gathered_dy.flatten(0, -2).t() @ h.flatten(0, -2)
-        return dh, dw, None, None
+        return dh, dw, None, None, None
 
 
-def _rank_and_size(group) -> tuple:
-    group = group if group is not None else dist.group.WORLD
-    return dist.get_rank(group), dist.get_world_size(group)
+class _AddReplicatedBias(torch.autograd.Function):
+    """y + bias for a bias every rank holds whole; its gradient is summed over the group's rows."""
+
+    @staticmethod
+    def forward(ctx, y, bias, group: dist.ProcessGroup):
+        ctx.group = group
+        return y + bias
+
+    @staticmethod
+    def backward(ctx, dy):
+        db = dy.reshape(-1, dy.shape[-1]).sum(0)
+        dist.all_reduce(db, group=ctx.group)
+        return dy, db, None
+
+
+def _block(total: int, group: dist.ProcessGroup) -> slice:
+    rank, world = group.rank(), group.size()
+    first = sum(block_size(total, world, q) for q in range(rank))
+    return slice(first, first + block_size(total, world, rank))
+
+
+def shard(x: torch.Tensor, dim: int = 0, group: Group = None) -> torch.Tensor:
+    """This rank's block of `x` along `dim` (collmm's split: rank r gets block_size(x.size(dim), P, r)
+    elements, the first x.size(dim) % P ranks one more), as a contiguous copy."""
+    b = _block(x.shape[dim], process_group_of(group))
+    return x.narrow(dim, b.start, b.stop - b.start).contiguous()
+
+
+def _gather_blocks(t: torch.Tensor, dim: int, total: int, group: dist.ProcessGroup) -> torch.Tensor:
+    """The blocks of every rank (collmm's split of `total` along `dim`) put back together."""
+    world = group.size()
+    most = block_size(total, world, 0)
+    pad = [0, 0] * (t.dim() - 1 - dim) + [0, most - t.shape[dim]]
+    parts = [torch.empty_like(nn.functional.pad(t, pad)) for _ in range(world)]
+    dist.all_gather(parts, nn.functional.pad(t, pad).contiguous(), group=group)
+    return torch.cat([p.narrow(dim, 0, block_size(total, world, q)) for q, p in enumerate(parts)], dim)
 
 
 class ColumnParallelLinear(nn.Module):
-    """Output features split over the group; input sequence-parallel (dim 0 split), output full along dim 0."""
+    """nn.Linear(in_features, out_features) with the output features split over `group` (this rank:
+    block r of them); input sequence-parallel (dim 0 split, any sizes), output full along dim 0.
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 group: Union[None, str, dist.ProcessGroup] = None, algo: str = "auto", device=None, dtype=None):
+    Args: in_features, out_features, bias (as nn.Linear), group (a ProcessGroup, its name, or None:
+    the default group), algo ("auto" or one of collmm.ALGOS), device, dtype.
+    forward(x, gathered_size=None): x is [s_r, ..., in_features]; the result [s, ..., N_r] with
+    s = sum of every rank's s_r. gathered_size (s) is only for torch.compile with uneven shards.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, group: Group = None,
+                 algo: str = "auto", device=None, dtype=None):
         super().__init__()
-        rank, world = _rank_and_size(group)
+        pg = process_group_of(group)
         self.in_features, self.out_features = in_features, out_features
-        self.group_name, self.algo = group_name_of(group), algo
-        self.first = sum(block_size(out_features, world, q) for q in range(rank))
-        self.local_out = block_size(out_features, world, rank)
+        self.group_name, self.algo = group_name_of(pg), algo
+        rows = _block(out_features, pg)
+        self.first, self.local_out = rows.start, rows.stop - rows.start
         self.weight = nn.Parameter(torch.empty(self.local_out, in_features, device=device, dtype=dtype))
         self.bias = nn.Parameter(torch.zeros(self.local_out, device=device, dtype=dtype)) if bias else None
         nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group=None, algo: str = "auto") -> "ColumnParallelLinear":
+    def from_linear(cls, linear: nn.Linear, group: Group = None, algo: str = "auto") -> "ColumnParallelLinear":
         """This rank's shard of `linear` (same on every rank): rows block r of its weight and bias."""
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group, algo,
                     linear.weight.device, linear.weight.dtype)
-        with torch.no_grad():
-            layer.weight.copy_(linear.weight[layer.first:layer.first + layer.local_out])
-            if layer.bias is not None:
-                layer.bias.copy_(linear.bias[layer.first:layer.first + layer.local_out])
+        layer._load_full(linear.weight, linear.bias)
         return layer
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = _AllGatherMatmul.apply(x, self.weight, self.group_name, self.algo)
+    def _load_full(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:
+        with torch.no_grad():
+            self.weight.copy_(weight[self.first:self.first + self.local_out])
+            if self.bias is not None:
+                self.bias.copy_(bias[self.first:self.first + self.local_out])
+
+    def _full(self) -> Dict[str, torch.Tensor]:
+        pg = process_group_of(self.group_name)
+        out = {"weight": _gather_blocks(self.weight.detach(), 0, self.out_features, pg)}
+        if self.bias is not None:
+            out["bias"] = _gather_blocks(self.bias.detach(), 0, self.out_features, pg)
+        return out
+
+    def forward(self, x: torch.Tensor, gathered_size: Optional[int] = None) -> torch.Tensor:
+        y = _AllGatherMatmul.apply(x, self.weight, self.group_name, self.algo, gathered_size)
         return y + self.bias if self.bias is not None else y
 
 
 class RowParallelLinear(nn.Module):
-    """Input features split over the group (input full along dim 0); output sequence-parallel (dim 0 split).
+    """nn.Linear(in_features, out_features) with the input features split over `group` (this rank:
+    block r of them); input full along dim 0, output sequence-parallel (dim 0 split).
 
-    No bias: a bias added after the reduce-scatter is replicated, and its gradient would need an
-    all-reduce over the group that this layer does not do.
+    Args: in_features, out_features, bias (as nn.Linear: held whole by every rank, added to this
+    rank's rows after the reduce-scatter; its gradient is summed over the group), group (a
+    ProcessGroup, its name, or None), algo, device, dtype.
+    forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
+    = scatter_size (this rank's rows: any split of s), by default block_size(s, P, r).
     """
 
-    def __init__(self, in_features: int, out_features: int, group: Union[None, str, dist.ProcessGroup] = None,
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, group: Group = None,
                  algo: str = "auto", device=None, dtype=None):
         super().__init__()
-        rank, world = _rank_and_size(group)
+        pg = process_group_of(group)
         self.in_features, self.out_features = in_features, out_features
-        self.group_name, self.algo = group_name_of(group), algo
-        self.first = sum(block_size(in_features, world, q) for q in range(rank))
-        self.local_in = block_size(in_features, world, rank)
+        self.group_name, self.algo, self._group = group_name_of(pg), algo, pg
+        cols = _block(in_features, pg)
+        self.first, self.local_in = cols.start, cols.stop - cols.start
         self.weight = nn.Parameter(torch.empty(out_features, self.local_in, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.zeros(out_features, device=device, dtype=dtype)) if bias else None
         nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group=None, algo: str = "auto") -> "RowParallelLinear":
-        """This rank's shard of `linear` (bias-free, same on every rank): columns block r of its weight."""
-        if linear.bias is not None:
-            raise ValueError("collmm: RowParallelLinear has no bias (see its docstring)")
-        layer = cls(linear.in_features, linear.out_features, group, algo, linear.weight.device, linear.weight.dtype)
-        with torch.no_grad():
-            layer.weight.copy_(linear.weight[:, layer.first:layer.first + layer.local_in])
+    def from_linear(cls, linear: nn.Linear, group: Group = None, algo: str = "auto") -> "RowParallelLinear":
+        """This rank's shard of `linear` (same on every rank): columns block r of its weight, its whole bias."""
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group, algo,
+                    linear.weight.device, linear.weight.dtype)
+        layer._load_full(linear.weight, linear.bias)
         return layer
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return _MatmulReduceScatter.apply(h, self.weight, self.group_name, self.algo)
+    def _load_full(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:
+        with torch.no_grad():
+            self.weight.copy_(weight[:, self.first:self.first + self.local_in])
+            if self.bias is not None:
+                self.bias.copy_(bias)
+
+    def _full(self) -> Dict[str, torch.Tensor]:
+        out = {"weight": _gather_blocks(self.weight.detach(), 1, self.in_features, self._group)}
+        if self.bias is not None:
+            out["bias"] = self.bias.detach().clone()
+        return out
+
+    def forward(self, h: torch.Tensor, scatter_size: Optional[int] = None) -> torch.Tensor:
+        y = _MatmulReduceScatter.apply(h, self.weight, self.group_name, self.algo, scatter_size)
+        return _AddReplicatedBias.apply(y, self.bias, self._group) if self.bias is not None else y
 
 
-__all__ = ["ColumnParallelLinear", "RowParallelLinear"]
+_PARALLEL = (ColumnParallelLinear, RowParallelLinear)
+
+
+def gather_state_dict(model: nn.Module) -> Dict[str, torch.Tensor]:
+    """The state_dict of the unsharded model: `model`'s, with every ColumnParallelLinear and
+    RowParallelLinear weight (and sharded bias) gathered whole from its group (collective: call it
+    on every rank). Loads into the same model built of nn.Linear."""
+    state = dict(model.state_dict())
+    for prefix, module in model.named_modules():
+        if isinstance(module, _PARALLEL):
+            for name, full in module._full().items():
+                state[f"{prefix}.{name}" if prefix else name] = full
+    return state
+
+
+def load_full_state_dict(model: nn.Module, state: Dict[str, torch.Tensor]) -> None:
+    """Loads the unsharded model's state_dict into sharded `model`: each ColumnParallelLinear and
+    RowParallelLinear takes its rank's block of the full weight (and bias); the rest loads as is."""
+    rest, handled = dict(state), set()
+    for prefix, module in model.named_modules():
+        if isinstance(module, _PARALLEL):
+            key = f"{prefix}." if prefix else ""
+            if key + "weight" not in rest:
+                raise ValueError(f"collmm: the state_dict lacks {key}weight")
+            module._load_full(rest.pop(key + "weight"), rest.pop(key + "bias", None))
+            handled |= {key + "weight", key + "bias"}
+    result = model.load_state_dict(rest, strict=False)
+    missing = [k for k in result.missing_keys if k not in handled]
+    if missing or result.unexpected_keys:
+        raise ValueError(f"collmm: the state_dict lacks {missing}, has unexpected {result.unexpected_keys}")
+
+
+__all__ = ["ColumnParallelLinear", "RowParallelLinear", "shard", "gather_state_dict", "load_full_state_dict"]

@@ -6,25 +6,88 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#if defined(COLLMM_NVTX)
+#include <nvtx3/nvToolsExt.h>
+#endif
 
+#include "chrome_trace.hpp"
 #include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
+#include "torch_util.hpp"
 
 namespace collmm::torch_ext {
 namespace {
 
-at::ScalarType scalar_type(Dtype d) {
-  switch (d) {
-    case Dtype::f64: return at::kDouble;
-    case Dtype::f32: return at::kFloat;
-    case Dtype::f16: return at::kHalf;
-    case Dtype::bf16: return at::kBFloat16;
-    default: throw UsageError("aten executor: no " + to_string(d) + " tensors");
+// A step's range in every profile: RECORD_FUNCTION's (torch.profiler) and, where built with the
+// NVTX headers, an NVTX range (nsys), named like the bench's trace boxes.
+class StepRange {
+ public:
+  explicit StepRange(const std::string& name) : record_(at::RecordScope::USER_SCOPE) {
+    if (record_.isActive()) record_.before(name.c_str());
+#if defined(COLLMM_NVTX)
+    nvtxRangePushA(name.c_str());
+#endif
   }
-}
+  ~StepRange() {
+#if defined(COLLMM_NVTX)
+    nvtxRangePop();
+#endif
+  }
+  StepRange(const StepRange&) = delete;
+  StepRange& operator=(const StepRange&) = delete;
+
+ private:
+  at::RecordFunction record_;
+};
+
+// Step times of one run, only when asked for: host clock on CPU (a comm step ends when its wait
+// returns), timing events on the device's current stream on CUDA (a comm step's start is where the
+// stream reached its issue, its end where the stream may go on after it).
+class StepClock {
+ public:
+  StepClock(c10::Device device, size_t steps) : device_(device), times_(steps) {
+    if (device_.is_cuda()) {
+      marks_.reserve(2 * steps + 1);
+      mark();
+    }
+    t0_ = std::chrono::steady_clock::now();
+  }
+  void start(size_t i) { times_[i].start_us = now(); }
+  void end(size_t i) { times_[i].end_us = now(); }
+  // The times in microseconds from the run's start (waits for the device's events).
+  std::vector<StepTime> finish() {
+    if (!device_.is_cuda()) return times_;
+    marks_.back().synchronize();
+    for (StepTime& t : times_) {
+      if (t.start_us >= 0) t.start_us = 1000 * marks_[0].elapsedTime(marks_[static_cast<size_t>(t.start_us)]);
+      if (t.end_us >= 0) t.end_us = 1000 * marks_[0].elapsedTime(marks_[static_cast<size_t>(t.end_us)]);
+    }
+    return times_;
+  }
+
+ private:
+  double now() {  // CPU: microseconds; CUDA: the index of an event recorded now
+    if (!device_.is_cuda())
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+    return static_cast<double>(mark());
+  }
+  size_t mark() {
+    marks_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+    marks_.back().record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
+    return marks_.size() - 1;
+  }
+  c10::Device device_;
+  std::vector<StepTime> times_;
+  std::vector<c10::Event> marks_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 // What a posted comm step leaves to do: its Works, then a copy out of padded scratch (if any).
 struct Pending {
@@ -63,7 +126,13 @@ class AtenExecutor : public Executor {
     own_.assign(p.buffers.size(), at::Tensor());
     bound_.assign(p.buffers.size(), false);
     fills_only_.assign(p.steps.size(), false);
-    for (size_t i = 0; i < p.steps.size(); ++i) fills_only_[i] = only_fills_output(p, static_cast<int>(i));
+    names_.clear();
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      const Step& st = p.steps[i];
+      fills_only_[i] = only_fills_output(p, static_cast<int>(i));
+      names_.push_back("collmm " + event_name(p.problem.op, p.options.algo,
+                                              TimelineEvent{p.rank, st.lane, st.kind, st.index, st.chunk, 0, 0}));
+    }
     for (size_t i = 0; i < p.buffers.size(); ++i)  // scratch: allocated once per plan, reused by every run
       if (p.buffers[i].role == Role::gathered || p.buffers[i].role == Role::work)
         tensors_[i] = own(static_cast<int>(i));
@@ -97,27 +166,34 @@ class AtenExecutor : public Executor {
   }
 
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override {
-    (void)timestamps;  // no per-step times: the steps are asynchronous
     const auto t0 = std::chrono::steady_clock::now();
+    std::optional<StepClock> clock;
+    if (timestamps) clock.emplace(device_, plan_.steps.size());
     for (size_t i = 0; i < tensors_.size(); ++i) backed(0, static_cast<int>(i));
     std::vector<Pending> pending(plan_.steps.size());
     std::vector<int> last_on_lane(static_cast<size_t>(plan_.lanes), -1);
     auto settle = [&](int j) {
       if (j < 0) return;
       Pending& p = pending[static_cast<size_t>(j)];
+      const bool was_pending = !p.works.empty() || p.finish;
       for (auto& w : p.works) w->wait();
       p.works.clear();
       if (p.finish) std::exchange(p.finish, nullptr)();
+      if (clock && was_pending) clock->end(static_cast<size_t>(j));
     };
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       const Step& s = plan_.steps[i];
       for (int w : s.waits) settle(w);
       settle(std::exchange(last_on_lane[static_cast<size_t>(s.lane)], static_cast<int>(i)));
       if (skips(filter, s.kind) || unwanted(static_cast<int>(i))) continue;
+      StepRange range(names_[i]);
+      if (clock) clock->start(i);
       pending[i] = issue(s);
+      if (clock && pending[i].works.empty() && !pending[i].finish) clock->end(i);
     }
     for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
     RankRun r;
+    if (clock) r.steps = clock->finish();
     r.rank = group_->getRank();
     r.total_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     return {r};
@@ -179,29 +255,34 @@ class AtenExecutor : public Executor {
     if (coalesce()) group_->startCoalescing(device_.type());
     for (const Transfer& t : s.recvs) {
       std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->recv(v, t.peer, received_[t.peer]++));
+      p.works.push_back(group_->recv(v, t.peer, tags_.next_recv(t.peer)));
     }
     for (const Transfer& t : s.sends) {
       std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->send(v, t.peer, sent_[t.peer]++));
+      p.works.push_back(group_->send(v, t.peer, tags_.next_send(t.peer)));
     }
     if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
     std::erase_if(p.works, [](const auto& w) { return !w; });
     return p;
   }
 
+  std::vector<int64_t> part_rows(const Step& s) const {
+    std::vector<int64_t> rows;
+    for (const Slice& q : s.parts) rows.push_back(q.rows);
+    return rows;
+  }
+
   // Equal parts go straight into their rows; uneven ones through parts padded to the largest.
   Pending allgather(const Step& s) {
-    int64_t most = 0;
-    for (const Slice& q : s.parts) most = std::max(most, q.rows);
-    const bool equal = std::all_of(s.parts.begin(), s.parts.end(), [&](const Slice& q) { return q.rows == most; });
+    const PartSize size = part_size(part_rows(s));
     const at::Tensor mine = rows(s.a);
-    std::vector<at::Tensor> in{equal ? mine : at::constant_pad_nd(mine, {0, 0, 0, most - mine.size(0)})};
+    std::vector<at::Tensor> in{padded_rows(mine, size.most)};
     std::vector<std::vector<at::Tensor>> out(1);
-    for (const Slice& q : s.parts) out[0].push_back(equal ? rows(q) : at::empty({most, mine.size(1)}, mine.options()));
+    for (const Slice& q : s.parts)
+      out[0].push_back(size.equal ? rows(q) : at::empty({size.most, mine.size(1)}, mine.options()));
     Pending p;
     p.works.push_back(group_->allgather(out, in));
-    if (!equal)
+    if (!size.equal)
       p.finish = [this, parts = s.parts, out] {
         for (size_t q = 0; q < parts.size(); ++q) rows(parts[q]).copy_(out[0][q].narrow(0, 0, parts[q].rows));
       };
@@ -209,19 +290,14 @@ class AtenExecutor : public Executor {
   }
 
   Pending reduce_scatter(const Step& s) {
-    int64_t most = 0;
-    for (const Slice& q : s.parts) most = std::max(most, q.rows);
-    const bool equal = std::all_of(s.parts.begin(), s.parts.end(), [&](const Slice& q) { return q.rows == most; });
+    const PartSize size = part_size(part_rows(s));
     std::vector<std::vector<at::Tensor>> in(1);
-    for (const Slice& q : s.parts) {
-      const at::Tensor part = rows(q);
-      in[0].push_back(equal ? part : at::constant_pad_nd(part, {0, 0, 0, most - q.rows}));
-    }
+    for (const Slice& q : s.parts) in[0].push_back(padded_rows(rows(q), size.most));
     const at::Tensor mine = rows(s.out);
-    std::vector<at::Tensor> out{equal ? mine : at::empty({most, mine.size(1)}, mine.options())};
+    std::vector<at::Tensor> out{size.equal ? mine : at::empty({size.most, mine.size(1)}, mine.options())};
     Pending p;
     p.works.push_back(group_->reduce_scatter(out, in));
-    if (!equal) p.finish = [mine, out] { mine.copy_(out[0].narrow(0, 0, mine.size(0))); };
+    if (!size.equal) p.finish = [mine, out] { mine.copy_(out[0].narrow(0, 0, mine.size(0))); };
     return p;
   }
 
@@ -233,7 +309,8 @@ class AtenExecutor : public Executor {
   std::vector<at::Tensor> tensors_, own_;  // per buffer: what steps use (bound or own), and our own
   std::vector<bool> bound_;                // per buffer: the caller's memory
   std::vector<bool> fills_only_;           // per step: only_fills_output (made once per plan)
-  std::map<int, int> sent_, received_;     // messages so far per peer: the next tag
+  PeerTags tags_;
+  std::vector<std::string> names_;  // per step: its range's name
 };
 
 }  // namespace

@@ -9,17 +9,13 @@
 
 #include <ATen/ATen.h>
 
+#include "torch_util.hpp"
+
 namespace collmm::torch_ext {
 namespace {
 
 at::Tensor bytes_at(const void* data, size_t nbytes) {
   return at::from_blob(const_cast<void*>(data), {static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte));
-}
-
-at::ScalarType scalar_type(Dtype d) {
-  if (d == Dtype::f32) return at::kFloat;
-  if (d == Dtype::f64) return at::kDouble;
-  throw std::runtime_error("collmm c10d transport: no reduction for " + to_string(d) + " elements");
 }
 
 void wait_all(std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
@@ -36,11 +32,11 @@ void C10dTransport::sendrecv(const std::vector<cpu::Message>& sends, const std::
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   for (const cpu::Message& m : recvs) {
     std::vector<at::Tensor> t{bytes_at(m.data, static_cast<size_t>(m.rows) * m.row_bytes)};
-    works.push_back(group_->recv(t, m.peer, received_[m.peer]++));
+    works.push_back(group_->recv(t, m.peer, tags_.next_recv(m.peer)));
   }
   for (const cpu::Message& m : sends) {
     std::vector<at::Tensor> t{bytes_at(m.data, static_cast<size_t>(m.rows) * m.row_bytes)};
-    works.push_back(group_->send(t, m.peer, sent_[m.peer]++));
+    works.push_back(group_->send(t, m.peer, tags_.next_send(m.peer)));
   }
   wait_all(works);
 }
@@ -50,22 +46,20 @@ void C10dTransport::allgather(const void* mine, int64_t mine_rows, unsigned char
   if (static_cast<int>(parts.size()) != size())
     throw std::runtime_error("collmm c10d transport: allgather of " + std::to_string(parts.size()) + " parts on " +
                              std::to_string(size()) + " ranks");
-  int64_t most = 0;
-  bool equal = true;
-  for (const cpu::RowRange& q : parts) {
-    most = std::max(most, q.rows);
-    equal = equal && q.rows == parts[0].rows;
-  }
-  const size_t part_bytes = static_cast<size_t>(most) * row_bytes;
-  std::vector<at::Tensor> in{equal ? bytes_at(mine, static_cast<size_t>(mine_rows) * row_bytes)
-                                   : at::zeros({static_cast<int64_t>(part_bytes)}, at::kByte)};
-  if (!equal) std::memcpy(in[0].data_ptr(), mine, static_cast<size_t>(mine_rows) * row_bytes);
+  std::vector<int64_t> rows;
+  for (const cpu::RowRange& q : parts) rows.push_back(q.rows);
+  const PartSize size = part_size(rows);
+  const int64_t row_len = static_cast<int64_t>(row_bytes);
+  std::vector<at::Tensor> in{
+      padded_rows(bytes_at(mine, static_cast<size_t>(mine_rows) * row_bytes).view({mine_rows, row_len}), size.most)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (const cpu::RowRange& q : parts)
-    out[0].push_back(equal ? bytes_at(base + static_cast<size_t>(q.row) * row_bytes, part_bytes)
-                           : at::empty({static_cast<int64_t>(part_bytes)}, at::kByte));
+    out[0].push_back(
+        size.equal
+            ? bytes_at(base + static_cast<size_t>(q.row) * row_bytes, size.most * row_bytes).view({size.most, row_len})
+            : at::empty({size.most, row_len}, at::kByte));
   group_->allgather(out, in)->wait();
-  if (equal) return;
+  if (size.equal) return;
   for (size_t q = 0; q < parts.size(); ++q)
     std::memcpy(base + static_cast<size_t>(parts[q].row) * row_bytes, out[0][q].data_ptr(),
                 static_cast<size_t>(parts[q].rows) * row_bytes);
@@ -77,21 +71,19 @@ void C10dTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, co
                              " parts on " + std::to_string(size()) + " ranks");
   const at::TensorOptions opts = at::TensorOptions().dtype(scalar_type(dtype));
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  const int64_t most = *std::max_element(counts.begin(), counts.end());
-  const bool equal = std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+  const PartSize size = part_size(counts);
   const at::Tensor all = at::from_blob(const_cast<void*>(send), {total}, opts);
   std::vector<std::vector<at::Tensor>> in(1);
   int64_t offset = 0;
-  for (int64_t c : counts) {  // gloo wants parts of one size: uneven ones are zero-padded copies
-    at::Tensor part = all.narrow(0, offset, c);
-    in[0].push_back(equal ? part : at::constant_pad_nd(part, {0, most - c}));
+  for (int64_t c : counts) {
+    in[0].push_back(padded_rows(all.narrow(0, offset, c), size.most));
     offset += c;
   }
   const int64_t own = counts[static_cast<size_t>(rank())];
   const at::Tensor mine = at::from_blob(recv, {own}, opts);
-  std::vector<at::Tensor> out{equal ? mine : at::empty({most}, opts)};
+  std::vector<at::Tensor> out{size.equal ? mine : at::empty({size.most}, opts)};
   group_->reduce_scatter(out, in)->wait();
-  if (!equal) mine.copy_(out[0].narrow(0, 0, own));
+  if (!size.equal) mine.copy_(out[0].narrow(0, 0, own));
 }
 
 bool C10dTransport::barrier_until(std::chrono::steady_clock::time_point deadline) {
@@ -117,18 +109,39 @@ c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
 
 }  // namespace
 
-C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device)
-    : group_(group), device_(host_comm_device(*group_, device)) {}
+C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device, std::shared_ptr<StoreChannel> channel)
+    : group_(group), device_(host_comm_device(*group_, device)), channel_(std::move(channel)) {}
 int C10dHostComm::proc() const { return group_->getRank(); }
 int C10dHostComm::procs() const { return group_->getSize(); }
 void C10dHostComm::barrier() { allgather(std::vector<double>{0.0}); }
 
+void C10dHostComm::wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  const std::chrono::milliseconds bound = wait_bound(*group_);
+  try {
+    work->wait(bound);
+  } catch (const std::exception& e) {  // gloo throws when the wait runs out, or when a peer left
+    const std::string why = e.what();
+    C10_THROW_ERROR(DistBackendError,
+                    no_answer(proc(), procs(), {}, bound, phase()) + ": " + why.substr(0, why.find('\n')));
+  }
+}
+
 std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
+  if (channel_) {  // the numbers as their bytes
+    const std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
+    std::vector<double> all;
+    for (const std::string& q : channel_->allgather(bytes, wait_bound(*group_), phase())) {
+      const size_t at = all.size();
+      all.resize(at + q.size() / sizeof(double));
+      std::memcpy(all.data() + at, q.data(), q.size() / sizeof(double) * sizeof(double));
+    }
+    return all;
+  }
   const at::TensorOptions opts = at::TensorOptions().dtype(at::kDouble).device(device_);
   std::vector<at::Tensor> in{at::tensor(c10::ArrayRef<double>(mine), at::kDouble).to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, opts));
-  group_->allgather(out, in)->wait();
+  wait(group_->allgather(out, in));
   std::vector<double> all;
   for (const at::Tensor& d : out[0]) {
     const at::Tensor t = d.cpu();
@@ -138,6 +151,7 @@ std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
 }
 
 std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
+  if (channel_) return channel_->allgather(mine, wait_bound(*group_), phase());
   const std::vector<double> lengths = allgather(std::vector<double>{static_cast<double>(mine.size())});
   const int64_t most = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
   at::Tensor padded = at::zeros({std::max<int64_t>(most, 1)}, at::kByte);
@@ -145,7 +159,7 @@ std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
   std::vector<at::Tensor> in{padded.to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({std::max<int64_t>(most, 1)}, in[0].options()));
-  group_->allgather(out, in)->wait();
+  wait(group_->allgather(out, in));
   std::vector<std::string> all;
   for (size_t q = 0; q < out[0].size(); ++q) {
     const at::Tensor t = out[0][q].cpu();

@@ -11,6 +11,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "collmm/executor.hpp"
+#include "store_channel.hpp"
+#include "torch_util.hpp"
 #include "transport.hpp"
 
 namespace collmm::torch_ext {
@@ -29,17 +31,20 @@ class C10dTransport : public cpu::Transport {
   bool barrier_until(std::chrono::steady_clock::time_point deadline) override;
 
  private:
-  c10d::ProcessGroup* group_;           // alive during every call (session_for holds it)
-  std::map<int, int> sent_, received_;  // messages so far, per peer: the next tag
+  c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
+  PeerTags tags_;
 };
 
-// The group as the process-level HostComm. Its collectives run on CPU tensors where the group has
-// a CPU backend (gloo; "cpu:gloo,cuda:nccl"), else on tensors of `device` (an NCCL-only group:
-// then each one waits for the device). abort() ends this process (std::abort): the watchdog calls
-// it when a run hangs, so a test fails instead of hanging.
+// The group as the process-level HostComm. Its exchanges go through `channel`, the group's Store,
+// where given (host only: no wait for the device, capturable); else through the group's own
+// collectives, on CPU tensors where the group has a CPU backend (gloo; "cpu:gloo,cuda:nccl"), else
+// on tensors of `device` (an NCCL-only group: then each one waits for the device). Every wait is
+// bounded by wait_bound() and one that runs out throws c10::DistBackendError naming phase() (the
+// call it waited in). abort() ends this process (std::abort): the host executor's watchdog calls
+// it when a run hangs past its timeout.
 class C10dHostComm : public HostComm {
  public:
-  C10dHostComm(c10d::ProcessGroup* group, c10::Device device);
+  C10dHostComm(c10d::ProcessGroup* group, c10::Device device, std::shared_ptr<StoreChannel> channel);
   int proc() const override;
   int procs() const override;
   void barrier() override;
@@ -48,8 +53,15 @@ class C10dHostComm : public HostComm {
   [[noreturn]] void abort(int code) override;
 
  private:
+  void wait(const c10::intrusive_ptr<c10d::Work>& work);
+
   c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
+  std::shared_ptr<StoreChannel> channel_;  // null: the group's collectives
 };
+
+// How long the ops' waits for other ranks may last: collmm.set_timeout's value, else the group's
+// own timeout (its Store's), else 30 minutes (c10d's default).
+std::chrono::milliseconds wait_bound(c10d::ProcessGroup& group);
 
 }  // namespace collmm::torch_ext

@@ -1,21 +1,27 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul and
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops,
-// plus `algo`) and their CPU and CUDA kernels: every rank checks its own tensors, the ranks agree
-// on the problem (python/csrc/session.hpp, collmm/agreement.hpp), then collmm's plan runs on the
-// caller's tensors through the session's executor (CPU: the host executor with the group as its
-// transport; CUDA: the ATen executor, aten_executor.hpp). A user error raises
+// plus `algo`, `pieces` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know) and their CPU and
+// CUDA kernels: every rank checks its own tensors, the ranks agree on the problem (python/csrc/session.hpp,
+// collmm/agreement.hpp: one exchange of the same size for both ops, the op's name among what they agree on), then
+// collmm's plan runs on the caller's tensors through the session's executor. A user error raises
 // ValueError("collmm: ...") on every rank before any data moves.
 //
-//   fused_all_gather_matmul(A_shard [M_r, ..., K], Bs [[K, N_r], ...], gather_dim=0, group_name)
-//     A  = cat over ranks q of A_shard_q along dim 0      (the gathered A, returned if return_A)
-//     returns (A or None, [A @ B for B in Bs])            (A's leading dims kept, flattened for the GEMM)
-//   fused_matmul_reduce_scatter(A [M, ..., K_r], B [K_r, N], reduce_op, scatter_dim=0, group_name)
-//     S  = sum over ranks q of A_q @ B_q                  (reduce_op "avg": divided by the group size)
-//     returns rows block r of S (rows block_offset(M, P, r) .. + block_size(M, P, r), types.hpp)
+//   fused_all_gather_matmul(A_shard [..., K], Bs [[K, N_r], ...], gather_dim, group_name,
+//                           return_A, algo, gathered_size)
+//     A  = cat over ranks q of A_shard_q along gather_dim   (any sizes along it: each rank's own)
+//     returns (A if return_A else None, [A @ B for B in Bs])
+//   fused_matmul_reduce_scatter(A [..., K_r], B [K_r, N], reduce_op, scatter_dim, group_name, algo,
+//                               scatter_size)
+//     S  = sum over ranks q of A_q @ B_q                    (reduce_op "avg": divided by P)
+//     returns rank r's block of S along scatter_dim: scatter_size rows of it (each rank's own), by
+//     default block_size(A.size(scatter_dim), P, r) (collmm/types.hpp)
 //
-// B is read in place as [K, N] row-major (layout kn) or as the transposed view of an nn.Linear
-// weight stored [N, K] (w.t(), layout nk); any other layout is refused. Rank q's rows of A (ag) or
-// columns (rs) must be collmm's split: block_size(total, P, q), the first total % P ranks one more.
+// The dimension gathered or scattered goes first (in place when it is dim 0 or every dim before it
+// has size 1, else one copy of A); the dims between it and the last are flattened into the GEMM's
+// rows, and the rows of every rank as they come are collmm's split (the plan as it is) or run padded
+// (row_split.hpp). B is read in place as [K, N] row-major (layout kn) or as the transposed view of an
+// nn.Linear weight stored [N, K] (w.t(), layout nk); a B of one row or column fits both, and the
+// ranks take the layout any of them needs.
 #include <optional>
 #include <sstream>
 
@@ -24,23 +30,14 @@
 
 #include "collmm/agreement.hpp"
 #include "collmm/algorithms.hpp"
+#include "collmm/sizes.hpp"
+#include "row_split.hpp"
 #include "session.hpp"
+#include "torch_util.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {
-
-std::optional<Dtype> dtype_of(at::ScalarType t) {
-  if (t == at::kFloat) return Dtype::f32;
-  if (t == at::kDouble) return Dtype::f64;
-  if (t == at::kBFloat16) return Dtype::bf16;
-  return std::nullopt;
-}
-
-at::ScalarType scalar_type(Dtype d) {
-  if (d == Dtype::f32) return at::kFloat;
-  if (d == Dtype::f64) return at::kDouble;
-  return at::kBFloat16;
-}
 
 std::string dims(at::IntArrayRef sizes) {
   std::ostringstream s;
@@ -48,11 +45,35 @@ std::string dims(at::IntArrayRef sizes) {
   return s.str();
 }
 
-// B's layout read in place, or none: [K, N] row-major, or the transpose of an [N, K] row-major.
-std::optional<BLayout> layout_of(const at::Tensor& b) {
-  if (b.is_contiguous()) return BLayout::kn;
-  if (b.t().is_contiguous()) return BLayout::nk;
+// How B can be read in place: as [K, N] row-major (kn), as the transpose of a row-major [N, K]
+// (nk), or either (a B of one row or column), sent to the other ranks as a number; none: neither.
+enum LayoutFit { kn_only = 0, nk_only = 1, either = 2 };
+std::optional<LayoutFit> layout_fit(const at::Tensor& b) {
+  const bool kn = b.is_contiguous(), nk = b.t().is_contiguous();
+  if (kn && nk) return either;
+  if (kn) return kn_only;
+  if (nk) return nk_only;
   return std::nullopt;
+}
+
+// The layout every rank reads its B with: the one that some rank's B needs (kn when none does).
+BLayout agreed_layout(const std::vector<std::vector<double>>& all, size_t at, const std::string& what) {
+  std::ostringstream kn, nk;
+  for (size_t q = 0; q < all.size(); ++q) {
+    if (all[q][at] == kn_only) kn << (kn.str().empty() ? "" : ", ") << q;
+    if (all[q][at] == nk_only) nk << (nk.str().empty() ? "" : ", ") << q;
+  }
+  if (!kn.str().empty() && !nk.str().empty())
+    throw UsageError("ranks disagree on " + what + " layout: rank(s) " + kn.str() +
+                     " pass a row-major [K, N], rank(s) " + nk.str() +
+                     " the transpose of a row-major [N, K] (w.t()); pass the same kind on every rank");
+  return nk.str().empty() ? BLayout::kn : BLayout::nk;
+}
+
+// `dim` of a tensor of `rank` dims in [0, rank - 1) (not the last: K), or -1.
+int64_t leading_dim(int64_t dim, int64_t rank) {
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  return d >= 0 && d < rank - 1 ? d : -1;
 }
 
 // The first problem found with one rank's own tensors, or "".
@@ -65,9 +86,11 @@ std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const ch
   else if (!dtype_of(a.scalar_type()))
     e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
   else if (!a.is_contiguous())
-    e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides());
-  else if (dim != 0 && dim != -a.dim())
-    e << dim_name << " must be 0 (collmm splits the rows of the flattened leading dims); got " << dim;
+    e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides()) << ": pass "
+      << name << ".contiguous()";
+  else if (leading_dim(dim, a.dim()) < 0)
+    e << dim_name << " must be a dim of " << name << " other than its last (K); got " << dim << " for "
+      << dims(a.sizes());
   return e.str();
 }
 
@@ -81,14 +104,19 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
     e << name << " is " << b.scalar_type() << ", A is " << a.scalar_type();
   else if (b.size(0) != k)
     e << name << " has " << b.size(0) << " rows; A has " << k << " columns";
-  else if (!layout_of(b))
+  else if (!layout_fit(b))
     e << name << " " << dims(b.sizes()) << " with strides " << dims(b.strides())
-      << " is neither row-major [K, N] nor the transpose of a row-major [N, K] (w.t())";
+      << " is neither row-major [K, N] nor the transpose of a row-major [N, K] (w.t()); a column slice of a"
+      << " weight is neither: pass " << name << ".contiguous() (or w[rows].t() of the weight's rows)";
   return e.str();
 }
 
-std::string check_algo(const std::string& algo) {
-  if (algo == "auto") return {};
+std::string check_algo(const std::string& algo, int64_t pieces) {
+  if (pieces < 1 || pieces > kMaxPieces)
+    return "pieces must be 1.." + std::to_string(kMaxPieces) + " (got " + std::to_string(pieces) + ")";
+  if (algo == "auto")
+    return pieces == 1 ? ""
+                       : "pieces applies to a named algorithm (" + names_taking(&AlgoRow::takes_pieces) + "), not auto";
   try {
     parse_algo(algo);
   } catch (const UsageError& e) {
@@ -139,118 +167,163 @@ auto user_errors_as_value_errors(F fn) -> decltype(fn()) {
   }
 }
 
-std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(const at::Tensor& a_shard,
-                                                                                 at::TensorList bs, int64_t gather_dim,
-                                                                                 c10::string_view group_name,
-                                                                                 bool return_a,
-                                                                                 c10::string_view algo_view) {
+// `t` [rows, cols] as [rows / prod(inner), inner..., cols] with its first dim moved to `dim`.
+at::Tensor shaped(const at::Tensor& t, at::IntArrayRef inner, int64_t dim) {
+  std::vector<int64_t> sizes{t.size(0) / std::max<int64_t>(1, c10::multiply_integers(inner))};
+  sizes.insert(sizes.end(), inner.begin(), inner.end());
+  sizes.push_back(t.size(1));
+  return t.view(sizes).movedim(0, dim);
+}
+
+std::string optional_int(std::optional<int64_t> v) { return v ? std::to_string(*v) : "None"; }
+
+std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
+    const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
+    c10::string_view algo_view, std::optional<int64_t> gathered_size, int64_t pieces) {
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
-    HostComm& host = s.session.host();
+    const Agreement host{s.session, "fused_all_gather_matmul"};
     std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
     for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
       misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
-    if (misfit.empty()) misfit = check_algo(algo);
-    // One exchange: any rank's error, the keys every rank must share, each rank's split sizes.
+    if (misfit.empty()) misfit = check_algo(algo, pieces);
+    // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
     const bool ok = misfit.empty();
-    const Dtype dtype = ok ? *dtype_of(a_shard.scalar_type()) : Dtype::f32;
-    const BLayout layout = ok ? *layout_of(bs[0]) : BLayout::kn;
-    const int64_t m_r = ok ? a_shard.numel() / k : 0, n_r = ok ? bs[0].size(1) : 0;
-    const at::IntArrayRef inner = ok ? a_shard.sizes().slice(1, a_shard.dim() - 2) : at::IntArrayRef();
-    const auto all = agree_and_gather(host, misfit,
-                                      {{"device type", a_shard.device().is_cpu() ? "cpu" : "cuda"},
-                                       {"K (A_shard's last dim)", std::to_string(k)},
-                                       {"A_shard's middle dims", dims(inner)},
-                                       {"dtype", to_string(dtype)},
-                                       {"Bs[0] layout", to_string(layout)},
-                                       {"number of Bs", std::to_string(bs.size())},
-                                       {"algo", algo},
-                                       {"return_A", return_a ? "True" : "False"}},
-                                      {static_cast<double>(m_r), static_cast<double>(n_r)});
-    const int64_t m = agreed_split(all, 0, "the rows of A_shard (leading dims flattened)");
+    const int64_t dim = ok ? leading_dim(gather_dim, a_shard.dim()) : 0;
+    const at::Tensor a = ok ? a_shard.movedim(dim, 0).contiguous() : a_shard;  // the gathered dim first
+    const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
+    const int64_t slices = ok ? a.size(0) : 0, n_r = ok ? bs[0].size(1) : 0;
+    const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
+    const auto all = agree_and_gather(
+        host, misfit,
+        {{"op", "fused_all_gather_matmul"},
+         {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+         {"K (A_shard's last dim)", std::to_string(k)},
+         {"gather_dim", std::to_string(dim)},
+         {"A_shard's dims between gather_dim and K", dims(inner)},
+         {"dtype", to_string(dtype)},
+         {"number of Bs", std::to_string(bs.size())},
+         {"algo", algo},
+         {"pieces", std::to_string(pieces)},
+         {"return_A", return_a ? "True" : "False"},
+         {"gathered_size", optional_int(gathered_size)}},
+        {static_cast<double>(slices), static_cast<double>(n_r), static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
+    const int64_t rest = c10::multiply_integers(inner);
+    std::vector<int64_t> rows;
+    std::ostringstream sizes;
+    int64_t total = 0;
+    for (size_t q = 0; q < all.size(); ++q) {
+      rows.push_back(static_cast<int64_t>(all[q][0]) * rest);
+      total += static_cast<int64_t>(all[q][0]);
+      sizes << (q ? ", " : "") << static_cast<int64_t>(all[q][0]);
+    }
+    if (gathered_size && *gathered_size != total)
+      throw UsageError("gathered_size is " + std::to_string(*gathered_size) + ", but the ranks' A_shard sizes along " +
+                       "gather_dim (" + sizes.str() + ") add up to " + std::to_string(total));
+    const RowSplit split(rows);
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
-    const Problem problem{Op::ag_gemm, m, n, k, s.session.world(), layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype);
+    const BLayout layout = agreed_layout(all, 2, "Bs[0]");
+    const Problem problem{
+        .op = Op::ag_gemm, .m = split.plan_rows(), .n = n, .k = k, .world = s.session.world(), .b_layout = layout};
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
     const Plan& plan = prepared.plan;
     Executor& ex = *prepared.executor;
     // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
     // stays in the executor's scratch, allocated once per plan.
     const bool keep_gathered = return_a || bs.size() > 1;
-    const at::Tensor gathered = keep_gathered ? at::empty({m, k}, a_shard.options()) : at::Tensor();
-    const at::Tensor c = at::empty({m, n_r}, a_shard.options().dtype(scalar_type(ex.out_dtype(dtype))));
-    bind(ex, kBufA, a_shard);
+    const at::Tensor gathered = keep_gathered ? at::empty({split.plan_rows(), k}, a.options()) : at::Tensor();
+    const at::Tensor c = at::empty({split.plan_rows(), n_r}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
+    const int r = s.session.rank();
+    // Bound tensors must outlive the run: the padded copy is held here.
+    const at::Tensor a_rows = a.view({rows[static_cast<size_t>(r)], k});
+    const at::Tensor a_plan = split.collmm_split ? a_rows : padded_rows(a_rows, split.most);
+    bind(ex, kBufA, a_plan);
     bind(ex, kBufB, bs[0]);
     bind(ex, kBufC, c);
     if (keep_gathered)
       bind(ex, gathered_buffer(plan), gathered);
     else
       ex.bind(0, gathered_buffer(plan), nullptr, 0);
-    ex.run(StepFilter::all, false);
+    s.session.run(prepared, dtype);
 
-    const int64_t rest = c10::multiply_integers(inner);
-    auto shaped = [&](const at::Tensor& t) {
-      std::vector<int64_t> sizes{t.size(0) / rest};
-      sizes.insert(sizes.end(), inner.begin(), inner.end());
-      sizes.push_back(t.size(1));
-      return t.view(sizes);
-    };
-    std::vector<at::Tensor> outs{shaped(c.scalar_type() == a_shard.scalar_type() ? c : c.to(a_shard.scalar_type()))};
-    for (size_t i = 1; i < bs.size(); ++i) outs.push_back(shaped(at::matmul(gathered, bs[i])));
-    return {return_a ? std::optional<at::Tensor>(shaped(gathered)) : std::nullopt, outs};
+    const at::Tensor a_all = keep_gathered ? split.compact(gathered) : at::Tensor();
+    const at::Tensor c_all = split.compact(c);
+    std::vector<at::Tensor> outs{
+        shaped(c_all.scalar_type() == a.scalar_type() ? c_all : c_all.to(a.scalar_type()), inner, dim)};
+    for (size_t i = 1; i < bs.size(); ++i) outs.push_back(shaped(at::matmul(a_all, bs[i]), inner, dim));
+    return {return_a ? std::optional<at::Tensor>(shaped(a_all, inner, dim)) : std::nullopt, outs};
   });
 }
 
-at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op_view,
-                                 int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view) {
+at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c10::string_view reduce_op_view,
+                                 int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view,
+                                 std::optional<int64_t> scatter_size, int64_t pieces) {
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
-    SessionLock s = session_for(std::string(group_name), a.device());
-    HostComm& host = s.session.host();
-    std::string misfit = check_a(a, "A", scatter_dim, "scatter_dim");
-    const int64_t k_r = a.dim() ? a.size(-1) : 0;
-    if (misfit.empty()) misfit = check_b(b, a, "B", k_r);
+    SessionLock s = session_for(std::string(group_name), a_in.device());
+    const Agreement host{s.session, "fused_matmul_reduce_scatter"};
+    const int p = s.session.world(), r = s.session.rank();
+    std::string misfit = check_a(a_in, "A", scatter_dim, "scatter_dim");
+    const int64_t k_r = a_in.dim() ? a_in.size(-1) : 0;
+    if (misfit.empty()) misfit = check_b(b, a_in, "B", k_r);
     if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
       misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
-    if (misfit.empty()) misfit = check_algo(algo);
+    if (misfit.empty()) misfit = check_algo(algo, pieces);
     const bool ok = misfit.empty();
-    const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
-    const BLayout layout = ok ? *layout_of(b) : BLayout::kn;
-    const int64_t m = ok ? a.numel() / k_r : 0, n = ok ? b.size(1) : 0;
+    const int64_t dim = ok ? leading_dim(scatter_dim, a_in.dim()) : 0;
+    const at::Tensor a = ok ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
+    const int64_t slices = ok ? a.size(0) : 0;
+    const int64_t mine = scatter_size ? *scatter_size : block_size(slices, p, r);
+    if (ok && (mine < 0 || mine > slices))
+      misfit = "scatter_size is " + std::to_string(mine) + "; A has " + std::to_string(slices) + " along scatter_dim";
+    const Dtype dtype = misfit.empty() ? *dtype_of(a.scalar_type()) : Dtype::f32;
+    const int64_t n = ok ? b.size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
     const auto all = agree_and_gather(host, misfit,
-                                      {{"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                       {"M (A's leading dims flattened)", std::to_string(m)},
-                                       {"A's middle dims", dims(inner)},
+                                      {{"op", "fused_matmul_reduce_scatter"},
+                                       {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                       {"scatter_dim", std::to_string(dim)},
+                                       {"A's size along scatter_dim", std::to_string(slices)},
+                                       {"A's dims between scatter_dim and K", dims(inner)},
                                        {"N (B's columns)", std::to_string(n)},
                                        {"dtype", to_string(dtype)},
-                                       {"B layout", to_string(layout)},
                                        {"reduce_op", reduce_op},
-                                       {"algo", algo}},
-                                      {static_cast<double>(k_r)});
-    const int64_t k = agreed_split(all, 0, "the columns of A (rows of B)");
-    const int p = s.session.world(), r = s.session.rank();
+                                       {"algo", algo},
+                                       {"pieces", std::to_string(pieces)}},
+                                      {static_cast<double>(mine), static_cast<double>(k_r),
+                                       static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
     const int64_t rest = c10::multiply_integers(inner);
-    for (int q = 0; q < p; ++q)
-      if (block_size(m, p, q) % rest)
-        throw UsageError("rank " + std::to_string(q) + "'s block of the " + std::to_string(m) + " rows of A is " +
-                         std::to_string(block_size(m, p, q)) + " rows: not whole slices of dim 0 (each " +
-                         std::to_string(rest) + " rows); scatter a 2-D A instead");
-    const Problem problem{Op::gemm_rs, m, n, k, p, layout};
-    Executor& ex = *s.session.prepare(problem, s.session.options(problem, dtype, algo), dtype).executor;
-    at::Tensor c = at::empty({block_size(m, p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
-    bind(ex, kBufA, a);
+    std::vector<int64_t> rows;
+    std::ostringstream sizes;
+    int64_t total = 0;
+    for (size_t q = 0; q < all.size(); ++q) {
+      rows.push_back(static_cast<int64_t>(all[q][0]) * rest);
+      total += static_cast<int64_t>(all[q][0]);
+      sizes << (q ? ", " : "") << static_cast<int64_t>(all[q][0]);
+    }
+    if (total != slices)
+      throw UsageError("scatter_size over the ranks is " + sizes.str() + ": adds up to " + std::to_string(total) +
+                       ", not A's " + std::to_string(slices) + " along scatter_dim");
+    const int64_t k = agreed_split(all, 1, "the columns of A (rows of B)");
+    const BLayout layout = agreed_layout(all, 2, "B");
+    const RowSplit split(rows);
+    const Problem problem{.op = Op::gemm_rs, .m = split.plan_rows(), .n = n, .k = k, .world = p, .b_layout = layout};
+    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+    Executor& ex = *prepared.executor;
+    at::Tensor c =
+        at::empty({block_size(split.plan_rows(), p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
+    const at::Tensor a_plan = split.spread(a.view({slices * rest, k_r}));  // held: it must outlive the run
+    bind(ex, kBufA, a_plan);
     bind(ex, kBufB, b);
     bind(ex, kBufC, c);
-    ex.run(StepFilter::all, false);
+    s.session.run(prepared, dtype);
+    c = c.narrow(0, 0, rows[static_cast<size_t>(r)]);
     if (reduce_op == "avg") c.div_(p);
     if (c.scalar_type() != a.scalar_type()) c = c.to(a.scalar_type());
-    std::vector<int64_t> sizes{c.size(0) / rest};
-    sizes.insert(sizes.end(), inner.begin(), inner.end());
-    sizes.push_back(n);
-    return c.view(sizes);
+    return shaped(c, inner, dim);
   });
 }
 
@@ -259,21 +332,41 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::
 TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
-      "bool return_A=True, str algo=\"auto\") -> (Tensor?, Tensor[])");
+      "bool return_A=True, str algo=\"auto\", int? gathered_size=None, int pieces=1) -> (Tensor?, Tensor[])");
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
-      "str algo=\"auto\") -> Tensor");
-  // Which executor the ops use for CPU tensors in groups first used after this call: "host" (the
-  // default: OpenBLAS GEMMs on lane threads beside the group's comm) or "aten" (ATen GEMMs on the
-  // calling thread, the group's comm asynchronous: the executor of CUDA tensors).
+      "str algo=\"auto\", int? scatter_size=None, int pieces=1) -> Tensor");
   // The algorithms' names, from collmm's table (collmm/algorithms.hpp): collmm.ALGOS reads them.
   m.def("algorithms() -> str[]", [] {
     std::vector<std::string> names;
     for (const collmm::AlgoRow& row : collmm::algorithm_table()) names.push_back(row.name);
     return names;
   });
+  // Which executor the ops use for CPU tensors in groups first used after this call: "aten" (the
+  // default: ATen GEMMs on the calling thread, the group's comm asynchronous: the executor of CUDA
+  // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).
   m.def("set_cpu_executor(str kind) -> ()", [](c10::string_view kind) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_cpu_executor(std::string(kind)); });
+  });
+  // How groups first used after this call agree: "auto", "store" (the group's c10d Store, host
+  // only) or "group" (its collectives). See session.hpp.
+  m.def("set_channel(str channel) -> ()", [](c10::string_view channel) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_channel(std::string(channel)); });
+  });
+  // "every" (every call agrees) or "first" (a call agreed before is trusted).
+  m.def("set_check(str check) -> ()", [](c10::string_view check) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_check(std::string(check)); });
+  });
+  // collmm.trace: record the steps of every call from now on; stop and write PATH.json, PATH-*.svg
+  // and PATH.txt (where `write`), returning the table.
+  m.def("trace_start() -> ()", [] { collmm::torch_ext::trace_start(); });
+  m.def("trace_stop(str path, bool write) -> str", [](c10::string_view path, bool write) {
+    return collmm::torch_ext::user_errors_as_value_errors(
+        [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });
+  });
+  // The bound of the ops' waits for other ranks and of the host executor's run watchdog (0: defaults).
+  m.def("set_timeout(float seconds) -> ()", [](double seconds) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_timeout(seconds); });
   });
 }
 

@@ -2,17 +2,25 @@
 #include "session.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <sstream>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
 #include "aten_executor.hpp"
 #include "c10d_transport.hpp"
+#include "chrome_trace.hpp"
+#include "collmm/agreement.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/tuning.hpp"
 #include "gemm_engine.hpp"
 #include "host_executor.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {
@@ -25,48 +33,150 @@ std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
   return k.str();
 }
 
-ExecutorKind g_cpu_kind = ExecutorKind::host;  // guarded by g_mutex
+// CPU tensors default to the ATen executor: torch's own BLAS ran 5-7x faster than the system
+// OpenBLAS of the host executor at M = 2048, K = N = 1024 on the CI machine (docs/perf.md).
+ExecutorKind g_cpu_kind = ExecutorKind::aten;  // guarded by g_mutex
+// "key=value" lines and this rank's numbers: what a call's agreement depends on.
+std::string fingerprint(const std::string& call, const std::vector<std::pair<std::string, std::string>>& keys,
+                        const std::vector<double>& mine) {
+  std::ostringstream f;
+  f << call << '\n';
+  for (const auto& [k, v] : keys) f << k << '=' << v << '\n';
+  for (double d : mine) f << d << ' ';
+  return f.str();
+}
+
+// The group's Store where the session agrees over it, else null.
+std::shared_ptr<StoreChannel> channel_for(c10d::ProcessGroup& group, c10::Device device, Channel channel,
+                                          const std::string& name) {
+  bool store = channel == Channel::store;
+  if (channel == Channel::automatic && device.is_cuda()) {
+    try {
+      group.getBackend(c10::DeviceType::CPU);
+    } catch (const std::exception&) {  // no CPU backend: the group's collectives would wait for the device
+      store = true;
+    }
+  }
+  if (!store || !group.getStore()) return nullptr;
+  // Sessions remade for a key (a new group under an old name) count up, the same on every rank.
+  static auto& generations = *new std::map<std::string, int>();
+  const std::string prefix = "collmm/" + name;
+  return std::make_shared<StoreChannel>(group.getStore(), prefix + "/" + std::to_string(generations[prefix]++),
+                                        group.getRank(), group.getSize());
+}
+
+Channel g_channel = Channel::automatic;  // guarded by g_mutex
+std::atomic<bool> g_check_first{false};
+std::atomic<double> g_timeout_s{0};
 std::mutex g_mutex;
 
 }  // namespace
 
-Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind)
+Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind, Channel channel,
+                 const std::string& name)
     : group_(group),
       device_(device),
       kind_(kind),
-      host_(std::make_unique<C10dHostComm>(group, device)),
+      channel_(channel_for(*group, device, channel, name)),
+      host_(std::make_unique<C10dHostComm>(group, device, channel_)),
       rank_(group->getRank()),
       world_(group->getSize()) {
   if (kind == ExecutorKind::host) cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // torch's intra-op pool
 }
 
 std::unique_ptr<Executor> Session::make_executor() {
-  auto host = std::make_unique<C10dHostComm>(group_, device_);
+  auto host = std::make_unique<C10dHostComm>(group_, device_, channel_);
   if (kind_ == ExecutorKind::aten) return make_aten_executor(group_, device_, std::move(host));
-  return cpu::make_host_executor(BackendOptions{}, std::move(host), std::make_unique<C10dTransport>(group_));
+  BackendOptions options;
+  if (g_timeout_s > 0) options.timeout_s = std::max(1, static_cast<int>(g_timeout_s + 0.5));
+  return cpu::make_host_executor(options, std::move(host), std::make_unique<C10dTransport>(group_));
 }
 
-PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name) {
+void Session::run(Prepared& prepared, Dtype dtype) {
+  if (!tracing()) {
+    prepared.executor->run(StepFilter::all, false);
+    return;
+  }
+  const std::vector<RankRun> runs = prepared.executor->run(StepFilter::all, true);
+  host_->set_phase("collmm.trace's gather of the steps");
+  const Problem& p = prepared.plan.problem;
+  trace_add({gather_timeline(*host_, make_timeline({prepared.plan}, runs)), p.m, p.n, p.k, dtype});
+}
+
+bool Session::capturing() const {
+  return device_.is_cuda() && c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_).is_capturing();
+}
+
+std::vector<std::vector<double>> Session::agree(const std::string& call, const std::string& misfit,
+                                                const std::vector<std::pair<std::string, std::string>>& keys,
+                                                const std::vector<double>& mine) {
+  host_->set_phase(call + "'s agreement");
+  const bool capture = capturing();
+  if (capture && !misfit.empty()) throw UsageError(misfit);
+  const std::string print = fingerprint(call, keys, mine);
+  if (misfit.empty() && (capture || g_check_first)) {  // a rank with an error always tells the others
+    auto it = known_.find(print);
+    if (it != known_.end()) return it->second;
+  }
+  if (capture)
+    throw UsageError(call + " under CUDA graph capture with a problem this session never ran eagerly (" +
+                     std::to_string(known_.size()) +
+                     " known): run one eager call of every shape, dtype, layout and algo before capturing");
+  auto all = agree_and_gather(*host_, misfit, keys, mine);
+  if (known_.size() >= kMaxKnown) known_.clear();  // the same on every rank
+  known_.insert_or_assign(print, all);
+  return all;
+}
+
+PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces) {
   if (algo_name != "auto") {
     PlanOptions o;
     o.algo = parse_algo(algo_name);
+    o.pieces = static_cast<int>(pieces);
     return o;
   }
-  const auto key = std::make_tuple(static_cast<int>(problem.op), problem.m, problem.n, problem.k,
-                                   static_cast<int>(problem.b_layout), static_cast<int>(dtype));
-  auto it = auto_.find(key);
-  if (it == auto_.end()) {
-    Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
-    profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
-    it = auto_.emplace(key, choose(problem, dtype, profile).options).first;
+  Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
+  profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
+  auto time = [&](const PlanOptions& o, int warmup, int iters) {
+    return time_candidate(problem, o, dtype, warmup, iters);
+  };
+  return auto_.decide(*host_, problem, dtype, profile, "", MeasureSettings{}, time).options;
+}
+
+double Session::time_candidate(const Problem& problem, const PlanOptions& options, Dtype dtype, int warmup, int iters) {
+  std::unique_ptr<Executor> ex = make_executor();
+  const Plan plan = make_plan(problem, options, rank_);
+  ex->prepare({plan}, dtype);
+  // Random A and B (GEMMs on zeros run faster than on real numbers), bound in place; C and the
+  // scratch are the executor's own. All of it goes with the executor.
+  const at::ScalarType type = dtype == Dtype::f64 ? at::kDouble : dtype == Dtype::bf16 ? at::kBFloat16 : at::kFloat;
+  std::vector<at::Tensor> inputs;
+  for (int buf : {kBufA, kBufB}) {
+    const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
+    inputs.push_back(at::randn({b.rows, b.cols}, at::TensorOptions().device(device_).dtype(type)));
+    ex->bind(0, buf, inputs.back().data_ptr(), static_cast<size_t>(inputs.back().nbytes()));
   }
-  return it->second;
+  auto run = [&] {  // one run, finished on the device (the ATen executor's CUDA work is asynchronous)
+    const auto t0 = std::chrono::steady_clock::now();
+    ex->run(StepFilter::all, false);
+    if (device_.is_cuda()) c10::impl::VirtualGuardImpl(device_.type()).getStream(device_).synchronize();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int w = 0; w < warmup; ++w) run();
+  std::vector<double> us;
+  for (int i = 0; i < iters; ++i) us.push_back(run());
+  std::sort(us.begin(), us.end());
+  return us.empty() ? 0.0 : us[us.size() / 2];
 }
 
 Prepared& Session::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {
   const std::string key = key_of(problem, options, dtype);
   auto it = prepared_.find(key);
   if (it != prepared_.end()) return it->second;
+  if (capturing())
+    throw UsageError("under CUDA graph capture, a plan not prepared yet (" + key +
+                     "): run one eager call of every shape before capturing (the session keeps " +
+                     std::to_string(kMaxPrepared) + ")");
   if (prepared_.size() >= kMaxPrepared) prepared_.erase(prepared_.begin());  // the same one on every rank
   Prepared p{make_executor(), make_plan(problem, options, rank_)};
   p.executor->prepare({p.plan}, dtype);
@@ -79,7 +189,13 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
       *new std::map<std::pair<std::string, std::string>,
                     std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
   std::unique_lock<std::mutex> lock(g_mutex);
-  c10::intrusive_ptr<c10d::ProcessGroup> group = c10d::resolve_process_group(group_name);
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  try {
+    group = c10d::resolve_process_group(group_name);
+  } catch (const std::exception&) {  // c10::Error: not registered. Refused here, before any exchange.
+    throw UsageError("no process group is named '" + group_name +
+                     "' (pass the group itself or its group_name; dist.group.WORLD.group_name is the default group's)");
+  }
   try {
     group->getBackend(device.type());
   } catch (const std::exception&) {  // c10::Error: no backend registered for this device type
@@ -94,7 +210,7 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
   if (it == sessions.end() || it->second.first.lock().get() != group.get()) {
     it = sessions.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group), nullptr))
              .first;
-    it->second.second = std::make_unique<Session>(group.get(), device, kind);
+    it->second.second = std::make_unique<Session>(group.get(), device, kind, g_channel, group_name + "/" + key.second);
   }
   return SessionLock{std::move(lock), std::move(group), *it->second.second};
 }
@@ -103,6 +219,31 @@ void set_cpu_executor(const std::string& kind) {
   if (kind != "host" && kind != "aten") throw UsageError("cpu executor must be host or aten (got " + kind + ")");
   std::lock_guard<std::mutex> lock(g_mutex);
   g_cpu_kind = kind == "host" ? ExecutorKind::host : ExecutorKind::aten;
+}
+
+void set_channel(const std::string& channel) {
+  if (channel != "auto" && channel != "store" && channel != "group")
+    throw UsageError("channel must be auto, store or group (got " + channel + ")");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_channel = channel == "store" ? Channel::store : channel == "group" ? Channel::group : Channel::automatic;
+}
+
+void set_check(const std::string& check) {
+  if (check != "every" && check != "first") throw UsageError("check must be every or first (got " + check + ")");
+  g_check_first = check == "first";
+}
+
+void set_timeout(double seconds) {
+  if (!(seconds >= 0)) throw UsageError("timeout must be >= 0 s (got " + std::to_string(seconds) + ")");
+  g_timeout_s = seconds;
+}
+
+double timeout_seconds() { return g_timeout_s; }
+
+std::chrono::milliseconds wait_bound(c10d::ProcessGroup& group) {
+  if (g_timeout_s > 0) return std::chrono::milliseconds(static_cast<int64_t>(g_timeout_s * 1000));
+  if (group.getStore()) return group.getStore()->getTimeout();
+  return std::chrono::minutes(30);
 }
 
 }  // namespace collmm::torch_ext

@@ -1,6 +1,6 @@
-// session.hpp: what the ops keep per process group and device: an executor on that group (CPU
-// tensors: the host executor, OpenBLAS GEMMs on lane threads with the group as its Transport, or,
-// after set_cpu_executor("aten"), the ATen executor; CUDA tensors: the ATen executor), the plan
+// session.hpp: what the ops keep per process group and device: an executor on that group (the
+// ATen executor; for CPU tensors after set_cpu_executor("host"), the host executor: OpenBLAS GEMMs
+// on lane threads with the group as its Transport), the plan
 // last prepared on it, and the algorithms that "auto" chose per shape. The plan is prepared again only when the
 // problem, options or dtype change; every call then binds the caller's tensors to the plan's buffers and runs it.
 #pragma once
@@ -14,11 +14,16 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "collmm/executor.hpp"
+#include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
+#include "store_channel.hpp"
 
 namespace collmm::torch_ext {
 
 enum class ExecutorKind { host, aten };
+// How the ops agree: over the group's Store, over the group's own collectives, or (auto) over the
+// Store where the group's collectives would run on the device (an NCCL-only group), else the group.
+enum class Channel { automatic, store, group };
 
 // A plan made and prepared on an executor of its own, kept for the next call of that shape.
 struct Prepared {
@@ -28,16 +33,31 @@ struct Prepared {
 
 class Session {
  public:
-  Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind);
+  Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind, Channel channel, const std::string& name);
 
   HostComm& host() { return *host_; }  // the ops' own agreement checks
   int rank() const { return rank_; }
   int world() const { return world_; }
 
-  // The plan options for `algo_name` ("auto": the cost model's pick for this problem and dtype,
-  // profile cpu-2core on CPU and h200-nvlink on CUDA, remembered per shape; else the algorithm
-  // with its defaults).
-  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name);
+  // The ops' agreement for one call named `call` (agree_and_gather: any rank's `misfit`, the keys
+  // every rank must share, each rank's `mine`), remembered per fingerprint (keys and mine). A
+  // fingerprint seen before skips the exchange under CUDA graph capture, and on every call after
+  // set_check("first"); under capture an unknown one throws UsageError (capture forbids the
+  // first call's work). Returns every rank's `mine`.
+  std::vector<std::vector<double>> agree(const std::string& call, const std::string& misfit,
+                                         const std::vector<std::pair<std::string, std::string>>& keys,
+                                         const std::vector<double>& mine);
+  // Runs a prepared plan on the tensors bound to it; while collmm.trace is on, with step times,
+  // every rank's steps gathered over the group and recorded (trace.hpp).
+  void run(Prepared& prepared, Dtype dtype);
+  // Whether the current stream of this session's device records a CUDA graph now.
+  bool capturing() const;
+
+  // The plan options for `algo_name` ("auto": the measured choice, collmm/measured_choice.hpp: the
+  // cost model's best few candidates for this problem and dtype, ranked with the cpu-2core profile
+  // on CPU and h200-nvlink on CUDA, timed on this device on the shape's first call, the fastest
+  // kept per shape; else the algorithm with its defaults and `pieces`).
+  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces = 1);
   // This rank's plan for (problem, options, dtype) on an executor prepared for it: made on first
   // use (collective: the executor checks that every rank prepares the same problem), then reused,
   // so a model whose layers alternate shapes (forward, backward) prepares each shape once. At most
@@ -46,16 +66,33 @@ class Session {
 
  private:
   static constexpr size_t kMaxPrepared = 16;
+  static constexpr size_t kMaxKnown = 256;
   std::unique_ptr<Executor> make_executor();
+  // This rank's median time of `options`' plan on an executor of its own, on random inputs of the
+  // problem's shapes on this device (the device synchronized after each run): auto's TimeCandidate.
+  double time_candidate(const Problem& problem, const PlanOptions& options, Dtype dtype, int warmup, int iters);
 
   c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
   ExecutorKind kind_;
+  std::shared_ptr<StoreChannel> channel_;  // null: the group's collectives
   std::unique_ptr<HostComm> host_;
   int rank_ = 0, world_ = 1;
   std::map<std::string, Prepared> prepared_;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int>, PlanOptions> auto_;
+  AutoChooser auto_;
+  std::map<std::string, std::vector<std::vector<double>>> known_;  // agreed fingerprints, their gathered numbers
 };
+
+// One op call's agreement, for the ops: agree_and_gather(Agreement, ...) is Session::agree.
+struct Agreement {
+  Session& session;
+  std::string call;  // the op's name, in a timeout's message
+};
+inline std::vector<std::vector<double>> agree_and_gather(const Agreement& a, const std::string& misfit,
+                                                         const std::vector<std::pair<std::string, std::string>>& keys,
+                                                         const std::vector<double>& mine) {
+  return a.session.agree(a.call, misfit, keys, mine);
+}
 
 // The session of the group named `group_name` (c10d::resolve_process_group) for tensors on
 // `device`, made on first use. Holds a lock for the call: one op at a time per process.
@@ -68,7 +105,16 @@ struct SessionLock {
 };
 SessionLock session_for(const std::string& group_name, c10::Device device);
 
-// Which executor CPU tensors get from now on (sessions made later): "host" (the default) or "aten".
+// Which executor CPU tensors get from now on (sessions made later): "aten" (the default) or "host".
 void set_cpu_executor(const std::string& kind);
+// How sessions made from now on agree: "auto" (the default), "store" or "group" (Channel).
+void set_channel(const std::string& channel);
+// "every" (the default: every call agrees) or "first" (a call whose fingerprint this session agreed
+// before trusts it and exchanges nothing, as torch.ops.symm_mem trusts its callers).
+void set_check(const std::string& check);
+// The bound of every wait for other ranks (agreement) and the host executor's run watchdog (plans
+// prepared later), in seconds; 0: the group's own timeout for waits and 300 s for the watchdog.
+void set_timeout(double seconds);
+double timeout_seconds();  // 0: not set
 
 }  // namespace collmm::torch_ext

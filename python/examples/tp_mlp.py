@@ -1,7 +1,7 @@
 """A two-layer tensor-parallel MLP (sequence-parallel, Megatron style) on collmm's layers, on CPU
 with gloo: its loss and gradients equal those of the same MLP unsharded on one process.
 
-    torchrun --nproc-per-node 2 python/examples/tp_mlp.py
+    torchrun --nproc-per-node 3 python/examples/tp_mlp.py   # any world size: the sequence of 8 splits 3, 3, 2
 """
 import torch
 import torch.distributed as dist

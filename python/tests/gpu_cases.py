@@ -11,7 +11,8 @@ from dist_util import run_world
 
 def gpu_cases(rank, world, share_gpu):
     from layer_cases import mlp_cases
-    from op_cases import ag_cases, rs_cases
+    from op_cases import ag_cases, pieces_cases, rs_cases
+    from shard_cases import seq_parallel_mlp
 
     device = torch.device("cuda", 0 if share_gpu else rank)
     if torch.distributed.get_backend() == "nccl":  # CPU tensors on an NCCL-only group: collmm's error, at once
@@ -23,12 +24,35 @@ def gpu_cases(rank, world, share_gpu):
             assert "has no backend for cpu" in str(e), str(e)
     ag_cases(rank, world, device)
     rs_cases(rank, world, device)
+    pieces_cases(rank, world, device)
     mlp_cases(rank, world, device)
+    seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
+    trace_on_gpu(rank, world, device)
+
+
+def trace_on_gpu(rank, world, device):
+    """collmm.trace on CUDA tensors (CUDA events per step): a table row per call, with times."""
+    import tempfile
+
+    import collmm
+
+    from dist_util import block, seeded
+
+    group = torch.distributed.group.WORLD.group_name
+    a = seeded(60, 64 * world, 256)[block(64 * world, world, rank)].to(device)
+    b = seeded(61, 256, 128).to(device)
+    with tempfile.TemporaryDirectory() as d, collmm.trace(f"{d}/gpu") as t:
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="sequential")
+    rows = [line.split() for line in t.table.strip().splitlines()[1:]]
+    assert [r[2] for r in rows] == ["ring", "sequential"], t.table
+    assert all(float(r[8]) > 0 for r in rows), t.table  # time_us from the CUDA events
 
 
 def no_host_sync_case(rank, world, share_gpu):
-    """With a gloo side for the agreement, the op only enqueues work: it returns while a long GEMM
-    queued before it is still running, and the result is right afterwards."""
+    """The op only enqueues work on its second and later calls (the agreement over a gloo side, or
+    over the group's Store on an NCCL-only group): it returns while a long GEMM queued before it is
+    still running, and the result is right afterwards."""
     import time
 
     from dist_util import assert_close, block, seeded
@@ -51,6 +75,75 @@ def no_host_sync_case(rank, world, share_gpu):
     del busy
 
 
+def capture_case(rank, world, share_gpu):
+    """After one eager call of each shape, the ops are captured in a CUDA graph (torch.cuda.graph)
+    and replayed 100 times with fresh inputs copied into the static ones: each result equals the
+    eager op's. A shape never run eagerly raises collmm's ValueError under capture. The
+    tensor-parallel MLP's forward and backward captured by torch.cuda.make_graphed_callables give
+    the eager step's output and gradients."""
+    from dist_util import assert_close, block, seeded
+
+    from collmm.torch import ColumnParallelLinear, RowParallelLinear
+
+    device = torch.device("cuda", 0 if share_gpu else rank)
+    group = torch.distributed.group.WORLD.group_name
+    ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
+    rows, k, n = 64 * world + 3, 256, 128
+    b = seeded(41, k, n).to(device)
+    w = seeded(42, k * world, n)[block(k * world, world, rank)].to(device)
+    static_a = seeded(40, rows, k)[block(rows, world, rank)].to(device)
+    static_h = torch.zeros(rows, block(k * world, world, rank).stop - block(k * world, world, rank).start,
+                           device=device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # the eager first calls (agreement, plans), as torch.cuda.graph wants warm-up
+        ag(static_a, [b], 0, group, algo="ring")
+        rs(static_h, w, "sum", 0, group, algo="ring")
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            _, (static_c,) = ag(static_a, [b], 0, group, algo="ring")
+            static_y = rs(static_h, w, "sum", 0, group, algo="ring")
+    except Exception as e:  # noqa: BLE001 - say which layer refused
+        where = "several ranks on one GPU (NCCL_HOSTID)" if share_gpu and world > 1 else f"world {world}"
+        raise AssertionError(f"capture refused with {where}: {type(e).__name__}: {e}") from None
+    for i in range(100):
+        a_i = seeded(100 + i, rows, k)[block(rows, world, rank)].to(device)
+        h_i = seeded(300 + i, rows, k * world)[:, block(k * world, world, rank)].contiguous().to(device)
+        static_a.copy_(a_i)
+        static_h.copy_(h_i)
+        graph.replay()
+        _, (want_c,) = ag(a_i, [b], 0, group, algo="ring")
+        want_y = rs(h_i, w, "sum", 0, group, algo="ring")
+        assert torch.equal(static_c, want_c), f"replay {i}: ag differs from the eager op"
+        assert torch.equal(static_y, want_y), f"replay {i}: rs differs from the eager op"
+    try:  # a shape never run eagerly
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            ag(static_a, [b[:, :64].contiguous()], 0, group, algo="ring")
+        raise AssertionError("capture of an unknown shape: no error")
+    except ValueError as e:
+        assert "capture" in str(e) and "eager" in str(e), str(e)
+
+    torch.manual_seed(0)
+    fc1, fc2 = torch.nn.Linear(k, 512, device=device), torch.nn.Linear(512, k, bias=False, device=device)
+    mlp = torch.nn.Sequential(ColumnParallelLinear.from_linear(fc1, algo="ring"), torch.nn.GELU(),
+                              RowParallelLinear.from_linear(fc2, algo="ring"))
+    x = seeded(50, rows, k)[block(rows, world, rank)].to(device).requires_grad_()
+    y_eager = mlp(x)
+    y_eager.square().sum().backward()
+    grads = [p.grad.clone() for p in mlp.parameters()] + [x.grad.clone()]
+    for p in mlp.parameters():
+        p.grad = None
+    graphed = torch.cuda.make_graphed_callables(mlp, (x.detach().clone().requires_grad_(),))
+    xs = x.detach().clone().requires_grad_()
+    y = graphed(xs)
+    y.square().sum().backward()
+    assert_close(y, y_eager, "captured MLP forward")
+    for got, want in zip([p.grad for p in mlp.parameters()] + [xs.grad], grads):
+        assert_close(got, want, "captured MLP gradients")
+
+
 def main() -> int:
     """Runs what test_gpu.py runs, without pytest: one GPU at world 1..4, the no-host-sync check, and
     one GPU per rank where there are several. Prints one line per case."""
@@ -58,9 +151,17 @@ def main() -> int:
                                                                  timeout=900)) for w in (1, 2, 3, 4)]
     runs.append(("one GPU, gloo + NCCL, world 2, no host sync",
                  lambda: run_world(2, no_host_sync_case, True, backend="cpu:gloo,cuda:nccl", share_gpu=True)))
+    for w in (2, 4):
+        runs.append((f"one GPU, NCCL-only group, world {w}, no host sync",
+                     lambda w=w: run_world(w, no_host_sync_case, True, backend="nccl", share_gpu=True)))
+    for w in (1, 2, 3, 4):
+        runs.append((f"one GPU, NCCL, world {w}, CUDA graph capture",
+                     lambda w=w: run_world(w, capture_case, True, backend="nccl", share_gpu=True, timeout=600)))
     for w in (2, 4, 8):
         if torch.cuda.device_count() >= w:
             runs.append((f"{w} GPUs, NCCL", lambda w=w: run_world(w, gpu_cases, False, backend="nccl", timeout=900)))
+            runs.append((f"{w} GPUs, NCCL, CUDA graph capture",
+                         lambda w=w: run_world(w, capture_case, False, backend="nccl", timeout=600)))
     failed = 0
     for name, run in runs:
         try:

@@ -45,6 +45,35 @@ def ag_cases(rank, world, device="cpu"):
         assert_close(y, (x_full.double() @ w.t().double()).float(), what)
 
 
+def pieces_cases(rank, world, device="cpu"):
+    """pieces = 1..4 with the ring and bidir of both ops (the rings' exposed edge cut in pieces), uneven M."""
+    group = dist.group.WORLD.group_name
+    for algo in ("ring", "bidir"):
+        for pieces in (1, 2, 3, 4):
+            what = f"pieces {pieces} {algo} rank {rank}/{world}"
+            m, k, n = 8 * world + world // 2 + 1, 6, 3 * world + 2  # bidir: every half chunk has >= 4 rows
+            a_full, b_full = seeded(10, m, k, dtype=torch.float64), seeded(11, k, n, dtype=torch.float64)
+            b_r = b_full[:, block(n, world, rank)].contiguous()
+            _, (c,) = torch.ops.collmm.fused_all_gather_matmul(
+                a_full[block(m, world, rank)].to(device), [b_r.to(device)], 0, group, return_A=False, algo=algo,
+                pieces=pieces)
+            assert_close(c, a_full @ b_r, "ag " + what)
+            h_full, w_full = seeded(12, m, 4 * world + 1, dtype=torch.float64), seeded(13, 4 * world + 1, 5,
+                                                                                      dtype=torch.float64)
+            kb = block(4 * world + 1, world, rank)
+            y = torch.ops.collmm.fused_matmul_reduce_scatter(
+                h_full[:, kb].contiguous().to(device), w_full[kb].to(device), "sum", 0, group, algo=algo,
+                pieces=pieces)
+            assert_close(y, (h_full @ w_full)[block(m, world, rank)], "rs " + what)
+    try:  # pieces is for the ring and bidir only: refused on every rank
+        torch.ops.collmm.fused_all_gather_matmul(torch.ones(2, 3, device=device), [torch.ones(3, 2, device=device)],
+                                                 0, group, algo="pipelined", pieces=2)
+    except ValueError as e:
+        assert "pieces" in str(e), str(e)
+    else:
+        raise AssertionError("pipelined with pieces=2 was accepted")
+
+
 def rs_cases(rank, world, device="cpu"):
     group = dist.group.WORLD.group_name
     cases = [(d, algo, layout, op) for d in (torch.float32, torch.float64) for algo in ALGOS

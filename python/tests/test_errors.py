@@ -1,6 +1,7 @@
 """Bad input on one rank raises ValueError("collmm: ...") on every rank before any data moves, and
 the group is still in step afterwards (a good call right after each bad one gives the right
-answer). World sizes 1..4 on gloo; the last rank is the one that errs."""
+answer). World sizes 1..4 on gloo; the last rank is the one that errs (a missing group name and
+a meta B are refused on the rank itself, before any exchange: every rank passes them here)."""
 import pytest
 import torch
 import torch.distributed as dist
@@ -34,14 +35,22 @@ def error_cases(rank, world):
         (lambda: ag(a, [b[:, ::2] if bad else b[:, :3]], 0, group), "neither row-major"),
         (lambda: ag(a, [seeded(24, 5, 5) if bad else b], 0, group), "rows; A has 4 columns"),
         (lambda: ag(a.double() if bad else a, [b.double() if bad else b], 0, group), "disagree on dtype", 2),
-        (lambda: ag(a, [b], 1 if bad else 0, group), "gather_dim must be 0"),
+        (lambda: ag(a, [b], 1 if bad else 0, group), "gather_dim must be a dim of A_shard other than its last"),
         (lambda: ag(a.t() if bad else a.t().contiguous(), [b[:3]], 0, group), "contiguous"),
         (lambda: ag(a, [], 0, group), "Bs is empty"),
         (lambda: rs(a, b, "max" if bad else "sum", 0, group), "reduce_op"),
         (lambda: rs(a, b.half() if bad else b, "sum", 0, group), "is Half"),
-        (lambda: rs(seeded(25, 4, 4) if bad else a, b[:4], "sum", 0, group), "disagree on M", 2),
-        # rows that are not collmm's split: the last rank holds one more than the first
-        (lambda: ag(seeded(26, 3 if bad else 2, 4), [b], 0, group), "not collmm's split", 2),
+        (lambda: rs(seeded(25, 4, 4) if bad else a, b[:4], "sum", 0, group), "disagree on A's size along scatter_dim", 2),
+        # columns of Bs[0] that are not collmm's split: the last rank holds 5, the others 2
+        (lambda: ag(a, [b if bad else b[:, :2].contiguous()], 0, group), "not collmm's split", 2),
+        # different ops on different ranks: the same first exchange, the op's name disagrees
+        (lambda: rs(a, b, "sum", 0, group) if bad else ag(a, [b], 0, group), "disagree on op", 2),
+        (lambda: rs(a, b, "sum", 0, group, scatter_size=3), "adds up to", 2),
+        (lambda: ag(a, [b], 0, group, gathered_size=1), "gathered_size is 1"),
+        (lambda: ag(a, [b.t().contiguous().t() if bad else b], 0, group), "pass the same kind on every rank", 2),
+        (lambda: ag(a, [b], 0, "no-such-group"), "no process group is named 'no-such-group'"),
+        (lambda: ag(a, [b.to("meta")], 0, group), "Bs[0] is on meta, A_shard on cpu"),
+        (lambda: rs(a, b[:, :3], "sum", 0, group), ".contiguous()"),
     ]
     for i, (call, fragment, *min_world) in enumerate(cases):
         if world < (min_world[0] if min_world else 1):

@@ -7,11 +7,33 @@ import sys
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "tp_mlp.py")
 
 
-def test_tp_mlp_example_under_torchrun():
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", EXAMPLE]
+def torchrun(script: str, world: int) -> str:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world), script]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "rank 0: loss" in out.stdout and "rank 1: loss" in out.stdout, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_tp_mlp_example_under_torchrun_world_3():
+    """World 3: the sequence of 8 splits 3, 3, 2 with a batch of 2 (rows 6, 6, 4)."""
+    out = torchrun(EXAMPLE, 3)
+    assert all(f"rank {r}: loss" in out for r in range(3)), out
+
+
+def readme_snippets() -> list:
+    """The ```python blocks of the README's PyTorch section, as written."""
+    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    section = text[text.index("## PyTorch"):text.index("## The C++ API")]
+    return [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
+
+
+def test_readme_snippets_run_as_written(tmp_path):
+    snippets = readme_snippets()
+    assert len(snippets) >= 2
+    for i, code in enumerate(snippets):
+        script = tmp_path / f"snippet{i}.py"
+        script.write_text(code)
+        torchrun(str(script), 2)
 
 
 def test_bench_table_under_torchrun(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from dist_util import run_world
-from gpu_cases import gpu_cases, no_host_sync_case
+from gpu_cases import capture_case, gpu_cases, no_host_sync_case
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 
@@ -23,6 +23,24 @@ def test_one_gpu_nccl(world):
 
 def test_one_gpu_gloo_and_nccl_no_host_sync():
     run_world(2, no_host_sync_case, True, backend="cpu:gloo,cuda:nccl", share_gpu=True)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_one_gpu_nccl_only_no_host_sync(world):
+    run_world(world, no_host_sync_case, True, backend="nccl", share_gpu=True)
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_one_gpu_capture(world):
+    run_world(world, capture_case, True, backend="nccl", share_gpu=True, timeout=600)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
+@pytest.mark.parametrize("world", [2, 4])
+def test_multi_gpu_capture(world):
+    if torch.cuda.device_count() < world:
+        pytest.skip(f"fewer than {world} GPUs")
+    run_world(world, capture_case, False, backend="nccl", timeout=600)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")

@@ -6,7 +6,7 @@ the same seeded global tensors."""
 import pytest
 
 from dist_util import run_world
-from op_cases import ag_cases, rs_cases
+from op_cases import ag_cases, pieces_cases, rs_cases
 
 
 def both(rank, world, executor):
@@ -15,6 +15,7 @@ def both(rank, world, executor):
     collmm.set_cpu_executor(executor)
     ag_cases(rank, world)
     rs_cases(rank, world)
+    pieces_cases(rank, world)
 
 
 @pytest.mark.parametrize("executor", ["host", "aten"])

@@ -16,6 +16,13 @@ double thread_cpu_seconds() {
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 DeadlineGuard::DeadlineGuard(int timeout_s, std::string message, std::function<void()> on_timeout) {
   thread_ = std::thread([this, timeout_s, message = std::move(message), on_timeout = std::move(on_timeout)] {
     std::unique_lock<std::mutex> lock(mutex_);

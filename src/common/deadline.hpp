@@ -14,6 +14,8 @@ namespace collmm {
 
 // CPU seconds (user + system) this thread has used so far (what a wait cost, in messages and tests).
 double thread_cpu_seconds();
+// CPU seconds (user + system) the whole process has used so far.
+double process_cpu_seconds();
 
 class DeadlineGuard {
  public:

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "fault_point.hpp"
+
 namespace collmm {
 namespace {
 
@@ -49,6 +51,15 @@ class MpiHostComm : public HostComm {
       std::cerr << ("collmm: rank " + std::to_string(rank_) + ": " + e.what() + "; aborting the job\n") << std::flush;
       abort(3);
     }
+    fault_point("mpi_finalize", rank_);
+    // MPI_Finalize waits for every process too (Open MPI's closing fence): a rank that stops now
+    // would hold the others there forever. MPI can no longer abort the job: this process exits
+    // non-zero and the launcher ends the rest.
+    const DeadlineGuard guard(timeout_s_,
+                              "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                                  ": MPI_Finalize did not finish within " + std::to_string(timeout_s_) +
+                                  " s (--timeout): another rank stopped or hangs at the end of the job; exiting",
+                              [] { std::_Exit(3); });
     MPI_Finalize();
   }
   int proc() const override { return rank_; }
@@ -152,9 +163,20 @@ bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point 
 }
 
 std::unique_ptr<HostComm> make_mpi_host_comm(int needed, int timeout_s) {
+  if (timeout_s < 1) throw UsageError("--timeout must be >= 1 s (got " + std::to_string(timeout_s) + ")");
   int initialized = 0, provided = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    fault_point("mpi_init");
+    // MPI_Init waits for every process of the job: one that never gets there (stopped, stuck in
+    // its start) would hold the others forever. MPI cannot abort before it is up: this process
+    // exits non-zero and the launcher ends the rest.
+    const int rank = launcher_rank();
+    const DeadlineGuard guard(timeout_s,
+                              "collmm: rank " + (rank < 0 ? std::string("?") : std::to_string(rank)) +
+                                  ": MPI_Init did not finish within " + std::to_string(timeout_s) +
+                                  " s (--timeout): another rank of the job did not start or hangs; exiting",
+                              [] { std::_Exit(3); });
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   } else {
@@ -166,7 +188,6 @@ std::unique_ptr<HostComm> make_mpi_host_comm(int needed, int timeout_s) {
         << " (its comm lane calls MPI from its own thread); use an MPI built with thread support";
     throw UsageError(msg.str());
   }
-  if (timeout_s < 1) throw UsageError("--timeout must be >= 1 s (got " + std::to_string(timeout_s) + ")");
   return std::make_unique<MpiHostComm>(timeout_s);
 }
 

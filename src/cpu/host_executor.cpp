@@ -124,13 +124,19 @@ class HostExecutor : public Executor {
       char cpu[96];
       std::snprintf(cpu, sizeof cpu, "in the barrier that starts the run (this wait took %.2f CPU s)",
                     thread_cpu_seconds() - cpu0);
-      watchdog(cpu);
+      watchdog(cpu, true);
     }
     std::vector<bool> skip(plan_.steps.size(), false);
     for (size_t i = 0; i < skip.size(); ++i) skip[i] = skips(filter, plan_.steps[i].kind);
     const Clock::time_point t0 = Clock::now();
+    const double process_cpu0 = process_cpu_seconds();
     pool_->start(t0, std::move(skip));
-    if (!pool_->wait_until(deadline)) watchdog("in these steps:" + pool_->where());
+    if (!pool_->wait_until(deadline)) {
+      // The CPU the whole process used in the run (its lanes' waits included): napping vs spinning.
+      char cpu[64];
+      std::snprintf(cpu, sizeof cpu, " (this run took %.2f CPU s)", process_cpu_seconds() - process_cpu0);
+      watchdog("in these steps:" + pool_->where() + cpu, !pool_->inside_own_work());
+    }
     RankRun r;
     r.rank = transport_->rank();
     r.total_us = pool_->total_us();
@@ -242,12 +248,18 @@ class HostExecutor : public Executor {
     transport_->reduce_scatter(buffers_.ptr(s.parts[0]), buffers_.ptr(s.out), from.dtype, counts);
   }
 
-  // The run outlived timeout_s: a peer died or hangs. Say where, then end the whole job.
-  [[noreturn]] void watchdog(const std::string& where) {
-    std::cerr << "collmm cpu: rank " << transport_->rank() << " of " << transport_->size() << ": the run of "
-              << to_string(plan_.problem.op) << " " << to_string(plan_.options.algo) << " timed out after "
-              << options_.timeout_s << " s (a peer died or hangs), stuck " << where << "\naborting the job"
-              << std::endl;
+  // The run outlived timeout_s. Waiting for a peer (`on_peer`): the peer died, hangs or is slower
+  // than --timeout; otherwise this rank's own work is (one iteration longer than --timeout, not a
+  // fault of any peer). Say which and where, then end the whole job.
+  [[noreturn]] void watchdog(const std::string& where, bool on_peer) {
+    const std::string why = on_peer ? "no answer from a peer (it died, hangs, or its own step is slower than --timeout)"
+                                    : "this rank's own work is slower than --timeout (not a peer's fault: give a "
+                                      "larger --timeout or a smaller problem)";
+    std::cerr << ("collmm cpu: rank " + std::to_string(transport_->rank()) + " of " +
+                  std::to_string(transport_->size()) + ": the run of " + to_string(plan_.problem.op) + " " +
+                  to_string(plan_.options.algo) + " timed out after " + std::to_string(options_.timeout_s) +
+                  " s: " + why + ", stuck " + where + "\naborting the job\n")
+              << std::flush;
     // The comm lane may still be inside the transport; HostComm::abort ends every process of the job
     // from here (MPI_Abort needs the MULTIPLE level that make_mpi_host_comm asks for).
     host_->abort(3);

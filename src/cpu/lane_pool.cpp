@@ -81,6 +81,13 @@ std::string LanePool::where() const {
   return out.str();
 }
 
+bool LanePool::inside_own_work() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const LaneState& s : state_)
+    if (s.step >= 0 && s.running && !is_comm(plan_.steps[static_cast<size_t>(s.step)].kind)) return true;
+  return false;
+}
+
 void LanePool::lane_main(int lane) {
   long seen = 0;
   for (;;) {

@@ -42,6 +42,9 @@ class LanePool {
   double total_us() const { return total_us_; }
   // What every lane is doing now, for a watchdog's message.
   std::string where() const;
+  // True when a lane is inside a step of this rank's own work (a GEMM, a copy, an add): the
+  // iteration is still being computed here, whatever its comm lane waits for.
+  bool inside_own_work() const;
 
  private:
   void lane_main(int lane);

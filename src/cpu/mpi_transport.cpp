@@ -4,11 +4,14 @@
 // and say so clearly when a part is too large.
 #include "mpi_transport.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "fault_point.hpp"
 #include "mpi_host.hpp"
 
 namespace collmm::cpu {
@@ -31,17 +34,31 @@ MPI_Datatype element_type(Dtype d) {
   throw std::runtime_error("cpu backend: no MPI reduction for " + to_string(d) + " elements");
 }
 
-// Waits for every request, yielding the core between tests. A plain MPI_Waitall spins and keeps
-// one of the cores the BLAS threads were given; a GEMM split statically over its threads runs at
-// the pace of its slowest thread (measured on 4 ranks x 4 cores: chunk GEMMs up to 2x slower beside
-// a spinning comm thread). Sleeping between tests was worse: the shared-memory transport moves a
-// large message only while it is polled, and the transfers slowed 2x (docs/perf.md).
-void wait_yielding(std::vector<MPI_Request>& requests) {
+// Waits for every request, yielding the core between tests for the first kYieldFor, then napping
+// (20 us, doubling up to 1 ms). A plain MPI_Waitall spins and keeps one of the cores the BLAS
+// threads were given; a GEMM split statically over its threads runs at the pace of its slowest
+// thread (measured on 4 ranks x 4 cores: chunk GEMMs up to 2x slower beside a spinning comm
+// thread). Napping from the start was worse: the shared-memory transport moves a large message
+// only while it is polled, and the transfers slowed 2x (docs/perf.md); a transfer whose peer is
+// there finishes within the yielding part. A wait longer than that is a peer still busy (or
+// stopped: the run's watchdog ends it at --timeout), and a waiting rank then uses a few percent of
+// a core at most (docs/reliability.md).
+constexpr std::chrono::milliseconds kYieldFor(20);
+
+void wait_napping(std::vector<MPI_Request>& requests) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point yield_end = Clock::now() + kYieldFor;
+  std::chrono::microseconds nap(20);
   for (;;) {
     int done = 0;
     COLLMM_MPI(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
     if (done) return;
-    std::this_thread::yield();
+    if (Clock::now() < yield_end) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
   }
 }
 
@@ -74,13 +91,14 @@ MPI_Datatype MpiTransport::row_type(size_t row_bytes) {
 
 void MpiTransport::sendrecv(const std::vector<Message>& sends, const std::vector<Message>& recvs) {
   constexpr int kTag = 0;  // one tag: MPI's non-overtaking order matches the k-th send to the k-th receive
+  fault_point("sendrecv", rank_);
   std::vector<MPI_Request> requests(sends.size() + recvs.size(), MPI_REQUEST_NULL);
   size_t i = 0;
   for (const Message& m : recvs)
     COLLMM_MPI(MPI_Irecv(m.data, COLLMM_MPI_INT(m.rows), row_type(m.row_bytes), m.peer, kTag, comm_, &requests[i++]));
   for (const Message& m : sends)
     COLLMM_MPI(MPI_Isend(m.data, COLLMM_MPI_INT(m.rows), row_type(m.row_bytes), m.peer, kTag, comm_, &requests[i++]));
-  wait_yielding(requests);
+  wait_napping(requests);
 }
 
 void MpiTransport::allgather(const void* mine, int64_t mine_rows, unsigned char* base, size_t row_bytes,
@@ -99,8 +117,10 @@ void MpiTransport::allgather(const void* mine, int64_t mine_rows, unsigned char*
   const MPI_Datatype row = row_type(row_bytes);
   const unsigned char* own = base + static_cast<size_t>(parts[static_cast<size_t>(rank_)].row) * row_bytes;
   const void* send = mine == own ? MPI_IN_PLACE : mine;
-  COLLMM_MPI(
-      MPI_Allgatherv(send, counts[static_cast<size_t>(rank_)], row, base, counts.data(), displs.data(), row, comm_));
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);  // non-blocking: the wait naps (wait_napping)
+  COLLMM_MPI(MPI_Iallgatherv(send, counts[static_cast<size_t>(rank_)], row, base, counts.data(), displs.data(), row,
+                             comm_, &request[0]));
+  wait_napping(request);
 }
 
 void MpiTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, const std::vector<int64_t>& counts) {
@@ -109,7 +129,9 @@ void MpiTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, con
                              std::to_string(size_) + " ranks");
   std::vector<int> recvcounts;
   for (int64_t c : counts) recvcounts.push_back(COLLMM_MPI_INT(c));
-  COLLMM_MPI(MPI_Reduce_scatter(send, recv, recvcounts.data(), element_type(dtype), MPI_SUM, comm_));
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  COLLMM_MPI(MPI_Ireduce_scatter(send, recv, recvcounts.data(), element_type(dtype), MPI_SUM, comm_, &request[0]));
+  wait_napping(request);
 }
 
 bool MpiTransport::barrier_until(std::chrono::steady_clock::time_point deadline) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "atomic_file.hpp"
 #include "bench_calibrate.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/agreement.hpp"
@@ -19,23 +20,7 @@
 namespace collmm {
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write " + path);
-}
-
-// FILE.svg for a single case; FILE-<op>-<label>.svg (':' of "auto:ring" as '-') when there are several.
-std::string svg_path(const std::string& base, const CaseResult& r, bool several) {
-  if (!several) return base;
-  const size_t dot = base.rfind('.');
-  const bool has_ext = dot != std::string::npos && base.find('/', dot) == std::string::npos;
-  std::string label = r.label;
-  for (char& c : label)
-    if (c == ':') c = '-';
-  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(r.op) + "-" + label +
-         (has_ext ? base.substr(dot) : ".svg");
-}
+void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 void write_timelines(const std::string& base, const std::vector<CaseResult>& results, const std::string& backend,
                      std::ostream& out) {
@@ -44,7 +29,7 @@ void write_timelines(const std::string& base, const std::vector<CaseResult>& res
     svg.subtitle = "measured, " + backend + ", M=" + std::to_string(r.problem.m) + " N=" + std::to_string(r.problem.n) +
                    " K=" + std::to_string(r.problem.k) + " " + to_string(r.dtype) + ", " + r.label +
                    ", the median timed iteration";
-    const std::string path = svg_path(base, r, results.size() > 1);
+    const std::string path = timeline_path(base, r.op, r.label, results.size() > 1);
     write_svg(r.timeline, path, svg);
     out << "# timeline: " << path << "\n";
   }
@@ -70,7 +55,11 @@ void Bench::validate() {
                        "and fewer are too noisy to fit");
     if (!ex_.supports(o_.dtype))
       throw UsageError("the " + ex_.backend() + " backend has no " + to_string(o_.dtype) + " GEMM in this build");
-    if (!o_.profile.empty()) profile_ = profile_for(o_, ex_.gemm_library());
+    try {
+      if (!o_.profile.empty()) profile_ = profile_for(o_, ex_.gemm_library());
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--profile: ") + e.what());
+    }
     predict_ = !o_.profile.empty();
     for (Op op : o_.ops) {
       const Problem p = problem_of(o_, op, ex_.world_size());
@@ -108,14 +97,26 @@ void Bench::validate() {
           throw UsageError("--algo auto for " + to_string(o_.ops[i]) + ": the pick of " + from + ": " + e.what());
         }
         cases.emplace_back(o_.ops[i], picks_[i].options);
+        for (const Alternative& a : auto_timed_candidates(o_, picks_[i])) cases.emplace_back(o_.ops[i], a.options);
       }
     } catch (const UsageError& e) {
       error = e.what();
     }
     raise_if_any_process_failed(host, error);
   }
-  // Memory last: every case is known. Refused here, before anything is allocated.
+  // Memory last: every case is known. Refused here, before anything is allocated. The per-case
+  // timeline files too: their names hold the cases' labels.
   try {
+    if (host.proc() == 0 && !o_.timeline_path.empty()) {
+      std::vector<std::pair<Op, std::string>> labels;
+      for (size_t i = 0; i < o_.ops.size(); ++i) {
+        for (Algo algo : algos_to_run(o_))
+          labels.emplace_back(o_.ops[i], algo_label(algo == Algo::sequential ? plan_options_of(o_, algo)
+                                                                             : plan_options_of(o_, o_.ops[i], algo)));
+        if (o_.algo_auto) labels.emplace_back(o_.ops[i], "auto:" + algo_label(picks_.at(i).options));
+      }
+      check_timeline_paths(o_.timeline_path, labels);
+    }
     ex_.check_memory(memory_need(o_, cases, ex_.world_size(), ex_.local_ranks(), ex_.out_dtype(o_.dtype),
                                  ex_.played_peers() != nullptr));
   } catch (const UsageError& e) {
@@ -131,7 +132,14 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
   if (printer) print_table_header(out, o_, info);
 
   const std::vector<Algo> algos = algos_to_run(o_);
+  auto_timed_.clear();
   const bool sequential_listed = std::find(algos.begin(), algos.end(), Algo::sequential) != algos.end();
+  // --save fills a staging directory, put in place of the old one once every rank has saved.
+  if (!o_.save_dir.empty()) {
+    host.set_phase("the start of --save's directory");
+    if (printer) start_staging_dir(o_.save_dir);
+    host.barrier();
+  }
   std::vector<CaseResult> results;
   for (size_t op_i = 0; op_i < o_.ops.size(); ++op_i) {
     const Op op = o_.ops[op_i];
@@ -139,7 +147,7 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     if (o_.check) ref = make_reference(problem_of(o_, op, ex_.world_size()), ex_.local_ranks(), o_.seed, o_.dtype);
     CaseWork work;
     work.check = o_.check ? &ref : nullptr;
-    work.save_dir = o_.save_dir;
+    work.save_dir = o_.save_dir.empty() ? "" : staging_dir(o_.save_dir);
 
     // The sequential case is the baseline of every other; when not asked for, it is only timed.
     CaseWork base = sequential_listed ? work : CaseWork{};
@@ -154,8 +162,15 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     for (Algo algo : algos)
       finish(algo == Algo::sequential ? sequential : run_case(ex_, o_, op, plan_options_of(o_, op, algo), work));
     if (o_.algo_auto) {
-      const AutoPick& pick = picks_.at(op_i);
+      AutoPick& pick = picks_.at(op_i);
       if (printer) out << "# " << to_string(op) << " --algo auto\n" << pick.printed << std::flush;
+      if (!auto_timed_candidates(o_, pick).empty()) {
+        const MeasuredChoice m = measure_auto_pick(ex_, o_, op, pick);
+        if (printer) out << print(m, o_.auto_measure) << std::flush;
+        if (o_.plan.post == Post::comm_first)
+          for (const TuningEntry& e : tuning_entries(problem_of(o_, op, ex_.world_size()), o_.dtype, m))
+            auto_timed_.push_back(e);
+      }
       CaseResult r = run_case(ex_, o_, op, pick.options, work, "auto:" + algo_label(pick.options));
       r.chosen_by = pick.source;
       finish(std::move(r));
@@ -163,6 +178,10 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
   }
   inject_fault(o_, ex_.local_ranks(), "output");
   host.set_phase("the output of the results");
+  if (!o_.save_dir.empty()) {
+    host.barrier();
+    if (printer) publish_staging_dir(o_.save_dir);
+  }
   if (printer) {
     print_table_summary(out, results);
     if (!o_.json_path.empty()) write_text(o_.json_path, results_json(info, results).dump(2) + "\n");
@@ -173,6 +192,8 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     }
     if (!o_.timeline_path.empty()) write_timelines(o_.timeline_path, results, info.backend, out);
     if (!o_.tune_cache_path.empty()) {
+      // auto's quick timings first: a row measured with the full -w/-i replaces one of the same configuration.
+      if (!auto_timed_.empty()) update_tuning_cache(o_.tune_cache_path, auto_timed_);
       record_measurements(o_.tune_cache_path, results);
       out << "# tuning cache: " << results.size() << " measured rows recorded in " << o_.tune_cache_path << "\n";
     }

@@ -30,8 +30,9 @@ class Bench {
  private:
   Executor& ex_;
   BenchOptions o_;
-  std::vector<AutoPick> picks_;  // --algo auto: one per op of o_.ops
-  bool predict_ = false;         // --profile given
+  std::vector<AutoPick> picks_;          // --algo auto: one per op of o_.ops
+  std::vector<TuningEntry> auto_timed_;  // --algo auto: the candidates it timed, for --tune-cache
+  bool predict_ = false;                 // --profile given
   Profile profile_;
 };
 

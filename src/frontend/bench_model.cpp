@@ -27,14 +27,14 @@ double predicted_time_us(const Problem& problem, const PlanOptions& options, Dty
 
 AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, GemmLibrary library,
                             std::string& error) {
-  std::string mine;  // "<to_json(options)>\n<source>\n<print(choice)>"
+  std::string mine;  // "<to_json(choice)>\n<source>\n<print(choice)>"
   if (host.proc() == 0 && error.empty()) {
     try {
       TuningCache cache;
       const bool have_cache = !o.tune_cache_path.empty() && std::filesystem::exists(o.tune_cache_path);
       if (have_cache) cache = load_tuning_cache(o.tune_cache_path);
       const Choice c = choose(problem, o.dtype, profile_for(o, library), have_cache ? &cache : nullptr);
-      mine = to_json(c.options).dump() + "\n" + c.source + "\n" + print(c);
+      mine = to_json(c).dump() + "\n" + c.source + "\n" + print(c);
     } catch (const UsageError& e) {
       error = e.what();
     }
@@ -43,13 +43,36 @@ AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchO
   AutoPick pick;
   if (shared.empty()) return pick;  // process 0 failed: raise_if_any_process_failed reports it
   std::istringstream in(shared);
-  std::string options;
-  std::getline(in, options);
+  std::string choice;
+  std::getline(in, choice);
   std::getline(in, pick.source);
-  pick.options = plan_options_from_json(nlohmann::json::parse(options));
+  pick.choice = choice_from_json(nlohmann::json::parse(choice));
+  pick.options = pick.choice.options;
   pick.options.post = o.plan.post;
   pick.printed = shared.substr(static_cast<size_t>(in.tellg()));
   return pick;
+}
+
+std::vector<Alternative> auto_timed_candidates(const BenchOptions& o, const AutoPick& pick) {
+  if (!needs_measuring(pick.choice, o.auto_measure)) return {};
+  std::vector<Alternative> candidates = candidates_to_time(pick.choice, o.auto_measure);
+  for (Alternative& a : candidates) a.options.post = o.plan.post;
+  return candidates;
+}
+
+MeasuredChoice measure_auto_pick(Executor& ex, const BenchOptions& o, Op op, AutoPick& pick) {
+  const Problem problem = problem_of(o, op, ex.world_size());
+  auto time = [&](const PlanOptions& options, int warmup, int iters) {
+    std::vector<Plan> plans;
+    for (int r : ex.local_ranks()) plans.push_back(make_plan(problem, options, r));
+    ex.prepare(plans, o.dtype);
+    upload_inputs(ex, plans, o.seed, o.dtype);
+    return time_iterations(ex, StepFilter::all, warmup, iters);
+  };
+  const MeasuredChoice m = measure_choice(auto_timed_candidates(o, pick), time, ex.host(), o.auto_measure);
+  pick.options = m.options;
+  pick.source = "measured";
+  return m;
 }
 
 void record_measurements(const std::string& path, const std::vector<CaseResult>& results) {

@@ -27,6 +27,7 @@ struct AutoPick {
   PlanOptions options;  // the pick's options, with post from the command line
   std::string source;   // "model" or "measured"
   std::string printed;  // print(Choice): the pick and its predicted alternatives
+  Choice choice;        // the whole choice: the candidates auto times (measured_choice.hpp) come from it
 };
 
 // Process 0 chooses (choose() with the profile and, when the file exists, the tuning cache) and
@@ -34,6 +35,15 @@ struct AutoPick {
 // 0 sees the cache file. Throws UsageError on process 0's errors only: call it where
 // raise_if_any_process_failed follows (Bench::validate).
 AutoPick choose_on_process0(HostComm&, const Problem&, const BenchOptions&, GemmLibrary library, std::string& error);
+
+// The candidates --algo auto times for this pick (measured_choice.hpp's candidates_to_time, posted
+// as --post says): none when needs_measuring says no (--auto-measure off, one candidate, or the
+// cache times them all).
+std::vector<Alternative> auto_timed_candidates(const BenchOptions&, const AutoPick&);
+
+// Times them on the bench's inputs (collective: each prepared, uploaded, then warm-up + timed runs
+// of the whole job, the slowest rank's median) and makes the fastest the pick (source "measured").
+MeasuredChoice measure_auto_pick(Executor&, const BenchOptions&, Op, AutoPick&);
 
 // Adds every measured row (op, M, N, K, P, dtype, plan options, time_us) to the cache
 // file (under its lock, merged with what other jobs added, written atomically: update_tuning_cache),

@@ -46,6 +46,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"nccl-min-ctas", std::to_string(b.nccl_min_ctas)},
       {"nccl-max-ctas", std::to_string(b.nccl_max_ctas)},
       {"graph", b.graph ? "yes" : "no"},
+      {"auto-measure", to_string(o.auto_measure.measure)},
   };
   // The plan options (--stages, --post, --gemm-lanes, ...; their algo is unused: --algo is "algo" above).
   for (auto& key : agreement_keys(o.plan)) keys.push_back(std::move(key));
@@ -70,14 +71,16 @@ std::vector<Algo> algos_to_run(const BenchOptions& o) {
 
 PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
   PlanOptions p = options_for(Op::ag_gemm, algo, o.plan);
-  p.merge = 1;  // whichever op: the options every op takes
+  p.merge = 1;  // the plain algorithm, whichever op: without --merge and --pieces
+  p.pieces = 1;
   return p;
 }
 
 PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) { return options_for(op, algo, o.plan); }
 
 std::string algo_label(const PlanOptions& p) {
-  return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "");
+  return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
+         (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "");
 }
 
 }  // namespace collmm

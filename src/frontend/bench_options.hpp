@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collmm/executor.hpp"
+#include "collmm/measured_choice.hpp"
 
 namespace collmm {
 
@@ -15,6 +16,7 @@ struct BenchOptions {
   std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};  // --op NAME|all
   std::vector<Algo> algos;                        // --algo NAME|all (empty: all_algos())
   bool algo_auto = false;                         // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
+  MeasureSettings auto_measure;                   // --auto-measure on|off: auto times its best few candidates
   int64_t m = 1024, n = 1024, k = 1024;           // global sizes
   BLayout b_layout = BLayout::kn;
   Dtype dtype = Dtype::f32;
@@ -53,10 +55,11 @@ Problem problem_of(const BenchOptions&, Op op, int world);
 std::vector<Algo> algos_to_run(const BenchOptions&);
 
 // The plan options of one listed algorithm: --stages applies to pipelined only (0 elsewhere).
-PlanOptions plan_options_of(const BenchOptions&, Algo);  // without --merge
+PlanOptions plan_options_of(const BenchOptions&, Algo);  // without --merge and --pieces
 // The same for one op: every option kept where it applies (options_for).
 PlanOptions plan_options_of(const BenchOptions&, Op, Algo);
-// "ring", or "ring:merge2" when GEMMs are merged: the algo column's words for a case.
+// "ring", or "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces: the algo
+// column's words for a case.
 std::string algo_label(const PlanOptions&);
 
 }  // namespace collmm

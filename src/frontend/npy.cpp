@@ -6,6 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "atomic_file.hpp"
 #include "collmm/data.hpp"
 
 namespace collmm {
@@ -51,11 +52,8 @@ void write_npy(const std::string& path, Dtype dtype, int64_t rows, int64_t cols,
       break;
     }
   }
-  std::ofstream out(path, std::ios::binary);
   const std::string header = npy_header(descr, rows, cols);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(body.data()), static_cast<std::streamsize>(body.size()));
-  if (!out) throw std::runtime_error("cannot write " + path);
+  write_file_atomically(path, {header, std::string_view(reinterpret_cast<const char*>(body.data()), body.size())});
 }
 
 }  // namespace collmm

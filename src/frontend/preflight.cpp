@@ -62,6 +62,23 @@ void check_outputs_writable(const BenchOptions& o, bool writer) {
   check_dir_writable(o.save_dir, "--save");
 }
 
+std::string timeline_path(const std::string& base, Op op, const std::string& label, bool several) {
+  if (!several) return base;
+  const size_t dot = base.rfind('.');
+  const bool has_ext = dot != std::string::npos && base.find('/', dot) == std::string::npos;
+  std::string name = label;
+  for (char& c : name)
+    if (c == ':') c = '-';
+  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(op) + "-" + name +
+         (has_ext ? base.substr(dot) : ".svg");
+}
+
+void check_timeline_paths(const std::string& base, const std::vector<std::pair<Op, std::string>>& cases) {
+  if (base.empty()) return;
+  for (const auto& [op, label] : cases)
+    check_file_writable(timeline_path(base, op, label, cases.size() > 1), "--timeline");
+}
+
 MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, PlanOptions>>& cases, int world,
                        const std::vector<int>& local_ranks, Dtype out_dtype, bool plays_peers) {
   MemoryNeed need;

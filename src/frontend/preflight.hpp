@@ -16,6 +16,11 @@ namespace collmm {
 // for appending, or by creating and removing it where it does not exist yet; nothing is truncated.
 void check_outputs_writable(const BenchOptions&, bool writer);
 
+// --timeline FILE.svg for a single case; FILE-<op>-<label>.svg (':' of "auto:ring" as '-') when
+// there are several. Every one is checked (process 0) before the run, as above.
+std::string timeline_path(const std::string& base, Op, const std::string& label, bool several);
+void check_timeline_paths(const std::string& base, const std::vector<std::pair<Op, std::string>>& cases);
+
 // The peak need of this process over the cases: the plans' buffers of its local ranks (the largest
 // case: each case's buffers replace the last one's), and in host memory the inputs as generated
 // (f64 and encoded) and, with --check, the f64 reference (the local C's and ag_gemm's gathered A).

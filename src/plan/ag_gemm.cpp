@@ -15,6 +15,18 @@
 //
 // --merge G: the GEMMs of chunks received at G consecutive steps become one GEMM over their
 // adjacent rows (posted at the step of the last of them); fewer, larger GEMMs, the same comm.
+//
+// --pieces S (ring and bidir): the ring's one exposed GEMM is the last chunk's, which can only start
+// once the last transfer (step P-2) has ended. That transfer is cut into S sendrecv steps of
+// 1/S of the chunk's rows each, and the last chunk's GEMM into S GEMMs, piece i waiting for
+// transfer piece i only: piece i's GEMM runs beside the transfer of piece i+1, and 1/S of a chunk's
+// GEMM is left alone at the end instead of all of it. Only that edge is cut: the other steps'
+// GEMMs already run beside a transfer, and every extra transfer pays its fixed cost.
+//
+//   comm  | s0 | s3 | s2a | s2b |          rank 0 of 4, S = 2: step 2's transfer in two pieces;
+//   gemm  | g0 | g3 | g2  | g1a | g1b |    g1a waits for the first piece only
+//
+// With --merge, the group before the last chunk closes at step P-2; the last chunk is not merged.
 #include <algorithm>
 #include <optional>
 
@@ -143,43 +155,50 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
   const int P = p.world;
   const int g = plan.add_buffer(Role::gathered, p.m, p.k);
   const int send_to = ring_mod(r + 1, P), recv_from = ring_mod(r - 1, P);
+  const int edge = P > 1 ? o.pieces : 1;  // pieces of the last transfer (step P-2) and the last GEMM
 
-  int prev_comm = -1;  // the step that received the chunk used now
-  Merge group;         // received chunks whose GEMM is not posted yet (merge > 1)
+  std::vector<int> prev_comm;  // the step(s) that received the chunk used now: one per piece
+  Merge group;                 // received chunks whose GEMM is not posted yet (merge > 1)
   int gemms = 0;
   for (int j = 0; j < P; ++j) {
     const int cur = ring_mod(r - j, P);
     const Slice src = source_rows(p, g, r, cur);
-    Step comm;
-    comm.kind = StepKind::sendrecv;
-    comm.lane = 0;
-    comm.index = j;
-    comm.chunk = cur;
-    comm.sends.push_back({send_to, src});
-    comm.recvs.push_back({recv_from, chunk_rows(p, g, ring_mod(r - j - 1, P))});
+    const int pieces = j == P - 2 ? edge : 1;
+    std::vector<Step> comms(j < P - 1 ? pieces : 0);
+    for (int i = 0; i < static_cast<int>(comms.size()); ++i) {
+      comms[i].kind = StepKind::sendrecv;
+      comms[i].index = j;
+      comms[i].chunk = cur;
+      comms[i].sends.push_back({send_to, piece_of(src, pieces, i)});
+      comms[i].recvs.push_back({recv_from, piece_of(chunk_rows(p, g, ring_mod(r - j - 1, P)), pieces, i)});
+    }
 
-    // This step's GEMM: chunk cur alone, or (merge) the group that cur closes, or none yet.
-    std::optional<Step> mm;
-    if (j == 0 || o.merge == 1) {
-      mm = gemm(plan.gemm_lane(gemms), chunk_rows(p, kBufC, cur), src, j, cur);
+    // This step's GEMMs: chunk cur alone, or (merge) the group that cur closes, or none yet; the
+    // last chunk, when it came in pieces, one GEMM per piece as soon as that piece is here.
+    std::vector<Step> mms;
+    if (j == P - 1 && edge > 1) {
+      for (int i = 0; i < edge; ++i)
+        mms.push_back(gemm(plan.gemm_lane(gemms++), piece_of(chunk_rows(p, kBufC, cur), edge, i),
+                           piece_of(src, edge, i), j, cur, {prev_comm[i]}));
+    } else if (j == 0 || o.merge == 1) {
+      mms.push_back(gemm(plan.gemm_lane(gemms++), chunk_rows(p, kBufC, cur), src, j, cur, prev_comm));
     } else {
       group.add(chunk_rows(p, g, cur));
-      const bool last = j == P - 1 || cur == 0;  // chunk P-1 does not lie above chunk 0
+      // chunk P-1 does not lie above chunk 0; a last chunk cut in pieces is not merged
+      const bool last = j == P - 1 || cur == 0 || (edge > 1 && j == P - 2);
       if (group.count == o.merge || last) {
-        mm = gemm(plan.gemm_lane(gemms), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur);
+        mms.push_back(gemm(plan.gemm_lane(gemms++), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur,
+                           prev_comm));  // earlier chunks came before on lane 0
         group = Merge{};
       }
     }
-    if (mm) {
-      if (prev_comm >= 0) mm->waits.push_back(prev_comm);  // earlier chunks came before on lane 0
-      ++gemms;
-    }
 
-    const bool has_comm = j < P - 1;
-    if (mm && o.post == Post::gemm_first) plan.push(*mm);
-    const int c = has_comm ? plan.push(comm) : -1;
-    if (mm && o.post == Post::comm_first) plan.push(*mm);
-    prev_comm = c;
+    if (o.post == Post::gemm_first)
+      for (Step& m : mms) plan.push(m);
+    prev_comm.clear();
+    for (Step& c : comms) prev_comm.push_back(plan.push(c));
+    if (o.post == Post::comm_first)
+      for (Step& m : mms) plan.push(m);
   }
   copy_own_chunk(plan, g);
   return plan;
@@ -200,46 +219,50 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     return s;
   };
 
-  int prev_comm = -1;
+  const int edge = P > 1 ? o.pieces : 1;  // pieces of the last transfer (step P-2) and the last GEMMs
+  std::vector<int> prev_comm;
   for (int j = 0; j < P; ++j) {
     const int cur0 = ring_mod(r - j, P), cur1 = ring_mod(r + j, P);
-    Step comm;
-    comm.kind = StepKind::sendrecv;
-    comm.lane = 0;
-    comm.index = j;
-    comm.chunk = cur0;
-    // Empty halves (a one-row chunk has no second half) are left out on both sides alike.
-    auto add_send = [&](int peer, Slice s) {
-      if (s.rows > 0) comm.sends.push_back({peer, s});
-    };
-    auto add_recv = [&](int peer, Slice s) {
-      if (s.rows > 0) comm.recvs.push_back({peer, s});
-    };
-    add_send(next, src_half(cur0, 0));
-    add_recv(prev, half_rows(p, g, ring_mod(r - j - 1, P), 0));
-    add_send(prev, src_half(cur1, 1));
-    add_recv(next, half_rows(p, g, ring_mod(r + j + 1, P), 1));
+    const int pieces = j == P - 2 ? edge : 1;
+    std::vector<Step> comms(j < P - 1 ? pieces : 0);
+    for (int i = 0; i < static_cast<int>(comms.size()); ++i) {
+      Step& comm = comms[i];
+      comm.kind = StepKind::sendrecv;
+      comm.index = j;
+      comm.chunk = cur0;
+      // Empty halves (a one-row chunk has no second half) are left out on both sides alike.
+      auto add = [&](std::vector<Transfer>& list, int peer, Slice s) {
+        if (s.rows > 0) list.push_back({peer, piece_of(s, pieces, i)});
+      };
+      add(comm.sends, next, src_half(cur0, 0));
+      add(comm.recvs, prev, half_rows(p, g, ring_mod(r - j - 1, P), 0));
+      add(comm.sends, prev, src_half(cur1, 1));
+      add(comm.recvs, next, half_rows(p, g, ring_mod(r + j + 1, P), 1));
+    }
 
+    // The halves' GEMMs (both halves of the own chunk at once at step 0); at the last step, when
+    // the halves came in pieces, piece i of both as soon as piece i is here.
     std::vector<Step> mms;
-    std::vector<int> waits;
-    if (prev_comm >= 0) waits.push_back(prev_comm);
     const int lane = plan.gemm_lane(j);
     if (j == 0) {
       mms.push_back(gemm(lane, chunk_rows(p, kBufC, r), source_rows(p, g, r, r), 0, r));
     } else {
-      for (int h = 0; h < 2; ++h) {
-        const int q = h == 0 ? cur0 : cur1;
-        const Slice s = src_half(q, h);
-        if (s.rows > 0) mms.push_back(gemm(lane, {kBufC, half_rows(p, g, q, h).row, s.rows}, s, j, q, waits));
-      }
+      const int n = j == P - 1 ? edge : 1;
+      for (int i = 0; i < n; ++i)
+        for (int h = 0; h < 2; ++h) {
+          const int q = h == 0 ? cur0 : cur1;
+          const Slice s = piece_of(src_half(q, h), n, i);
+          const Slice out = piece_of({kBufC, half_rows(p, g, q, h).row, src_half(q, h).rows}, n, i);
+          if (s.rows > 0) mms.push_back(gemm(lane, out, s, j, q, n > 1 ? std::vector<int>{prev_comm[i]} : prev_comm));
+        }
     }
-    const bool has_comm = j < P - 1 && !(comm.sends.empty() && comm.recvs.empty());
     if (o.post == Post::gemm_first)
       for (auto& m : mms) plan.push(m);
-    const int c = has_comm ? plan.push(comm) : -1;
+    prev_comm.clear();
+    for (Step& c : comms)
+      if (!c.sends.empty() || !c.recvs.empty()) prev_comm.push_back(plan.push(c));
     if (o.post == Post::comm_first)
       for (auto& m : mms) plan.push(m);
-    prev_comm = c;
   }
   copy_own_chunk(plan, g);
   return plan;

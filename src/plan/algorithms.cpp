@@ -27,9 +27,12 @@ const std::vector<AlgoRow>& algorithm_table() {
        .takes_stages = false,
        .takes_gemm_lanes = false,
        .takes_merge = false,
+       .takes_pieces = false,
+       .chunk_parts = 1,
        .simulated_steps = sequential_steps,
        .auto_stages = {0},
        .auto_merges = {},
+       .auto_pieces = {},
        .alone_at_one_rank = false},
       {.algo = Algo::pipelined,
        .name = "pipelined",
@@ -38,9 +41,12 @@ const std::vector<AlgoRow>& algorithm_table() {
        .takes_stages = true,
        .takes_gemm_lanes = true,
        .takes_merge = false,
+       .takes_pieces = false,
+       .chunk_parts = 1,
        .simulated_steps = staged_steps,
        .auto_stages = {2, 4, 8},
        .auto_merges = {},
+       .auto_pieces = {},
        .alone_at_one_rank = false},
       {.algo = Algo::ring,
        .name = "ring",
@@ -49,9 +55,12 @@ const std::vector<AlgoRow>& algorithm_table() {
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = true,
+       .takes_pieces = true,
+       .chunk_parts = 1,
        .simulated_steps = ring_steps,
        .auto_stages = {0},
        .auto_merges = {2, 4},
+       .auto_pieces = {2, 4},
        .alone_at_one_rank = true},
       {.algo = Algo::bidir,
        .name = "bidir",
@@ -60,9 +69,12 @@ const std::vector<AlgoRow>& algorithm_table() {
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
+       .takes_pieces = true,
+       .chunk_parts = 2,
        .simulated_steps = bidir_steps,
        .auto_stages = {0},
        .auto_merges = {},
+       .auto_pieces = {2, 4},
        .alone_at_one_rank = false},
   };
   return rows;
@@ -84,6 +96,15 @@ PlanBuilder builder(Op op, Algo a) { return op == Op::ag_gemm ? algorithm(a).ag_
 
 bool takes_merge(Op op, Algo a) { return op == Op::ag_gemm && algorithm(a).takes_merge; }
 
+std::string names_taking(bool AlgoRow::*option) {
+  std::vector<std::string> names;
+  for (const AlgoRow& row : algorithm_table())
+    if (row.*option) names.push_back(row.name);
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return text;
+}
+
 int default_stages(const Problem& p) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.world, p.m / p.world)));
 }
@@ -99,26 +120,31 @@ double simulated_steps(const Problem& p, const PlanOptions& o) {
 
 std::vector<PlanOptions> auto_candidates(const Problem& p) {
   std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes, int merge) {
-    const PlanOptions o{.algo = a, .stages = stages, .post = Post::comm_first, .gemm_lanes = lanes, .merge = merge};
+  auto add = [&](Algo a, int stages, int lanes, int merge, int pieces) {
+    const PlanOptions o{
+        .algo = a, .stages = stages, .post = Post::comm_first, .gemm_lanes = lanes, .merge = merge, .pieces = pieces};
     validate(p, o);  // throws for the problem itself; per-candidate limits are checked by the callers
     candidates.push_back(o);
   };
   if (p.world == 1) {  // nothing to overlap: the ring's one step is the plain GEMM on A (no gather copy)
     for (const AlgoRow& row : algorithm_table())
-      if (row.alone_at_one_rank) add(row.algo, 0, 1, 1);
+      if (row.alone_at_one_rank) add(row.algo, 0, 1, 1, 1);
     return candidates;
   }
   for (const AlgoRow& row : algorithm_table())
     for (int s : row.auto_stages) {
       const PlanOptions staged{.algo = row.algo, .stages = s};
       if (s > 0 && (s > p.m / p.world || simulated_steps(p, staged) > kMaxSimulatedSteps)) continue;
-      for (int lanes : row.takes_gemm_lanes ? std::vector<int>{1, 2} : std::vector<int>{1}) add(row.algo, s, lanes, 1);
+      for (int lanes : row.takes_gemm_lanes ? std::vector<int>{1, 2} : std::vector<int>{1})
+        add(row.algo, s, lanes, 1, 1);
     }
   if (p.op == Op::ag_gemm)
     for (const AlgoRow& row : algorithm_table())
       for (int merge : row.auto_merges)
-        if (p.world > merge) add(row.algo, 0, 1, merge);
+        if (p.world > merge) add(row.algo, 0, 1, merge, 1);
+  for (const AlgoRow& row : algorithm_table())  // the ring's exposed edge in pieces
+    for (int pieces : row.auto_pieces)
+      if (pieces <= edge_rows(p, {.algo = row.algo})) add(row.algo, 0, 1, 1, pieces);
   return candidates;
 }
 

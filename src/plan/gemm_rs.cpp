@@ -15,6 +15,18 @@
 //   Memory: two receive buffers R (rotating); G is C itself. Where C is shorter than the largest
 //   block (P does not divide M), the rows of G that C cannot hold are computed straight onto the
 //   received sum (GEMM with accumulate), so the extra memory is two chunk buffers in every case.
+//
+// --pieces S (ring and bidir): the ring's one exposed GEMM is step 0's, which nothing can run
+// beside: the first send needs the whole partial. Step 0's GEMM is cut into S GEMMs of 1/S of the
+// block's rows and its transfer into S sendrecv steps, piece i going as soon as its GEMM is done,
+// so the first send starts after 1/S of that GEMM; the receiver gets the sum in S pieces into the
+// same buffer, and adds it at step 1 as before (its add needs its own step-1 partial, which runs
+// beside those transfers). Only that edge is cut: the other steps' GEMMs already run beside a
+// transfer, and every extra transfer pays its fixed cost. The ring's other edge, the last add, is
+// an add (memory-bound, a few percent of a GEMM): not worth a transfer's fixed cost per piece.
+//
+//   gemm  | g0a | g0b | g1 | g2 | g3 |            S = 2: the first partial in two pieces;
+//   comm        | s0a | s0b | s1 | s2 | add        s0a goes once g0a is done
 #include <algorithm>
 
 #include "collmm/plan.hpp"
@@ -157,23 +169,29 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   auto block_at = [&](const RsRing& d, int j) { return ring_mod(r - d.dir * (j + 1), P); };
 
   // The GEMMs of step j: each direction's partial (into G, or the send buffer at step 0); at the
-  // last step one GEMM of this rank's whole block straight into C.
+  // last step one GEMM of this rank's whole block straight into C. Step 0's are cut into `edge`
+  // pieces; ids[i] are piece i's GEMMs (one piece at the other steps).
+  const int edge = o.pieces;
   auto post_gemms = [&](int j) {
     const bool last = j == P - 1;
-    std::vector<int> prev_adds, ids;
+    const int n = j == 0 ? edge : 1;
+    std::vector<int> prev_adds;
+    std::vector<std::vector<int>> ids(n);
     for (auto& d : dirs)
       if (d.last_add >= 0) prev_adds.push_back(d.last_add);
     if (last)
-      ids.push_back(plan.push(
+      ids[0].push_back(plan.push(
           gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)}, {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
-    for (auto& d : dirs) {
-      const int b = block_at(d, j);
-      const auto [off, rows] = part(b, d.half);
-      const int64_t here = j == 0 ? rows : in_c(d.g, rows);  // the rest: see post_adds
-      if (here == 0 || last) continue;
-      const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, here};
-      ids.push_back(plan.push(gemm(plan.gemm_lane(j), out, {kBufA, off_of(p, b) + off, here}, j, b, prev_adds)));
-    }
+    for (int i = 0; i < n; ++i)
+      for (auto& d : dirs) {
+        const int b = block_at(d, j);
+        const auto [off, rows] = part(b, d.half);
+        const int64_t here = j == 0 ? rows : in_c(d.g, rows);  // the rest: see post_adds
+        if (here == 0 || last) continue;
+        const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, here};
+        const Slice a{kBufA, off_of(p, b) + off, here};
+        ids[i].push_back(plan.push(gemm(plan.gemm_lane(j), piece_of(out, n, i), piece_of(a, n, i), j, b, prev_adds)));
+      }
     return ids;
   };
   // The adds of step j (received sum + this rank's partial) and the comm that forwards the sums.
@@ -205,34 +223,39 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
       }
     }
   };
-  auto post_comm = [&](int j, const std::vector<int>& gemm_ids) {
-    Step comm;
-    comm.kind = StepKind::sendrecv;
-    comm.lane = 0;
-    comm.index = j;
-    for (auto& d : dirs) {
-      const int b = block_at(d, j);
-      const int64_t rows = part(b, d.half).second;
-      const int64_t next_rows = part(block_at(d, j + 1), d.half).second;
-      if (comm.chunk < 0) comm.chunk = b;
-      if (rows > 0) comm.sends.push_back({ring_mod(r + d.dir, P), {d.recv_buf[d.cur], 0, rows}});
-      if (next_rows > 0) comm.recvs.push_back({ring_mod(r - d.dir, P), {d.recv_buf[1 - d.cur], 0, next_rows}});
-      d.cur = 1 - d.cur;
+  // (Step 0's in pieces: piece i of every partial goes as soon as its GEMM is done.)
+  auto post_comm = [&](int j, const std::vector<std::vector<int>>& gemm_ids) {
+    const int n = static_cast<int>(gemm_ids.size());
+    for (int i = 0; i < n; ++i) {
+      Step comm;
+      comm.kind = StepKind::sendrecv;
+      comm.lane = 0;
+      comm.index = j;
+      for (auto& d : dirs) {
+        const int b = block_at(d, j);
+        const int64_t rows = part(b, d.half).second;
+        const int64_t next_rows = part(block_at(d, j + 1), d.half).second;
+        if (comm.chunk < 0) comm.chunk = b;
+        if (rows > 0) comm.sends.push_back({ring_mod(r + d.dir, P), piece_of({d.recv_buf[d.cur], 0, rows}, n, i)});
+        if (next_rows > 0)
+          comm.recvs.push_back({ring_mod(r - d.dir, P), piece_of({d.recv_buf[1 - d.cur], 0, next_rows}, n, i)});
+      }
+      if (j == 0) comm.waits = gemm_ids[i];
+      for (auto& d : dirs)  // a sum finished by an accumulating GEMM (no add on this lane)
+        if (j > 0 && d.last_add >= 0 && plan.steps[d.last_add].lane != 0) comm.waits.push_back(d.last_add);
+      last_comm = plan.push(comm);
     }
-    if (j == 0) comm.waits = gemm_ids;
-    for (auto& d : dirs)  // a sum finished by an accumulating GEMM (no add on this lane)
-      if (j > 0 && d.last_add >= 0 && plan.steps[d.last_add].lane != 0) comm.waits.push_back(d.last_add);
-    last_comm = plan.push(comm);
+    for (auto& d : dirs) d.cur = 1 - d.cur;
   };
 
   // comm-first: the comm of step j is listed before the GEMMs of step j+1, which it overlaps.
   // gemm-first: those GEMMs come first (after the adds they wait for).
-  std::vector<int> ids = post_gemms(0);
+  std::vector<std::vector<int>> ids = post_gemms(0);
   for (int j = 0; j < P; ++j) {
-    post_adds(j, ids);
+    post_adds(j, ids.front());
     if (j == P - 1) break;
     if (o.post == Post::gemm_first) {
-      const std::vector<int> next = post_gemms(j + 1);
+      const std::vector<std::vector<int>> next = post_gemms(j + 1);
       post_comm(j, ids);
       ids = next;
     } else {

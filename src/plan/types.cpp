@@ -153,6 +153,7 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
   if (!algorithm(algo).takes_stages) o.stages = 0;
   if (!takes_merge(op, algo)) o.merge = 1;
+  if (!algorithm(algo).takes_pieces) o.pieces = 1;
   return o;
 }
 
@@ -183,6 +184,11 @@ LocalShape local_shape(const Problem& p, int r) {
   s.b_rows = p.b_layout == BLayout::kn ? s.gemm_k : s.gemm_n;
   s.b_cols = p.b_layout == BLayout::kn ? s.gemm_n : s.gemm_k;
   return s;
+}
+
+int64_t edge_rows(const Problem& p, const PlanOptions& o) {
+  const int64_t chunk = p.m / p.world;  // the smallest rank's block
+  return chunk / algorithm(o.algo).chunk_parts;
 }
 
 void validate(const Problem& p, const PlanOptions& o) {
@@ -217,6 +223,16 @@ void validate(const Problem& p, const PlanOptions& o) {
       if (row.takes_merge) msg << " " << row.name;
     msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << "). ";
   }
+  if (o.pieces > 1 && !algorithm(o.algo).takes_pieces)
+    msg << "--pieces " << o.pieces << " applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
+        << to_string(o.algo) << (algorithm(o.algo).takes_stages ? ", which cuts every transfer already: --stages" : "")
+        << "). ";
+  if (o.pieces > 1 && o.pieces <= kMaxPieces && p.m >= P && algorithm(o.algo).takes_pieces &&
+      o.pieces > edge_rows(p, o))
+    msg << "--pieces " << o.pieces << " cannot cut the " << to_string(o.algo) << "'s edge chunk: the smallest "
+        << (algorithm(o.algo).chunk_parts == 2 ? "half chunk" : "chunk") << " of M=" << p.m << " over " << P
+        << " ranks has " << edge_rows(p, o) << " rows, so at most " << std::max<int64_t>(1, edge_rows(p, o))
+        << " pieces. ";
   if (algorithm(o.algo).takes_stages && o.stages > 0 && p.m >= P && o.stages > p.m / P)
     msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages. ";

@@ -1,9 +1,13 @@
 // profile.cpp: cost-model profiles: the built-in ones, and their JSON form (read and written with
 // nlohmann-json). Numbers marked "lead" are estimates to be replaced by a calibration run.
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "atomic_file.hpp"
 #include "collmm/cost_model.hpp"
+#include "collmm/sizes.hpp"
 #include "json_number.hpp"
 
 namespace collmm {
@@ -78,6 +82,44 @@ Profile cpu_2core() {
   return p;
 }
 
+// The range of every figure a profile holds, written once: checked whenever a profile is read, so
+// that a bad one is refused before any work. Bandwidths may be 0 (absent: the model has no link)
+// in a profile built in code; one read from a file must be usable: they must be > 0 there.
+constexpr double kMaxFigure = 1e9;  // GB/s, TFLOP/s, microseconds: far above any machine
+
+void in_range(const std::string& name, double v, double lo, double hi, bool lo_open = false) {
+  if (v >= lo && v <= hi && !(lo_open && v == lo)) return;
+  std::ostringstream msg;
+  msg << name << " = " << v << " is not " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi;
+  throw UsageError(msg.str());
+}
+
+void check_ranges(const Profile& p, bool from_file) {
+  const GemmCost& g = p.gemm;
+  in_range("gemm.overhead_us", g.overhead_us, 0, kMaxFigure);
+  for (const auto& [d, tf] : g.peak_tflops) in_range("gemm.peak_tflops." + to_string(d), tf, 0, kMaxFigure, true);
+  for (const GemmPoint& e : g.table) {
+    in_range("gemm.table m, n and k", static_cast<double>(std::min({e.m, e.n, e.k})), 1, static_cast<double>(kMaxSize));
+    in_range("gemm.table m, n and k", static_cast<double>(std::max({e.m, e.n, e.k})), 1, static_cast<double>(kMaxSize));
+    in_range("gemm.table tflops", e.tflops, 0, kMaxFigure, true);
+  }
+  in_range("memory_gbps", p.memory_gbps, 0, kMaxFigure, from_file);
+  in_range("links.ranks_per_node", p.links.ranks_per_node, 0, kMaxWorld);
+  in_range("links.intra_gbps", p.links.intra_gbps, 0, kMaxFigure, from_file);
+  in_range("links.inter_gbps", p.links.inter_gbps, 0, kMaxFigure, from_file);
+  in_range("links.intra_latency_us", p.links.intra_latency_us, 0, kMaxFigure);
+  in_range("links.inter_latency_us", p.links.inter_latency_us, 0, kMaxFigure);
+  in_range("contention.gemm_slowdown", p.contention.gemm_slowdown, 1, 100);
+  in_range("contention.comm_slowdown", p.contention.comm_slowdown, 1, 100);
+  for (auto [key, c] : {std::pair<const char*, const CollectiveCost*>{"allgather", &p.allgather},
+                        {"reduce_scatter", &p.reduce_scatter}}) {
+    in_range(std::string("collectives.") + key + ".gbps", c->gbps, 0, kMaxFigure);
+    in_range(std::string("collectives.") + key + ".latency_us", c->latency_us, 0, kMaxFigure);
+  }
+  in_range("host.issue_us", p.host.issue_us, 0, kMaxFigure);
+  in_range("host.gemm_issue_us", p.host.gemm_issue_us, 0, kMaxFigure);
+}
+
 template <class T>
 T get(const json& j, const char* key, T fallback) {
   return j.contains(key) ? j.at(key).get<T>() : fallback;
@@ -134,7 +176,10 @@ json to_json(const Profile& p) {
       {"host", {{"issue_us", p.host.issue_us}, {"shared", p.host.shared}, {"gemm_issue_us", p.host.gemm_issue_us}}}};
 }
 
-Profile profile_from_json(const json& j) {
+namespace {
+
+// The fields as read; their ranges are checked by the callers (check_ranges).
+Profile read_profile_fields(const json& j) {
   try {
     Profile p;
     p.name = get<std::string>(j, "name", "unnamed");
@@ -191,9 +236,24 @@ Profile profile_from_json(const json& j) {
   }
 }
 
+}  // namespace
+
+Profile profile_from_json(const json& j) {
+  Profile p = read_profile_fields(j);
+  try {
+    check_ranges(p, false);
+  } catch (const UsageError& e) {
+    throw UsageError("profile '" + p.name + "': " + e.what());
+  }
+  return p;
+}
+
 Profile load_profile(const std::string& name_or_path) {
   for (auto& n : builtin_profile_names())
     if (n == name_or_path) return builtin_profile(n);
+  std::error_code ec;
+  if (std::filesystem::is_directory(name_or_path, ec))
+    throw UsageError("profile " + name_or_path + " is a directory, not a profile JSON file");
   std::ifstream in(name_or_path);
   if (!in) return builtin_profile(name_or_path);  // neither: the message lists the built-in names
   json j;
@@ -202,14 +262,15 @@ Profile load_profile(const std::string& name_or_path) {
   } catch (const json::exception& e) {
     throw UsageError("profile " + name_or_path + " is not valid JSON: " + e.what());
   }
-  return profile_from_json(j);
+  Profile p = read_profile_fields(j);
+  try {
+    check_ranges(p, true);
+  } catch (const UsageError& e) {
+    throw UsageError("profile " + name_or_path + ": " + e.what());
+  }
+  return p;
 }
 
-void save_profile(const Profile& p, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write profile " + path);
-  out << to_json(p).dump(2) << "\n";
-  if (!out) throw std::runtime_error("error writing profile " + path);
-}
+void save_profile(const Profile& p, const std::string& path) { write_file_atomically(path, to_json(p).dump(2) + "\n"); }
 
 }  // namespace collmm

@@ -46,8 +46,7 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   return c;
 }
 
-// Every option but the algorithm, from PlanOptions' field list: " stages=0 post=comm-first ...".
-static std::string options_after_name(const PlanOptions& o) {
+std::string options_after_name(const PlanOptions& o) {
   std::string text;
   for_each_field(o, [&](const Field& f, const auto& v) {
     if (std::string(f.key) != "algo") text += std::string(" ") + f.key + "=" + field_text(v);

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "atomic_file.hpp"
 #include "collmm/sizes.hpp"
 #include "collmm/tuning.hpp"
 #include "json_number.hpp"
@@ -61,7 +62,19 @@ TuningEntry entry_from_json(const json& e) {
   t.dtype = parse_dtype(e.at("dtype").get<std::string>());
   t.options = plan_options_from_json(e);
   t.time_us = e.at("time_us").get<double>();
+  if (e.contains("source")) t.source = e.at("source").get<std::string>();
+  need(t.source == "bench" || t.source == "auto", "source must be bench or auto (got " + t.source + ")");
   need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
+  // What collmm-bench would refuse for this shape is refused here too (the one check, validate):
+  // an entry no run could have measured must not be picked later.
+  const Problem& p = t.problem;
+  try {
+    validate(p, t.options);
+  } catch (const UsageError& e) {
+    throw UsageError("its plan options cannot apply to its own shape (" + to_string(p.op) +
+                     " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) +
+                     " P=" + std::to_string(p.world) + "): " + e.what());
+  }
   return t;
 }
 
@@ -128,6 +141,7 @@ void TuningCache::record(const TuningEntry& e) {
   for (TuningEntry& x : entries)
     if (same_shape(x, e) && x.options == e.options) {
       x.time_us = e.time_us;
+      x.source = e.source;
       return;
     }
   entries.push_back(e);
@@ -160,26 +174,11 @@ void save_tuning_cache(const TuningCache& cache, const std::string& path) {
   for (const TuningEntry& e : cache.entries) {
     json entry = to_json(e.options);
     fields_to_json(e.problem, entry);
-    entry.update({{"dtype", to_string(e.dtype)}, {"time_us", e.time_us}});
+    entry.update({{"dtype", to_string(e.dtype)}, {"time_us", e.time_us}, {"source", e.source}});
     entries.push_back(entry);
   }
   const std::string text = json{{"entries", entries}}.dump(2) + "\n";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write tuning cache " + tmp);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("error writing tuning cache " + tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + why);
-  }
+  write_file_atomically(path, text);
 }
 
 void update_tuning_cache(const std::string& path, const std::vector<TuningEntry>& entries, int lock_timeout_s) {

@@ -1,6 +1,8 @@
 // svg.cpp: a Timeline drawn as SVG (layout described in collmm/svg.hpp).
 #include "collmm/svg.hpp"
 
+#include "atomic_file.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -146,10 +148,7 @@ std::string timeline_svg(const Timeline& t, const SvgOptions& opt) {
 }
 
 void write_svg(const Timeline& t, const std::string& path, const SvgOptions& opt) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write SVG " + path);
-  out << timeline_svg(t, opt);
-  if (!out) throw std::runtime_error("error writing SVG " + path);
+  write_file_atomically(path, timeline_svg(t, opt));
 }
 
 }  // namespace collmm

@@ -93,8 +93,8 @@ TEST(BenchOverlap, JsonFractionsInZeroOneAndPredictionWithProfile) {
 TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
   const std::string dir = fresh_dir("bench_auto");
   const std::string cache = dir + "/tune.json";
-  const CommandResult model =
-      bench_run(2, "--op ag_gemm --algo auto --check --tune-cache " + cache + " --json " + dir + "/model.json");
+  const CommandResult model = bench_run(2, "--op ag_gemm --algo auto --auto-measure off --check --tune-cache " + cache +
+                                               " --json " + dir + "/model.json");
   ASSERT_EQ(model.rc, 0) << model.output;
   EXPECT_NE(model.output.find("# auto: "), std::string::npos) << model.output;
   EXPECT_NE(model.output.find("(from the model;"), std::string::npos) << model.output;
@@ -121,9 +121,11 @@ TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
   }
   EXPECT_EQ(algos, (std::set<std::string>{"sequential", "pipelined", "ring", "bidir"}));
 
-  // A second auto run picks the fastest measured configuration.
-  const CommandResult measured =
-      bench_run(2, "--op ag_gemm --algo auto --tune-cache " + cache + " --json " + dir + "/measured.json");
+  // A second auto run picks the fastest measured configuration (--auto-measure off: from the cache
+  // alone; measuring on would time the unmeasured candidates again, and on a loaded machine those
+  // fresh times may order the algorithms differently from the cache's).
+  const CommandResult measured = bench_run(
+      2, "--op ag_gemm --algo auto --auto-measure off --tune-cache " + cache + " --json " + dir + "/measured.json");
   ASSERT_EQ(measured.rc, 0) << measured.output;
   EXPECT_NE(measured.output.find("(from the measured;"), std::string::npos) << measured.output;
   const json r = json::parse(read_file(dir + "/measured.json")).at("results").at(0);
@@ -133,6 +135,44 @@ TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
   for (const json& e : entries)
     if (best < 0 || e.at("time_us").get<double>() < best) best = e.at("time_us"), best_algo = e.at("algo");
   EXPECT_EQ(r.at("algo"), best_algo);
+}
+
+TEST(BenchAuto, TimesTheBestCandidatesAndRunsTheFastest) {
+  const std::string dir = fresh_dir("bench_auto_measured");
+  const std::string cache = dir + "/tune.json";
+  const CommandResult r = bench_run(
+      2, "--op gemm_rs --algo auto --check --b-layout nk --tune-cache " + cache + " --json " + dir + "/auto.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("(from the model;"), std::string::npos) << r.output;  // the start
+  const size_t timed = r.output.find("# auto measured: ");
+  ASSERT_NE(timed, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 warm-up + 3 timed runs each", timed), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("#   sequential ", timed), std::string::npos) << r.output;  // always among them
+  EXPECT_NE(r.output.find("<- pick", timed), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(from the measured;", timed), std::string::npos) << r.output;
+  const json row = json::parse(read_file(dir + "/auto.json")).at("results").at(0);
+  EXPECT_EQ(row.at("chosen_by"), "measured");
+  EXPECT_EQ(row.at("wrong"), 0);
+  // Every timed candidate is in the cache: source auto (the pick's row: bench), B layout nk.
+  int autos = 0;
+  const json written = json::parse(read_file(cache));
+  for (const json& e : written.at("entries")) {
+    EXPECT_EQ(e.at("b_layout"), "nk");
+    autos += e.at("source").get<std::string>() == "auto" ? 1 : 0;
+  }
+  EXPECT_GE(autos, 1) << read_file(cache);
+  // The next run finds them all in the cache: nothing timed, the measured pick.
+  const CommandResult again = bench_run(2, "--op gemm_rs --algo auto --b-layout nk --tune-cache " + cache);
+  ASSERT_EQ(again.rc, 0) << again.output;
+  EXPECT_EQ(again.output.find("# auto measured: "), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("(from the measured;"), std::string::npos) << again.output;
+  // Off: the model's pick alone.
+  const CommandResult off = bench_run(2, "--op gemm_rs --algo auto --auto-measure off");
+  ASSERT_EQ(off.rc, 0) << off.output;
+  EXPECT_EQ(off.output.find("# auto measured: "), std::string::npos) << off.output;
+  const CommandResult bad = bench_run(2, "--op gemm_rs --algo auto --auto-measure sometimes");
+  EXPECT_EQ(bad.rc, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--auto-measure: auto-measure must be on or off"), std::string::npos) << bad.output;
 }
 
 TEST(BenchCalibrate, WritesALoadableProfile) {

@@ -217,6 +217,31 @@ TEST(BenchDtypes, F64OnTwoRanks) {
   EXPECT_EQ(c.cols, 7);
 }
 
+// --pieces S on 5..8 ranks (the cpu gtests cover 1..4 with S = 1..4): --op all --algo all,
+// checked; ring and bidir run with their edge in S pieces (label and options say so), sequential
+// and pipelined as without it.
+TEST(BenchPieces, EveryOpAndAlgorithmOnFiveToEightRanks) {
+  for (const auto& [np, pieces] : {std::pair{5, 2}, std::pair{6, 3}, std::pair{7, 4}, std::pair{8, 4}}) {
+    const std::string dir = fresh_dir("bench_pieces");
+    const CommandResult r = run_command(
+        mpirun(np) + " " + bench() + " --op all --algo all --check -w 0 -i 1 --threads 1 -m " +
+            std::to_string(9 * np + 2) + " -n " + std::to_string(2 * np + 1) + " -k " + std::to_string(3 * np + 1) +
+            " --pieces " + std::to_string(pieces) + " --json " + dir + "/r.json",
+        120);
+    ASSERT_EQ(r.rc, 0) << r.output;
+    const json rows = json::parse(read_file(dir + "/r.json")).at("results");
+    ASSERT_EQ(rows.size(), 8u) << r.output;
+    for (const json& row : rows) {
+      EXPECT_EQ(row.at("wrong"), 0) << row.dump();
+      const bool cut = row.at("algo") == "ring" || row.at("algo") == "bidir";
+      EXPECT_EQ(row.at("options").at("pieces"), cut ? pieces : 1) << row.dump();
+      if (cut) {
+        EXPECT_EQ(row.at("label"), row.at("algo").get<std::string>() + ":pieces" + std::to_string(pieces));
+      }
+    }
+  }
+}
+
 // --gemm-rate: every row has the GEMMs' rate beside the comm, in the table and the JSON, and it is
 // the ratio of the two times it is made of.
 TEST(BenchGemmRate, PrintedAndInTheJson) {

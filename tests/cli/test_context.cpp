@@ -1,10 +1,12 @@
 // test_context.cpp: the C++ API (collmm/collmm.hpp) under mpirun: ag_gemm and gemm_rs through a
 // Context on every rank, every algorithm, both B layouts, against the f64 reference of data.hpp;
-// shapes change between calls (the Context re-plans), and a shape one rank disagrees on is refused.
+// shapes change between calls (the Context re-plans), a shape one rank disagrees on is refused, and
+// automatic calls (timed candidates, the decision kept, measuring off).
 #include <gtest/gtest.h>
 
 #include "collmm/collmm.hpp"
 #include "collmm/data.hpp"
+#include "collmm/tuning.hpp"
 
 using namespace collmm;
 
@@ -104,6 +106,50 @@ TEST(Context, NullPointersAreUsageErrors) {
   EXPECT_EQ(message([&] { ctx.gemm_rs(8, 4, 4, Dtype::f32, a.data(), b.data(), nullptr); }),
             "collmm::Context::gemm_rs: c is a null pointer");
   EXPECT_EQ(run_and_compare(Op::ag_gemm, 8, 5, 4, Dtype::f32, MatmulOptions{}).wrong, 0) << "usable afterwards";
+}
+
+// Automatic calls: with measuring on, the first call of a shape times the model's best candidates
+// (every rank takes the same pick) and the result is right; later calls keep the decision; with a
+// tuning cache the timed candidates are recorded; with measuring off, the model's pick.
+TEST(Context, AutomaticChoiceMeasuredThenKept) {
+  Context& ctx = context();
+  const std::string cache = testing::TempDir() + "/context_auto_" + std::to_string(ctx.world_size()) + ".json";
+  if (ctx.rank() == 0) std::remove(cache.c_str());
+  AutoSettings settings;
+  settings.tune_cache = cache;
+  ctx.set_auto(settings);
+  MatmulOptions mo;
+  mo.choice = AlgoChoice::automatic;
+  mo.b_layout = BLayout::nk;
+  Comparison gathered;
+  EXPECT_EQ(run_and_compare(Op::ag_gemm, 30, 12, 8, Dtype::f32, mo, &gathered).wrong, 0);
+  EXPECT_EQ(gathered.wrong, 0);
+  const AutoChooser::Decision first = ctx.last_auto();
+  if (ctx.world_size() > 1) {
+    EXPECT_EQ(first.source, "measured");
+    EXPECT_NE(first.printed.find("# auto measured: "), std::string::npos) << first.printed;
+    if (ctx.rank() == 0) {
+      const TuningCache written = load_tuning_cache(cache);
+      EXPECT_GE(written.entries.size(), 2u);
+      for (const TuningEntry& e : written.entries) EXPECT_EQ(e.source, "auto");
+    }
+  }
+  // Every rank took the same decision.
+  const std::vector<std::string> all = ctx.executor().host().allgather(to_string(first.options));
+  for (const std::string& o : all) EXPECT_EQ(o, all[0]);
+  // Kept: the same shape again is not timed again, and still right.
+  EXPECT_EQ(run_and_compare(Op::ag_gemm, 30, 12, 8, Dtype::f32, mo).wrong, 0);
+  EXPECT_EQ(ctx.last_auto().printed, first.printed);
+  EXPECT_EQ(run_and_compare(Op::gemm_rs, 30, 12, 9, Dtype::f64, mo).wrong, 0);
+
+  // Off: the model's pick, nothing timed.
+  settings.measure.measure = AutoMeasure::off;
+  settings.tune_cache.clear();
+  ctx.set_auto(settings);
+  EXPECT_EQ(run_and_compare(Op::gemm_rs, 20, 10, 6, Dtype::f32, mo).wrong, 0);
+  EXPECT_EQ(ctx.last_auto().source, "model");
+  EXPECT_EQ(ctx.last_auto().printed.find("# auto measured: "), std::string::npos) << ctx.last_auto().printed;
+  ctx.set_auto(AutoSettings{});
 }
 
 }  // namespace

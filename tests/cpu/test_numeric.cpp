@@ -1,7 +1,7 @@
 // test_numeric.cpp: every op x algorithm x dtype (f32, f64, bf16) x posting order on the cpu
 // backend, on shapes that stress the splits: uneven shards, transposed B, M = P, tiny, tall and
-// wide; plus two or three GEMM lanes and every pipelined stage count. Each rank checks its own C
-// against the f64 reference and ag_gemm's gathered A against the global A.
+// wide; plus two or three GEMM lanes, every pipelined stage count and the rings' edge in pieces. Each rank checks its
+// own C against the f64 reference and ag_gemm's gathered A against the global A.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,6 +92,30 @@ TEST(MergedRing, MatchesReference) {
         o.post = post;
         o.gemm_lanes = merge == 3 ? 2 : 1;
         expect_correct(p, o, Dtype::f64, seed++);
+      }
+}
+
+// --pieces S = 1..4: the ring's and bidir's exposed edge in pieces (both ops), uneven M (the
+// pieces of the chunks differ in size), both B layouts and posting orders, one or two GEMM lanes;
+// for sequential and pipelined the option is refused before any plan exists.
+TEST_P(EveryCase, MatchesReferenceWithTheEdgeInPieces) {
+  const auto [op, algo] = GetParam();
+  const int P = world();
+  uint64_t seed = 400;
+  for (int pieces : {1, 2, 3, 4})
+    for (BLayout lay : {BLayout::kn, BLayout::nk})
+      for (Post post : {Post::comm_first, Post::gemm_first}) {
+        const Problem p{.op = op, .m = 8 * P + P / 2 + 1, .n = 2 * P + 1, .k = 3 * P + 2, .world = P, .b_layout = lay};
+        PlanOptions o;
+        o.algo = algo;
+        o.pieces = pieces;
+        o.post = post;
+        o.gemm_lanes = pieces == 3 ? 2 : 1;
+        if (pieces > 1 && algo != Algo::ring && algo != Algo::bidir) {
+          EXPECT_THROW(make_plan(p, o, rank()), UsageError);
+          continue;
+        }
+        expect_correct(p, o, pieces == 2 ? Dtype::bf16 : Dtype::f64, seed++);
       }
 }
 

@@ -98,6 +98,34 @@ TEST(CudaLocal, MergedRing) {
   }
 }
 
+// The ring's and bidir's exposed edge in 2 and 4 pieces, P = 2..8, uneven M, bf16 and fp8.
+TEST(CudaLocal, RingsWithTheEdgeInPieces) {
+  COLLMM_NEED_GPUS(1);
+  for (int P = 2; P <= 8; ++P) {
+    auto ex = local_executor(P);
+    for (Op op : all_ops())
+      for (Algo algo : {Algo::ring, Algo::bidir})
+        for (int pieces : {2, 4})
+          for (Dtype d : {Dtype::bf16, Dtype::fp8_e4m3}) {
+            Problem p = test::uneven_problem(op, P, d);
+            p.m = 64 * P + 8 * (P - 1);
+            PlanOptions o;
+            o.algo = algo;
+            o.pieces = pieces;
+            const std::string what =
+                to_string(op) + " " + to_string(o) + " " + to_string(d) + " P=" + std::to_string(P);
+            test::CaseResult res;
+            try {
+              res = test::run_checked(*ex, p, o, d, 60 + P);
+            } catch (const std::exception& e) {
+              ADD_FAILURE() << what << ": " << e.what();
+              continue;
+            }
+            EXPECT_EQ(res.wrong_c + res.wrong_gathered, 0) << what << ": " << res.detail;
+          }
+  }
+}
+
 TEST(CudaLocal, GraphCaptureAndReplay) {
   COLLMM_NEED_GPUS(1);
   for (int P : {1, 3, 4}) {

@@ -1,5 +1,5 @@
 // test_nccl.cpp: the NCCL transport on real GPUs, every op x algo in bf16 and f32 (and fp8 for
-// the ring), checked against the f64 reference:
+// the ring; the ring's and bidir's edge in 3 pieces in bf16), checked against the f64 reference:
 //  CudaNcclThreads: one process, -g G (G = 2 and all visible GPUs), one host thread per GPU;
 //  CudaNcclMpi:     run under `mpirun -np 2` (or more), one rank per process, GPU by local rank.
 // Both need 2+ GPUs and skip with the reason otherwise.
@@ -37,6 +37,12 @@ void every_op_and_algo(Executor& ex, bool graph_note) {
         const auto even = test::run_checked(ex, p, o, d, 98, graph_note);
         EXPECT_EQ(even.wrong_c + even.wrong_gathered, 0)
             << to_string(op) << " " << to_string(algo) << " " << to_string(d) << " P=" << P << " even: " << even.detail;
+        if (d == Dtype::bf16 && (algo == Algo::ring || algo == Algo::bidir)) {  // the edge in pieces
+          o.pieces = 3;
+          const auto cut = test::run_checked(ex, p, o, d, 97, graph_note);
+          EXPECT_EQ(cut.wrong_c + cut.wrong_gathered, 0)
+              << to_string(op) << " " << to_string(o) << " P=" << P << ": " << cut.detail;
+        }
       }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "collmm/plan_check.hpp"
+#include "collmm/sizes.hpp"
 
 namespace collmm {
 namespace {
@@ -79,6 +80,55 @@ TEST(Golden, AgGemmRingMergesAdjacentChunks) {
       check_problem(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 3}).ok());
 }
 
+// --pieces S: ag_gemm's last transfer (step P-2) and the last chunk's GEMM in S pieces, each GEMM
+// piece waiting for its own transfer piece only; the other steps as without pieces.
+TEST(Golden, AgGemmRingCutsItsLastChunkInPieces) {
+  const Problem p{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const Plan plan = make_plan(p, {.algo = Algo::ring, .pieces = 2}, 1);
+  EXPECT_EQ(order_of(plan), "c1 g1 c0 g0 c3 c3 g3 g2 g2 ");
+  std::vector<int> comms;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    if (s.kind == StepKind::sendrecv && s.index == 2) {
+      comms.push_back(static_cast<int>(i));
+      EXPECT_EQ(s.recvs.at(0).slice.rows, 2) << describe(s);  // half of chunk 2's 4 rows
+      EXPECT_EQ(s.recvs.at(0).slice.row, 8 + 2 * (comms.size() - 1)) << describe(s);
+    }
+    if (s.kind == StepKind::gemm && s.chunk == 2) {
+      EXPECT_EQ(s.out.rows, 2) << describe(s);
+      EXPECT_EQ(s.waits, std::vector<int>{comms.at(static_cast<size_t>(s.out.row - 8) / 2)}) << describe(s);
+    }
+  }
+  EXPECT_EQ(comms.size(), 2u);
+  // Bidir: the halves of the last step's chunks in pieces too.
+  const Plan bidir = make_plan(p, {.algo = Algo::bidir, .pieces = 2}, 1);
+  int last_comms = 0, last_gemms = 0;
+  for (const Step& s : bidir.steps) {
+    last_comms += s.kind == StepKind::sendrecv && s.index == 2;
+    last_gemms += s.kind == StepKind::gemm && s.index == 3;
+  }
+  EXPECT_EQ(last_comms, 2);
+  EXPECT_EQ(last_gemms, 4);  // two pieces of two halves
+}
+
+// gemm_rs: step 0's partial computed and sent in S pieces, piece i's send waiting for piece i's
+// GEMM only; the steps after it as without pieces.
+TEST(Golden, GemmRsRingCutsItsFirstPartialInPieces) {
+  const Problem p{.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const Plan plain = make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1}, 1);
+  EXPECT_EQ(order_of(plain), "g0 c0 g3 c3 g2 c2 g1 ");
+  const Plan plan = make_plan(p, {.algo = Algo::ring, .pieces = 4}, 1);
+  EXPECT_EQ(order_of(plan), "g0 g0 g0 g0 c0 c0 c0 c0 g3 c3 g2 c2 g1 ");
+  for (int i = 0; i < 4; ++i) {
+    const Step& gemm = plan.steps[static_cast<size_t>(i)];
+    const Step& comm = plan.steps[static_cast<size_t>(4 + i)];
+    EXPECT_EQ(gemm.out.rows, 1);
+    EXPECT_EQ(comm.sends.at(0).slice.row, i) << describe(comm);
+    EXPECT_EQ(comm.sends.at(0).slice.rows, 1) << describe(comm);
+    EXPECT_EQ(comm.waits, std::vector<int>{i}) << describe(comm);
+  }
+}
+
 // Rows of work buffers a plan allocates.
 int64_t work_rows(const Plan& plan) {
   int64_t rows = 0;
@@ -137,6 +187,24 @@ TEST(UsageErrors, ImpossibleOptionsAreRefused) {
   EXPECT_THROW(make_plan({.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
                          {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 2}, 0),
                UsageError);
+  // pieces: 1..kMaxPieces, ring and bidir only, at most the rows of the edge chunk (bidir: its half).
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .pieces = 0}, 0), UsageError);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .pieces = kMaxPieces + 1}, 0), UsageError);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::pipelined, .pieces = 2}, 0), UsageError);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::sequential, .pieces = 2}, 0), UsageError);
+  EXPECT_NO_THROW(make_plan(p, {.algo = Algo::ring, .pieces = 4}, 0));
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .pieces = 5}, 0), UsageError);
+  EXPECT_NO_THROW(make_plan(p, {.algo = Algo::bidir, .pieces = 2}, 0));
+  EXPECT_THROW(make_plan(p, {.algo = Algo::bidir, .pieces = 3}, 0), UsageError);
+  EXPECT_EQ(options_for(Op::ag_gemm, Algo::pipelined, {.algo = Algo::ring, .pieces = 4}).pieces, 1);
+  EXPECT_EQ(options_for(Op::gemm_rs, Algo::bidir, {.algo = Algo::ring, .pieces = 4}).pieces, 4);
+  try {
+    make_plan({.op = Op::gemm_rs, .m = 17, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+              {.algo = Algo::bidir, .pieces = 3}, 0);
+    ADD_FAILURE() << "3 pieces of a 2-row half were accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 2 pieces"), std::string::npos) << e.what();
+  }
   try {
     make_plan({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
               {.algo = Algo::pipelined, .stages = 9, .post = Post::comm_first, .gemm_lanes = 1}, 0);

@@ -5,37 +5,45 @@
 
 #include "cli_size.hpp"
 #include "collmm/algorithms.hpp"
+#include "fault_point.hpp"
 
 namespace collmm {
 namespace {
 
 // Names as typed; turned into enums after parsing, so that the messages come from types.cpp.
 struct Names {
-  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn";
+  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on";
 };
 
-CLI::Validator at_least(long lo) {
+// An integer lo..hi (hi: the type's own bound when not given), checked on the text, so that a
+// value too large for the type is refused with the range rather than a conversion error.
+CLI::Validator in_range(long long lo, long long hi = INT_MAX) {
   return CLI::Validator(
-      [lo](std::string& s) -> std::string {
+      [lo, hi](std::string& s) -> std::string {
         try {
           size_t used = 0;
-          if (std::stol(s, &used) >= lo && used == s.size()) return "";
+          const long long v = std::stoll(s, &used);
+          if (v >= lo && v <= hi && used == s.size()) return "";
         } catch (const std::exception&) {
         }
-        return "must be an integer >= " + std::to_string(lo) + " (got " + s + ")";
+        const std::string range =
+            hi == INT_MAX ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+        return "must be an integer " + range + " (got " + s + ")";
       },
-      "INT>=" + std::to_string(lo));
+      hi == INT_MAX ? "INT>=" + std::to_string(lo) : "INT " + std::to_string(lo) + ".." + std::to_string(hi));
 }
+CLI::Validator at_least(long lo) { return in_range(lo); }
 
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", o.backend.backend, "cpu | cuda")->capture_default_str();
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
-  app.add_option("--algo", names.algo,
-                 algorithm_names(" | ") +
-                     " | all | auto (the cost model's pick of algorithm, stages and "
-                     "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives "
-                     "and run as the row auto:<algo>)")
+  app.add_option(
+         "--algo", names.algo,
+         algorithm_names(" | ") +
+             " | all | auto (the cost model's pick of algorithm, stages and "
+             "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
+             "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>)")
       ->capture_default_str();
   app.add_flag_callback(
       "--list-algos",
@@ -53,16 +61,16 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--dtype", names.dtype, "f32 | f64 | bf16 | f16 | tf32 | fp8 (what the backend has)")
       ->capture_default_str();
   app.add_option("-w,--warmup", o.warmup, "untimed iterations before the timed ones")
-      ->check(at_least(0))
+      ->check(in_range(0, kMaxIters))
       ->capture_default_str();
   app.add_option("-i,--iters", o.iters, "timed iterations (the median is reported)")
-      ->check(at_least(1))
+      ->check(in_range(1, kMaxIters))
       ->capture_default_str();
   app.add_flag("--check", o.check, "compare every output with an f64 reference (outputs poisoned with NaN first)");
   app.add_flag("--gemm-rate", o.gemm_rate,
                "also time each case's GEMMs alone: the GEMMs' rate beside the comm (alone / busy in the median "
                "iteration) is printed under the row and written to the JSON");
-  app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the random inputs")->check(in_range(0, kMaxSeed))->capture_default_str();
   app.add_option("--json", o.json_path, "write the results as JSON to FILE")->type_name("FILE");
   app.add_option("--trace", o.trace_path,
                  "write a Chrome trace (chrome://tracing, Perfetto) of one iteration of every case, all ranks")
@@ -80,6 +88,11 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "measured tuning cache: --algo auto picks the fastest measured configuration of this shape when "
                  "it has one; every measured row (posted comm-first) is recorded into it after the run")
       ->type_name("FILE");
+  app.add_option("--auto-measure", names.auto_measure,
+                 "on: --algo auto times the model's best few candidates (predicted within 25% of the best, at most 4, "
+                 "sequential among them; 1 warm-up + 3 timed runs each) and runs the fastest; off: the model's (or "
+                 "the cache's) pick alone")
+      ->capture_default_str();
   app.add_option("--calibrate", o.calibrate_path,
                  "measure the cost model's inputs on this backend (GEMM rate per shape, link bandwidth and latency, "
                  "cpu: contention) at this M, N, K and P, write them as a profile JSON to FILE, and exit")
@@ -100,17 +113,26 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->check(at_least(1))
       ->capture_default_str()
       ->type_name("G");
+  app.add_option("--pieces", o.plan.pieces,
+                 names_taking(&AlgoRow::takes_pieces) +
+                     ": cut the ring's exposed edge (ag_gemm: the last transfer and the last chunk's GEMM; "
+                     "gemm_rs: the first partial's GEMM and send) into S pieces, so 1/S of a chunk's GEMM is exposed "
+                     "(the other algorithms ignore it)")
+      ->check(CLI::Range(1, kMaxPieces))
+      ->capture_default_str()
+      ->type_name("S");
   app.add_option("--gemm-lanes", o.plan.gemm_lanes,
                  "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
       ->check(CLI::Range(1, kMaxGemmLanes))
       ->capture_default_str();
   app.add_option("--threads", o.backend.threads,
                  "cpu: BLAS threads per rank (0: the node's cores split over its ranks)")
-      ->check(at_least(0))
+      ->check(in_range(0, kMaxThreads))
       ->capture_default_str();
   app.add_option("--timeout", o.backend.timeout_s,
-                 "seconds one iteration may take before the job is aborted (a rank died or hangs)")
-      ->check(at_least(1))
+                 "seconds any wait for another rank may take (MPI_Init and MPI_Finalize included) before the job "
+                 "is ended (a rank died or hangs)")
+      ->check(in_range(1, kMaxTimeout))
       ->capture_default_str();
 
   const std::string cuda = "CUDA";
@@ -158,7 +180,10 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   // (before the results are written).
   app.add_option("--debug-die-rank", o.debug_die_rank)->group("");
   app.add_option("--debug-hang-rank", o.debug_hang_rank)->group("");
-  app.add_option("--debug-phase", o.debug_phase)->check(CLI::IsMember({"init", "setup", "run", "output"}))->group("");
+  // Points of src/common/fault_point.hpp: mpi_init, mpi_finalize, sendrecv, write.
+  app.add_option("--debug-phase", o.debug_phase)
+      ->check(CLI::IsMember({"mpi_init", "init", "setup", "run", "sendrecv", "output", "write", "mpi_finalize"}))
+      ->group("");
 }
 
 }  // namespace
@@ -191,10 +216,13 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   o.dtype = named("--dtype", parse_dtype, names.dtype);
   o.plan.post = named("--post", parse_post, names.post);
   o.b_layout = named("--b-layout", parse_b_layout, names.b_layout);
+  o.auto_measure.measure = named("--auto-measure", parse_auto_measure, names.auto_measure);
   if (o.debug_phase == "init") {  // the backend's own hooks
     o.backend.debug_fail_rank = o.debug_die_rank;
     o.backend.debug_hang_rank = o.debug_hang_rank;
   }
+  for (const char* point : {"mpi_init", "sendrecv", "write", "mpi_finalize"})
+    if (o.debug_phase == point) arm_fault_point(point, o.debug_die_rank, o.debug_hang_rank);
   return o;
 }
 

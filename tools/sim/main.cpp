@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "atomic_file.hpp"
 #include "chrome_trace.hpp"
 #include "cli_size.hpp"
 #include "collmm/svg.hpp"
@@ -37,6 +38,33 @@ std::string svg_path(const std::string& base, const Prediction& p, bool several)
   return stem + "-" + to_string(p.problem.op) + "-" + to_string(p.options.algo) + ".svg";
 }
 
+// Events a --trace holds (one per simulated step of every row; its JSON takes about 4 KB of
+// memory per event while it is built) and an SVG draws: bounded so that the files stay in the
+// hundreds of MB.
+constexpr double kMaxTimelineEvents = 1e5;
+
+std::string figure(double v) {
+  char n[32];
+  std::snprintf(n, sizeof n, "%.3g", v);
+  return n;
+}
+
+// --algo auto simulates every candidate (and every cached configuration of the shape) before it
+// picks: checked as a whole, before any of them runs.
+double check_auto_size(const Problem& p, Dtype dtype, const TuningCache* cache) {
+  std::vector<PlanOptions> all = auto_candidates(p);
+  if (cache)
+    for (const TuningEntry& e : cache->find(p, dtype)) all.push_back(e.options);
+  double steps = 0;
+  for (const PlanOptions& x : all) steps += simulated_steps(p, x);
+  if (steps <= kMaxSimulatedSteps) return steps;
+  throw UsageError(to_string(p.op) + " --algo auto at P = " + std::to_string(p.world) + " would simulate its " +
+                   std::to_string(all.size()) + " candidates" + (cache ? " (the tuning cache's included)" : "") +
+                   ", about " + figure(steps) + " steps, more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
+                   ": name an algorithm (--algo ring: " + figure(static_cast<double>(p.world) * p.world) +
+                   " steps) or use a smaller P");
+}
+
 // The simulator walks every step of every rank's plan (simulated_steps, collmm/algorithms.hpp);
 // bounded so that every run ends in seconds.
 void check_simulated_size(const Problem& p, const PlanOptions& x) {
@@ -48,17 +76,30 @@ void check_simulated_size(const Problem& p, const PlanOptions& x) {
                                std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
                                " or fewer, or a smaller P"
                          : "use a smaller P";
-  char n[32];
-  std::snprintf(n, sizeof n, "%.3g", steps);
   throw UsageError(to_string(p.op) + " " + to_string(x.algo) + " at P = " + std::to_string(p.world) +
-                   " would simulate about " + n + " steps, more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
-                   ": " + hint);
+                   " would simulate about " + figure(steps) + " steps, more than " +
+                   std::to_string(int64_t(kMaxSimulatedSteps)) + ": " + hint);
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out || !(out << text)) throw std::runtime_error("cannot write " + path);
+// The whole invocation (every op, every row) within the same bound, and the events kept for
+// --trace and drawn by --timeline within theirs; checked before anything is simulated.
+void check_total_size(double steps, int world, const SimOptions& o) {
+  if (steps > kMaxSimulatedSteps)
+    throw UsageError("these rows would simulate about " + figure(steps) + " steps in all at P = " +
+                     std::to_string(world) + ", more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
+                     ": ask for fewer rows (--op, --algo) or use a smaller P");
+  if (!o.trace.empty() && steps > kMaxTimelineEvents)
+    throw UsageError("--trace would hold about " + figure(steps) + " events (one per simulated step) at P = " +
+                     std::to_string(world) + ", more than " + std::to_string(int64_t(kMaxTimelineEvents)) +
+                     ": use a smaller P or fewer rows (--op, --algo), or leave --trace out");
+  const int drawn = o.timeline_ranks <= 0 ? world : std::min(o.timeline_ranks, world);
+  if (!o.timeline.empty() && steps * drawn / world > kMaxTimelineEvents)
+    throw UsageError("--timeline would draw about " + figure(steps * drawn / world) + " steps of " +
+                     std::to_string(drawn) + " ranks, more than " + std::to_string(int64_t(kMaxTimelineEvents)) +
+                     ": give --timeline-ranks 8 (or fewer), or use a smaller P");
 }
+
+void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 int run(const SimOptions& o) {
   const Profile prof = load_profile(o.profile);
@@ -76,6 +117,20 @@ int run(const SimOptions& o) {
 
   PlanOptions base = o.plan;
   base.post = parse_post(o.post);
+
+  // Every row's size first, then the simulations.
+  double total_steps = 0;
+  for (Op op : ops) {
+    Problem p;
+    p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
+    total_steps += simulated_steps(p, options_for(op, Algo::sequential, base));
+    if (automatic) total_steps += check_auto_size(p, dtype, o.tuning_cache.empty() ? nullptr : &cache);
+    for (Algo a : algos) {
+      check_simulated_size(p, options_for(op, a, base));
+      total_steps += simulated_steps(p, options_for(op, a, base));
+    }
+  }
+  check_total_size(total_steps, o.world, o);
 
   std::vector<Prediction> rows;
   std::vector<std::string> choices;
@@ -151,6 +206,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxGemmLanes));
   app.add_option("--merge", o.plan.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
+  app.add_option("--pieces", o.plan.pieces,
+                 collmm::names_taking(&collmm::AlgoRow::takes_pieces) + ": the ring's exposed edge cut into S pieces")
+      ->capture_default_str()
+      ->check(CLI::Range(1, collmm::kMaxPieces));
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
   app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();

@@ -35,6 +35,7 @@ const std::vector<Column>& columns() {
       {"stages", 7, [](const Prediction& p) { return std::to_string(p.options.stages); }},
       {"lanes", 6, [](const Prediction& p) { return std::to_string(p.options.gemm_lanes); }},
       {"merge", 6, [](const Prediction& p) { return std::to_string(p.options.merge); }},
+      {"pieces", 7, [](const Prediction& p) { return std::to_string(p.options.pieces); }},
       {"time_us", 11, [](const Prediction& p) { return fixed(p.time_us, 1); }},
       {"TFLOP/s", 9, [](const Prediction& p) { return fixed(p.tflops_per_rank, 1); }},
       {"t_gemm_us", 11, [](const Prediction& p) { return fixed(p.t_gemm_us, 1); }},

@@ -1,0 +1,105 @@
+// collmm/measured_choice.hpp: an `auto` that measures. The cost model's choice (tuning.hpp) is the
+// start: its best few candidates (predicted within `margin` of the best, at most `max_candidates`,
+// sequential always among them) are timed on the real inputs the first time a shape runs, and the
+// fastest runs from then on. Every process takes the same decision: a candidate's time is the
+// slowest process's, agreed through the HostComm, so a rank whose clock or load differs cannot
+// pick another plan than its peers.
+//
+//   choice   = choose(problem, dtype, profile, cache)           // the model's (or the cache's) pick
+//   to_time  = candidates_to_time(choice, settings)            // <= max_candidates, sequential in
+//   measured = measure_choice(to_time, time_candidate, host, settings)
+//   run measured.options; record tuning_entries(...) into the cache (source "auto")
+//
+// The cost of the first call of a shape: for each timed candidate, its plan prepared once, then
+// `warmup` + `iters` runs (default 1 + 3, at most 4 candidates: 16 runs), and two small
+// exchanges between the processes. Later calls of the shape run the pick at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "collmm/executor.hpp"
+#include "collmm/tuning.hpp"
+
+namespace collmm {
+
+enum class AutoMeasure { off, on };                  // off: the model's (or the cache's) pick alone
+AutoMeasure parse_auto_measure(const std::string&);  // "on" | "off"; UsageError otherwise
+std::string to_string(AutoMeasure);
+
+struct MeasureSettings {
+  AutoMeasure measure = AutoMeasure::on;
+  int warmup = 1;          // untimed runs per candidate
+  int iters = 3;           // timed runs per candidate: their median is the process's time
+  int max_candidates = 4;  // sequential included
+  double margin = 0.25;    // candidates predicted within (1 + margin) x the best prediction
+};
+
+struct TimedCandidate {
+  PlanOptions options;
+  double predicted_us = 0;
+  double time_us = 0;           // the slowest process's time
+  std::vector<double> proc_us;  // every process's time, in process order
+};
+
+struct MeasuredChoice {
+  PlanOptions options;                // the fastest timed candidate (the first of equal times)
+  double time_us = 0;                 // its time
+  std::vector<TimedCandidate> timed;  // in the order timed (fastest predicted first)
+};
+
+// The candidates to time, from a Choice's alternatives (fastest predicted first): those predicted
+// within the margin of the best, at most max_candidates, sequential always among them (in place
+// of the last one when the bound is reached). One candidate only (one rank) is returned alone.
+std::vector<Alternative> candidates_to_time(const Choice&, const MeasureSettings&);
+
+// Whether auto times anything for this choice: measuring is on, there are two candidates or more,
+// and the choice does not already hold a measured time (tuning cache) for every one of them.
+bool needs_measuring(const Choice&, const MeasureSettings&);
+
+// This process's time of one candidate, in microseconds: `warmup` runs, then the median of `iters`
+// runs. Collective: every process calls it for the same candidate at the same point.
+using TimeCandidate = std::function<double(const PlanOptions&, int warmup, int iters)>;
+
+// Times every candidate (collective; the candidates must be the same on every process: checked
+// first, a UsageError on every process when they differ), agrees each one's time as the slowest
+// process's, and picks the fastest. Every process returns the same MeasuredChoice.
+MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const TimeCandidate& time, HostComm& host,
+                              const MeasureSettings& settings);
+
+// "# auto measured: 3 candidates, 1 warm-up + 3 timed runs each ..." then one line per candidate
+// (predicted, measured, the pick marked) and the pick.
+std::string print(const MeasuredChoice&, const MeasureSettings&);
+
+// The timed candidates as tuning-cache entries of this problem (source "auto").
+std::vector<TuningEntry> tuning_entries(const Problem&, Dtype, const MeasuredChoice&);
+
+// A Choice as JSON and back: what process 0 sends the others so that all start from its choice.
+nlohmann::json to_json(const Choice&);
+Choice choice_from_json(const nlohmann::json&);
+
+// The per-process memory of auto's decisions, keyed by (op, M, N, K, P, dtype, B layout), and the
+// whole decision on its first call: process 0's choose() (with the tuning cache at `cache_path`
+// when it names a file that exists) shared with every process, then, where needs_measuring, the
+// candidates timed (measure_choice) and, with a cache path, recorded into it by process 0
+// (update_tuning_cache). Collective on a shape's first call; later calls only look it up.
+class AutoChooser {
+ public:
+  struct Decision {
+    PlanOptions options;
+    std::string source;   // "model", or "measured" (timed here, or the cache's times)
+    std::string printed;  // print(Choice), and print(MeasuredChoice) when timed
+  };
+  const Decision& decide(HostComm& host, const Problem& problem, Dtype dtype, const Profile& profile,
+                         const std::string& cache_path, const MeasureSettings& settings, const TimeCandidate& time);
+  size_t size() const { return decided_.size(); }
+
+ private:
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int, int>, Decision> decided_;
+};
+
+}  // namespace collmm

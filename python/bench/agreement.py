@@ -1,0 +1,74 @@
+"""Host time per call of collmm's agreement, by channel and check, on a problem so small that the
+call is almost all agreement (ag_gemm, M = 8 P, N = K = 8, sequential):
+
+    torchrun --nproc-per-node P python/bench/agreement.py [--device cpu|cuda [--share-gpu]] [--iters I]
+
+Rows: the group's collectives (gloo on CPU; on an NCCL-only group they run on the device) and the
+group's Store (TCPStore under torchrun), each with check="every" (every call exchanges a
+fingerprint) and check="first" (later calls of a known problem exchange nothing); plus the
+all_gather_into_tensor + matmul of the same problem. Median microseconds of the slowest rank.
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import collmm
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--share-gpu", action="store_true", help="every rank on GPU 0 (NCCL_HOSTID per rank)")
+    args = p.parse_args()
+    if args.device == "cuda":
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if args.share_gpu:
+            os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+        torch.cuda.set_device(0 if args.share_gpu else local_rank)
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device(args.device, torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
+    a, b = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
+    gathered = torch.empty(8 * world, 8, device=device)
+    rows = []
+    for channel in ("group", "store"):
+        collmm.set_channel(channel)
+        group = dist.new_group(list(range(world)))
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group.group_name, algo="sequential")  # its session
+        for check in ("every", "first"):
+            collmm.set_check(check)
+            rows.append((f"collmm {channel} {check}", lambda g=group.group_name: torch.ops.collmm.fused_all_gather_matmul(
+                a, [b], 0, g, return_A=False, algo="sequential")))
+
+    def plain():
+        dist.all_gather_into_tensor(gathered, a)
+        return gathered @ b
+
+    rows.append(("all_gather_into_tensor + matmul", plain))
+    if rank == 0:
+        print(f"# P = {world}, device {args.device}, store {type(dist.distributed_c10d._get_default_store()).__name__}")
+    for name, fn in rows:
+        collmm.set_check("first" if name.endswith("first") else "every")
+        for _ in range(10):
+            fn()
+        us = []
+        for _ in range(args.iters):
+            t0 = time.perf_counter()
+            fn()
+            us.append((time.perf_counter() - t0) * 1e6)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        t = torch.tensor([statistics.median(us)], dtype=torch.float64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            print(f"  {name:<34} {t.item():9.1f} us per call")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+// torch_util.hpp: what the extension's files share: the dtypes the ops take as collmm's Dtype,
+// collmm's Dtype as an ATen scalar type, the parts of a collective padded to one size (gloo and the c10d collectives
+// want parts of one size: uneven ones travel as zero-padded copies), and the tags of point-to-point messages.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "collmm/executor.hpp"
+
+namespace collmm::torch_ext {
+
+inline std::optional<Dtype> dtype_of(at::ScalarType t) {
+  if (t == at::kFloat) return Dtype::f32;
+  if (t == at::kDouble) return Dtype::f64;
+  if (t == at::kBFloat16) return Dtype::bf16;
+  return std::nullopt;
+}
+
+inline at::ScalarType scalar_type(Dtype d) {
+  switch (d) {
+    case Dtype::f64: return at::kDouble;
+    case Dtype::f32: return at::kFloat;
+    case Dtype::f16: return at::kHalf;
+    case Dtype::bf16: return at::kBFloat16;
+    default: throw UsageError("collmm: no ATen type for " + to_string(d) + " elements");
+  }
+}
+
+// The size every part of a collective travels at: the largest part; `equal` when all have it.
+struct PartSize {
+  int64_t most = 0;
+  bool equal = true;
+};
+inline PartSize part_size(const std::vector<int64_t>& rows) {
+  PartSize s;
+  for (int64_t r : rows) s.most = std::max(s.most, r);
+  for (int64_t r : rows) s.equal = s.equal && r == s.most;
+  return s;
+}
+
+// `t` with zero rows appended along dim 0 up to `most` rows (a copy), or `t` when it has them.
+inline at::Tensor padded_rows(const at::Tensor& t, int64_t most) {
+  if (t.size(0) == most) return t;
+  std::vector<int64_t> pad(static_cast<size_t>(2 * t.dim()), 0);
+  pad.back() = most - t.size(0);
+  return at::constant_pad_nd(t, pad);
+}
+
+// Tags of point-to-point messages: the k-th message to a peer carries tag k, so the k-th send to
+// q meets q's k-th receive from this rank.
+class PeerTags {
+ public:
+  int next_send(int peer) { return sent_[peer]++; }
+  int next_recv(int peer) { return received_[peer]++; }
+
+ private:
+  std::map<int, int> sent_, received_;
+};
+
+}  // namespace collmm::torch_ext

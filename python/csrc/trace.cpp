@@ -1,0 +1,102 @@
+// trace.cpp: collmm.trace's record of op calls and its files (trace.hpp).
+#include "trace.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "chrome_trace.hpp"
+#include "collmm/overlap.hpp"
+#include "collmm/svg.hpp"
+
+namespace collmm::torch_ext {
+namespace {
+
+std::mutex g_trace_mutex;
+bool g_tracing = false;           // guarded by g_trace_mutex
+std::vector<TracedCall> g_calls;  // guarded by g_trace_mutex
+
+std::string table(const std::vector<TracedCall>& calls) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%5s %8s %10s %7s %7s %7s %3s %5s %10s %10s %10s %7s %6s\n", "call", "op", "algo",
+                "M", "N", "K", "P", "dtype", "time_us", "t_gemm_us", "t_comm_us", "hidden%", "E");
+  out += line;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const TracedCall& c = calls[i];
+    const CallFigures f = figures(c.timeline);
+    std::snprintf(line, sizeof line, "%5zu %8s %10s %7lld %7lld %7lld %3d %5s %10.1f %10.1f %10.1f %7.1f %6.2f\n", i,
+                  to_string(c.timeline.op).c_str(), to_string(c.timeline.algo).c_str(), static_cast<long long>(c.m),
+                  static_cast<long long>(c.n), static_cast<long long>(c.k), c.timeline.world,
+                  to_string(c.dtype).c_str(), f.time_us, f.t_gemm_us, f.t_comm_us, 100 * f.hidden, f.e);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace
+
+CallFigures figures(const Timeline& t) {
+  CallFigures f;
+  std::map<int, std::pair<Intervals, Intervals>> per_rank;  // rank -> (gemm, comm)
+  for (const TimelineEvent& e : t.events) {
+    f.time_us = std::max(f.time_us, e.end_us);
+    auto& [gemm, comm] = per_rank[e.rank];
+    (e.is_comm() ? comm : gemm).emplace_back(e.start_us, e.end_us);
+  }
+  for (auto& [rank, lanes] : per_rank) {
+    f.t_gemm_us += length(interval_union(lanes.first)) / static_cast<double>(per_rank.size());
+    f.t_comm_us += length(interval_union(lanes.second)) / static_cast<double>(per_rank.size());
+  }
+  f.hidden = measure_overlap(t).mean_fraction;
+  const double smaller = std::min(f.t_gemm_us, f.t_comm_us);
+  f.e = smaller > 0 ? (f.t_gemm_us + f.t_comm_us - f.time_us) / smaller : 0;
+  return f;
+}
+
+void trace_start() {
+  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  g_tracing = true;
+  g_calls.clear();
+}
+
+bool tracing() {
+  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  return g_tracing;
+}
+
+void trace_add(TracedCall call) {
+  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  if (g_tracing) g_calls.push_back(std::move(call));
+}
+
+std::string trace_stop(const std::string& path, bool write) {
+  std::vector<TracedCall> calls;
+  {
+    std::lock_guard<std::mutex> lock(g_trace_mutex);
+    g_tracing = false;
+    calls.swap(g_calls);
+  }
+  const std::string text = table(calls);
+  if (!write) return text;
+  std::vector<Timeline> timelines;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Timeline& t = calls[i].timeline;
+    timelines.push_back(t);
+    SvgOptions o;
+    o.subtitle = "collmm.trace call " + std::to_string(i) + ", M=" + std::to_string(calls[i].m) +
+                 " N=" + std::to_string(calls[i].n) + " K=" + std::to_string(calls[i].k) + " " +
+                 to_string(calls[i].dtype);
+    write_svg(t, path + "-" + std::to_string(i) + "-" + to_string(t.op) + "-" + to_string(t.algo) + ".svg", o);
+  }
+  std::ofstream json(path + ".json"), txt(path + ".txt");
+  if (!json || !txt) throw UsageError("collmm.trace: cannot write " + path + ".json / .txt");
+  json << chrome_trace(timelines).dump() << '\n';
+  txt << text;
+  return text;
+}
+
+}  // namespace collmm::torch_ext

@@ -1,0 +1,122 @@
+"""Cases of the ops inside a training step on CPU (gloo), for test_runtime.py: the agreement's
+channel (the group's Store or its collectives), check="first", bounded waits, the named ranges a
+profiler sees, and collmm.trace's files."""
+import json
+import os
+import re
+import time
+
+import torch
+import torch.distributed as dist
+
+from dist_util import assert_close, block, seeded
+
+
+def _ag_inputs(rank, world, rows=8, k=16, n=8):
+    a_full, b = seeded(1, rows * world + 1, k), seeded(2, k, n)
+    return a_full, a_full[block(rows * world + 1, world, rank)].clone(), b
+
+
+def channel_case(rank, world, channel, check):
+    """Right results on repeated calls, and a disagreement raises ValueError on every rank (also after
+    check="first", for a problem not seen before), on the given channel."""
+    import collmm
+
+    collmm.set_channel(channel)
+    collmm.set_check(check)
+    group = dist.group.WORLD.group_name
+    a_full, a, b = _ag_inputs(rank, world)
+    for algo in ("ring", "sequential", "ring"):
+        for _ in range(3):
+            _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo=algo)
+            assert_close(c, (a_full.double() @ b.double()).float(), f"{channel} {check} {algo}")
+            h_full, w = seeded(3, 6 * world, 4 * world), seeded(4, 4 * world, 5)
+            cols = block(4 * world, world, rank)
+            y = torch.ops.collmm.fused_matmul_reduce_scatter(h_full[:, cols].contiguous(), w[cols], "sum", 0, group,
+                                                             algo=algo)
+            assert_close(y, (h_full.double() @ w.double()).float()[block(6 * world, world, rank)], "rs")
+    if world > 1:
+        bad_k = 17 if rank == world - 1 else 16
+        try:
+            torch.ops.collmm.fused_all_gather_matmul(seeded(5, 2, bad_k), [seeded(6, bad_k, 3)], 0, group)
+            raise AssertionError("ranks that disagree on K: no error")
+        except ValueError as e:
+            assert "disagree on K" in str(e), str(e)
+        _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")  # the group still in step
+        assert_close(c, (a_full.double() @ b.double()).float(), "after the disagreement")
+    collmm.set_check("every")
+
+
+def timeout_case(rank, world, channel):
+    """The last rank skips a call: every other rank raises DistBackendError naming the call it waited
+    in within the timeout (plus a little), and goes on."""
+    import collmm
+
+    collmm.set_channel(channel)
+    group = dist.group.WORLD.group_name
+    a_full, a, b = _ag_inputs(rank, world)
+    torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
+    collmm.set_timeout(2)
+    if rank != world - 1:
+        t0 = time.monotonic()
+        try:
+            torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
+            raise AssertionError("a skipped call: no error")
+        except dist.DistBackendError as e:
+            waited = time.monotonic() - t0
+            assert "fused_all_gather_matmul's agreement" in str(e) and "within 2 s" in str(e), str(e)
+            assert waited < 10, f"raised after {waited:.1f} s, timeout 2 s"
+    else:
+        time.sleep(6)  # alive and connected, just not calling
+    collmm.set_timeout(0)
+
+
+def step_names(op, algo, rank, world):
+    """Regexes of the ranges every step of `op` (ag_gemm ring) runs in, as the bench names its boxes."""
+    names = [rf"collmm {op} {algo} step {j} chunk \d+ gemm$" for j in range(world)]
+    names += [rf"collmm {op} {algo} step {j} chunk \d+ sendrecv$" for j in range(world - 1)]
+    return names
+
+
+def profiler_case(rank, world):
+    """A torch.profiler trace of one call holds every step's range."""
+    import collmm
+
+    collmm.set_cpu_executor("aten")
+    group = dist.group.WORLD.group_name
+    a_full, a, b = _ag_inputs(rank, world)
+    torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+    seen = {e.name for e in prof.events()}
+    for want in step_names("ag_gemm", "ring", rank, world):
+        assert any(re.match(want, s) for s in seen), f"no range {want!r} in {sorted(x for x in seen if 'collmm' in x)}"
+    collmm.set_cpu_executor("host")
+
+
+def trace_case(rank, world, path):
+    """collmm.trace around a tensor-parallel MLP step (forward and backward): files written, parseable,
+    every call present."""
+    import collmm
+    from collmm.torch import ColumnParallelLinear, RowParallelLinear
+
+    torch.manual_seed(0)
+    fc1, fc2 = torch.nn.Linear(64, 256), torch.nn.Linear(256, 64, bias=False)
+    mlp = torch.nn.Sequential(ColumnParallelLinear.from_linear(fc1, algo="ring"), torch.nn.GELU(),
+                              RowParallelLinear.from_linear(fc2, algo="ring"))
+    x = seeded(7, 128, 64)[block(128, world, rank)].clone().requires_grad_()
+    with collmm.trace(path) as t:
+        mlp(x).square().sum().backward()
+    lines = t.table.strip().splitlines()
+    assert len(lines) == 5, t.table  # header + 4 calls: forward ag, rs; backward ag, rs
+    ops = [line.split()[1] for line in lines[1:]]
+    assert sorted(ops) == ["ag_gemm", "ag_gemm", "gemm_rs", "gemm_rs"], t.table
+    if rank == 0:
+        trace = json.load(open(path + ".json"))
+        names = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"}
+        assert any(n.startswith("ag_gemm ring step") for n in names) and any(n.startswith("gemm_rs ring") for n in names)
+        assert {e["pid"] for e in trace["traceEvents"] if e.get("ph") == "X"} == set(range(world))
+        for i, op in enumerate(ops):
+            svg = open(f"{path}-{i}-{op}-ring.svg").read()
+            assert svg.startswith("<svg") or "<svg" in svg[:200], svg[:200]
+        assert open(path + ".txt").read() == t.table

@@ -1,0 +1,184 @@
+// measured_choice.cpp: auto's measured choice (collmm/measured_choice.hpp): which candidates are
+// timed, their times agreed across processes (the slowest one's), the pick, its printout, its
+// tuning-cache entries, and the per-process memory of the decisions.
+#include "collmm/measured_choice.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "collmm/agreement.hpp"
+
+namespace collmm {
+
+AutoMeasure parse_auto_measure(const std::string& s) {
+  if (s == "on") return AutoMeasure::on;
+  if (s == "off") return AutoMeasure::off;
+  throw UsageError("auto-measure must be on or off (got " + s + ")");
+}
+
+std::string to_string(AutoMeasure m) { return m == AutoMeasure::on ? "on" : "off"; }
+
+std::vector<Alternative> candidates_to_time(const Choice& c, const MeasureSettings& s) {
+  std::vector<Alternative> out;
+  if (c.alternatives.empty()) return out;
+  const double limit = c.alternatives.front().predicted_us * (1 + s.margin);
+  const size_t most = static_cast<size_t>(std::max(1, s.max_candidates));
+  for (const Alternative& a : c.alternatives)
+    if (a.predicted_us <= limit && out.size() < most) out.push_back(a);
+  auto is_sequential = [](const Alternative& a) { return a.options.algo == Algo::sequential; };
+  if (std::none_of(out.begin(), out.end(), is_sequential)) {
+    auto seq = std::find_if(c.alternatives.begin(), c.alternatives.end(), is_sequential);
+    if (seq != c.alternatives.end()) {
+      if (out.size() >= most) out.pop_back();
+      out.push_back(*seq);
+    }
+  }
+  return out;
+}
+
+bool needs_measuring(const Choice& c, const MeasureSettings& s) {
+  if (s.measure == AutoMeasure::off) return false;
+  const std::vector<Alternative> to_time = candidates_to_time(c, s);
+  if (to_time.size() < 2) return false;
+  return std::any_of(to_time.begin(), to_time.end(), [](const Alternative& a) { return a.measured_us < 0; });
+}
+
+MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const TimeCandidate& time, HostComm& host,
+                              const MeasureSettings& s) {
+  if (candidates.empty()) throw std::logic_error("measure_choice: no candidates");
+  // Every process must time the same candidates the same way, or their runs would not match.
+  std::vector<std::pair<std::string, std::string>> keys{{"auto warm-up runs", std::to_string(s.warmup)},
+                                                        {"auto timed runs", std::to_string(s.iters)}};
+  for (size_t i = 0; i < candidates.size(); ++i)
+    keys.emplace_back("auto candidate " + std::to_string(i), to_string(candidates[i].options));
+  host.set_phase("auto: the ranks' agreement on the candidates to time");
+  check_processes_agree(host, keys);
+
+  std::vector<double> mine;
+  for (const Alternative& a : candidates) {
+    host.set_phase("auto: the timed runs of " + to_string(a.options));
+    mine.push_back(time(a.options, s.warmup, s.iters));
+  }
+  host.set_phase("auto: gathering the candidates' times");
+  const std::vector<double> all = host.allgather(mine);  // candidates.size() per process, process order
+  MeasuredChoice m;
+  const size_t n = candidates.size();
+  for (size_t i = 0; i < n; ++i) {
+    TimedCandidate t{candidates[i].options, candidates[i].predicted_us, 0, {}};
+    for (size_t q = 0; q < all.size() / n; ++q) t.proc_us.push_back(all[q * n + i]);
+    t.time_us = *std::max_element(t.proc_us.begin(), t.proc_us.end());
+    m.timed.push_back(t);
+  }
+  const TimedCandidate* best = &m.timed.front();
+  for (const TimedCandidate& t : m.timed)
+    if (t.time_us < best->time_us) best = &t;
+  m.options = best->options;
+  m.time_us = best->time_us;
+  return m;
+}
+
+std::string print(const MeasuredChoice& m, const MeasureSettings& s) {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "# auto measured: %zu candidates, %d warm-up + %d timed runs each (median; the slowest rank's)\n",
+                m.timed.size(), s.warmup, s.iters);
+  out << line;
+  for (const TimedCandidate& t : m.timed) {
+    std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us  measured %10.1f us%s\n",
+                  to_string(t.options.algo).c_str(), options_after_name(t.options).c_str(), t.predicted_us, t.time_us,
+                  t.options == m.options ? "  <- pick" : "");
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "# auto: %s%s (from the measured; %.1f us)\n", to_string(m.options.algo).c_str(),
+                options_after_name(m.options).c_str(), m.time_us);
+  out << line;
+  return out.str();
+}
+
+std::vector<TuningEntry> tuning_entries(const Problem& p, Dtype dtype, const MeasuredChoice& m) {
+  std::vector<TuningEntry> entries;
+  for (const TimedCandidate& t : m.timed) {
+    TuningEntry e;
+    e.problem = p;
+    e.dtype = dtype;
+    e.options = t.options;
+    e.time_us = t.time_us;
+    e.source = "auto";
+    entries.push_back(e);
+  }
+  return entries;
+}
+
+nlohmann::json to_json(const Choice& c) {
+  nlohmann::json alternatives = nlohmann::json::array();
+  for (const Alternative& a : c.alternatives)
+    alternatives.push_back(
+        {{"options", to_json(a.options)}, {"predicted_us", a.predicted_us}, {"measured_us", a.measured_us}});
+  return {{"options", to_json(c.options)},
+          {"predicted_us", c.predicted_us},
+          {"measured_us", c.measured_us},
+          {"source", c.source},
+          {"alternatives", alternatives}};
+}
+
+Choice choice_from_json(const nlohmann::json& j) {
+  Choice c;
+  c.options = plan_options_from_json(j.at("options"));
+  c.predicted_us = j.at("predicted_us").get<double>();
+  c.measured_us = j.at("measured_us").get<double>();
+  c.source = j.at("source").get<std::string>();
+  for (const nlohmann::json& a : j.at("alternatives"))
+    c.alternatives.push_back({plan_options_from_json(a.at("options")), a.at("predicted_us").get<double>(),
+                              a.at("measured_us").get<double>()});
+  return c;
+}
+
+const AutoChooser::Decision& AutoChooser::decide(HostComm& host, const Problem& p, Dtype dtype, const Profile& profile,
+                                                 const std::string& cache_path, const MeasureSettings& settings,
+                                                 const TimeCandidate& time) {
+  const auto key = std::make_tuple(static_cast<int>(p.op), p.m, p.n, p.k, p.world, static_cast<int>(dtype),
+                                   static_cast<int>(p.b_layout));
+  auto it = decided_.find(key);
+  if (it != decided_.end()) return it->second;
+
+  // Process 0 chooses (only it may see the cache file); every process starts from its choice.
+  std::string mine, error;
+  if (host.proc() == 0) {
+    try {
+      TuningCache cache;
+      const bool have_cache = !cache_path.empty() && std::filesystem::exists(cache_path);
+      if (have_cache) cache = load_tuning_cache(cache_path);
+      mine = to_json(choose(p, dtype, profile, have_cache ? &cache : nullptr)).dump();
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+  }
+  host.set_phase("auto: sharing process 0's choice");
+  raise_if_any_process_failed(host, error);
+  const Choice choice = choice_from_json(nlohmann::json::parse(host.allgather(mine).at(0)));
+
+  Decision d{choice.options, choice.source, print(choice)};
+  if (needs_measuring(choice, settings)) {
+    const MeasuredChoice m = measure_choice(candidates_to_time(choice, settings), time, host, settings);
+    d.options = m.options;
+    d.source = "measured";
+    d.printed += print(m, settings);
+    if (!cache_path.empty()) {
+      // Process 0 writes; every process learns whether it could before going on.
+      error.clear();
+      if (host.proc() == 0) try {
+          update_tuning_cache(cache_path, tuning_entries(p, dtype, m));
+        } catch (const std::exception& e) {
+          error = std::string("auto: recording the timed candidates: ") + e.what();
+        }
+      host.set_phase("auto: recording the timed candidates");
+      raise_if_any_process_failed(host, error);
+    }
+  }
+  return decided_.emplace(key, d).first->second;
+}
+
+}  // namespace collmm

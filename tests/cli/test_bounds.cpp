@@ -1,0 +1,207 @@
+// test_bounds.cpp: every phase of a job bounded, every output atomic, one set of limits.
+// - a rank stopped before MPI_Init or inside MPI_Finalize: the others end the job by --timeout;
+// - a rank stopped before its first point-to-point transfer: the others nap while they wait
+//   (their process's CPU over the wait is printed, under 10% of a core);
+// - a run slower than --timeout on this rank's own GEMM is reported as such, not as a dead peer;
+// - a process killed between an output's open and its write leaves the previous file whole;
+// - the same limits on the command line and in the tuning cache, profile fields range-checked;
+// - collmm-sim refuses before simulating what would take minutes or GBs; a run under ulimit -v
+//   is refused with the limit named.
+// The figures are printed ("bound: ...") for docs/reliability.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "harness.hpp"
+
+using namespace collmm_cli_test;
+
+namespace {
+
+constexpr int kTimeout = 3;
+constexpr double kStartup = 6;  // mpirun's start on a loaded 2-core machine
+
+const std::string kJob = " --op ag_gemm -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3";
+
+bool has(const CommandResult& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
+
+// The largest "(this run took X CPU s)" of the survivors' messages; -1 if none.
+double most_run_cpu_s(const std::string& output) {
+  double most = -1;
+  const std::string key = "this run took ";
+  for (size_t at = output.find(key); at != std::string::npos; at = output.find(key, at + 1))
+    most = std::max(most, std::stod(output.substr(at + key.size())));
+  return most;
+}
+
+struct Stop {
+  const char* point;    // --debug-phase
+  const char* message;  // what the survivors say
+};
+
+class BoundedStop : public ::testing::TestWithParam<Stop> {};
+
+TEST_P(BoundedStop, TheOthersEndTheJobByTheTimeout) {
+  const Stop& s = GetParam();
+  const CommandResult r =
+      run_command(mpirun(3) + " " + bench() + kJob + " --algo ring --debug-hang-rank 1 --debug-phase " + s.point, 60);
+  std::printf("bound: rank 1 stopped at %s: job gone after %.2f s (--timeout %d), exit %d\n", s.point, r.seconds,
+              kTimeout, r.rc);
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_NE(r.rc, 124) << "the job had to be stopped from outside:\n" << r.output;
+  EXPECT_LT(r.seconds, kTimeout + 5 + kStartup) << r.output;
+  EXPECT_TRUE(has(r, s.message)) << "expected '" << s.message << "' in:\n" << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Points, BoundedStop,
+                         ::testing::Values(Stop{"mpi_init", "MPI_Init did not finish within 3 s (--timeout)"},
+                                           Stop{"mpi_finalize", "MPI_Finalize did not finish within 3 s (--timeout)"},
+                                           Stop{"sendrecv", "timed out after 3 s: no answer from a peer"}),
+                         [](const ::testing::TestParamInfo<Stop>& info) { return std::string(info.param.point); });
+
+// The ranks left waiting inside a transfer nap: their whole process (every lane) uses under 10%
+// of one core over the --timeout they wait.
+TEST(BoundedWait, RanksWaitingForAStoppedPeerNap) {
+  const CommandResult r =
+      run_command(mpirun(3) + " " + bench() + kJob + " --algo ring --debug-hang-rank 1 --debug-phase sendrecv", 60);
+  const double cpu = most_run_cpu_s(r.output);
+  std::printf("bound: held sendrecv: a waiting rank's process used %.2f CPU s over its %d s wait (%.1f%% of a core)\n",
+              cpu, kTimeout, 100 * cpu / kTimeout);
+  EXPECT_GE(cpu, 0) << r.output;
+  EXPECT_LT(cpu, 0.1 * kTimeout) << r.output;
+}
+
+// A run whose own GEMM outlives --timeout: said as such on every rank, never as a dead peer.
+TEST(BoundedWait, AnOwnStepSlowerThanTheTimeoutIsNotAPeersFault) {
+  const CommandResult r =
+      run_command(mpirun(2) + " " + bench() +
+                      " --op ag_gemm --algo sequential -m 8192 -n 8192 -k 2048 -w 0 -i 1 --threads 1 --timeout 1",
+                  120);
+  std::printf("bound: an own GEMM longer than --timeout 1: exit %d after %.2f s\n", r.rc, r.seconds);
+  EXPECT_EQ(r.rc, 3) << r.output;
+  EXPECT_TRUE(has(r, "this rank's own work is slower than --timeout")) << r.output;
+  EXPECT_FALSE(has(r, "no answer from a peer")) << r.output;
+}
+
+// Process 0 killed between opening an output under its temporary name and writing it: the file
+// of the previous run is still there, whole.
+TEST(AtomicOutputs, AKillBetweenOpenAndWriteLeavesTheOldFile) {
+  for (const std::string option : {"--json", "--trace", "--timeline"}) {
+    const std::string dir = fresh_dir("atomic" + option);
+    const std::string path = dir + "/out";
+    { std::ofstream(path) << "the previous run's output\n"; }
+    const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring " + option + " " + path +
+                                            " --debug-die-rank 0 --debug-phase write",
+                                        60);
+    std::printf("bound: %s, process 0 killed before its write: exit %d, old file %s\n", option.c_str(), r.rc,
+                read_file(path) == "the previous run's output\n" ? "intact" : "LOST");
+    EXPECT_NE(r.rc, 0) << r.output;
+    EXPECT_EQ(read_file(path), "the previous run's output\n") << option << "\n" << r.output;
+  }
+}
+
+// --save fills DIR.partial and swaps it in at the end: a killed run leaves DIR as it was, a
+// finished one replaces it whole (no file of the run before).
+TEST(AtomicOutputs, SaveDirectoryIsReplacedWhole) {
+  const std::string dir = fresh_dir("atomic_save") + "/npy";
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir + "/old.npy") << "old"; }
+  CommandResult r = run_command(
+      mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir + " --debug-die-rank 1 --debug-phase write", 60);
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/old.npy"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir, 60);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/old.npy"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ag_gemm-ring-rank1-A.npy"));
+  EXPECT_FALSE(std::filesystem::exists(dir + ".partial"));
+}
+
+// Counts beyond their range: a clear message, exit 2, before MPI is up.
+TEST(OneSetOfLimits, CountsOutOfRangeAreRefusedByName) {
+  for (const std::string args : {"--threads 1000000", "--seed -1", "--seed 99999999999999999999999", "-i 99999999999",
+                                 "-w 99999999999", "--timeout 0"}) {
+    const CommandResult r = run_command(bench() + " " + args, 30);
+    std::printf("bound: %s: exit %d\n", args.c_str(), r.rc);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(has(r, "must be an integer")) << args << "\n" << r.output;
+  }
+}
+
+// What the command line refuses the cache refuses, and the other way round: a run with
+// --merge 2000 records nothing; an entry that cannot apply to its own shape is refused as an entry.
+TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
+  const std::string dir = fresh_dir("poison");
+  const std::string cache = dir + "/cache.json";
+  CommandResult r =
+      run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --merge 2000 --tune-cache " + cache, 60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "merge 2000 is not 1..1024")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(cache));
+  {
+    std::ofstream(cache) << R"({"entries": [{"op": "gemm_rs", "m": 64, "n": 64, "k": 64, "world_size": 2,
+      "dtype": "f32", "algo": "ring", "merge": 4, "time_us": 10}]})";
+  }
+  r = run_command(
+      mpirun(2) + " " + bench() + " --op gemm_rs -m 64 -n 64 -k 64 -w 1 -i 2 --algo auto --tune-cache " + cache, 60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
+}
+
+// Every profile field out of range: refused when the profile is read, exit 2, naming the option,
+// the path and the field; a directory is named as one.
+TEST(OneSetOfLimits, ProfileFieldsAreRangeCheckedBeforeAnyWork) {
+  const std::string dir = fresh_dir("profile_ranges");
+  const std::string good = dir + "/good.json";
+  ASSERT_EQ(run_command(std::string(COLLMM_SIM) + " -P 2 --save-profile " + good + " --profile cpu-2core", 30).rc, 0);
+  const std::string text = read_file(good);
+  struct Bad {
+    const char* field;  // as the message names it
+    const char* from;   // text in the good profile
+    const char* to;
+  };
+  for (const Bad& b : {Bad{"links.intra_gbps", "\"intra_gbps\": 4.0", "\"intra_gbps\": 0.0"},
+                       Bad{"links.intra_latency_us", "\"intra_latency_us\": 2.0", "\"intra_latency_us\": -1.0"},
+                       Bad{"memory_gbps", "\"memory_gbps\": 8.0", "\"memory_gbps\": -8.0"},
+                       Bad{"gemm.overhead_us", "\"overhead_us\": 2.0", "\"overhead_us\": -2.0"},
+                       Bad{"gemm.peak_tflops.f32", "\"f32\": 0.06", "\"f32\": 0.0"}}) {
+    const size_t at = text.find(b.from);
+    ASSERT_NE(at, std::string::npos) << b.from << " in\n" << text;
+    const std::string path = dir + "/bad-" + b.field + ".json";
+    { std::ofstream(path) << text.substr(0, at) + b.to + text.substr(at + std::string(b.from).size()); }
+    const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --profile " + path, 60);
+    EXPECT_EQ(r.rc, 2) << b.field << "\n" << r.output;
+    EXPECT_TRUE(has(r, std::string("--profile: profile ") + path + ": " + b.field)) << r.output;
+  }
+  const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --profile " + dir, 60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "is a directory, not a profile JSON file")) << r.output;
+}
+
+// collmm-sim at P = 1024: refused at once, with the figure and the option that lowers it.
+TEST(BoundedSim, AutoAndTraceAtP1024AreRefusedBeforeSimulating) {
+  const std::string sim = COLLMM_SIM;
+  const std::string dir = fresh_dir("sim_bounds");
+  for (const std::string& args :
+       std::vector<std::string>{" -P 1024 --algo auto --op all", " -P 1024 --algo ring --trace " + dir + "/t.json"}) {
+    const CommandResult r = run_command(sim + args, 60);
+    std::printf("bound: collmm-sim%s: exit %d after %.2f s\n", args.c_str(), r.rc, r.seconds);
+    EXPECT_EQ(r.rc, 2) << r.output;
+    EXPECT_LT(r.seconds, 5) << r.output;
+    EXPECT_TRUE(has(r, "more than")) << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));
+}
+
+// Under ulimit -v a run that does not fit is refused with the limit named, before any allocation.
+TEST(BoundedMemory, AnAddressSpaceLimitIsRespected) {
+  const CommandResult r = run_command(
+      "sh -c 'ulimit -v 3000000; exec " + bench() + " --op ag_gemm --algo ring -m 16K -n 16K -k 16K -w 0 -i 1'", 60);
+  std::printf("bound: ulimit -v 3000000 (2.9 GiB), a run of 16K^3: exit %d after %.2f s\n", r.rc, r.seconds);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "RLIMIT_AS (ulimit -v)")) << r.output;
+}
+
+}  // namespace

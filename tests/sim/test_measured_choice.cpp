@@ -1,0 +1,274 @@
+// test_measured_choice.cpp: auto's measured choice (collmm/measured_choice.hpp) with faked
+// timings: which candidates are timed, the pick agreed across processes (threads joined by an
+// in-memory HostComm) when their timings differ, and the decision kept per process and in a tuning
+// cache (source "auto", read back as measured on the next process's first call).
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "collmm/measured_choice.hpp"
+
+using namespace collmm;
+
+namespace {
+
+// P processes as threads: every allgather waits for all P and returns what each sent.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int n) : n_(n), strings_(static_cast<size_t>(n)), numbers_(static_cast<size_t>(n)) {}
+  template <class T>
+  std::vector<T> exchange(int me, const T& mine, std::vector<T>& slots, std::vector<T>& result) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const long generation = generation_;
+    slots[static_cast<size_t>(me)] = mine;
+    if (++arrived_ == n_) {
+      result = slots;
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation; });
+    }
+    return result;
+  }
+  int n_;
+  std::vector<std::string> strings_, strings_out_;
+  std::vector<std::vector<double>> numbers_, numbers_out_;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  long generation_ = 0;
+};
+
+class ThreadHost : public HostComm {
+ public:
+  ThreadHost(ThreadGroup& g, int me) : g_(g), me_(me) {}
+  int proc() const override { return me_; }
+  int procs() const override { return g_.n_; }
+  void barrier() override { allgather(std::string()); }
+  std::vector<std::string> allgather(const std::string& mine) override {
+    return g_.exchange(me_, mine, g_.strings_, g_.strings_out_);
+  }
+  std::vector<double> allgather(const std::vector<double>& mine) override {
+    std::vector<double> all;
+    for (const auto& v : g_.exchange(me_, mine, g_.numbers_, g_.numbers_out_))
+      all.insert(all.end(), v.begin(), v.end());
+    return all;
+  }
+  [[noreturn]] void abort(int) override { throw std::logic_error("abort"); }
+
+ private:
+  ThreadGroup& g_;
+  int me_;
+};
+
+// Runs fn(host) on P threads; returns each one's result.
+template <class R, class F>
+std::vector<R> on_processes(int p, F fn) {
+  ThreadGroup group(p);
+  std::vector<R> results(static_cast<size_t>(p));
+  std::vector<std::thread> threads;
+  for (int q = 0; q < p; ++q)
+    threads.emplace_back([&, q] {
+      ThreadHost host(group, q);
+      results[static_cast<size_t>(q)] = fn(host);
+    });
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+PlanOptions opts(Algo a, int stages = 0, int lanes = 1) {
+  return PlanOptions{.algo = a, .stages = stages, .post = Post::comm_first, .gemm_lanes = lanes};
+}
+
+Choice choice_of(const std::vector<std::pair<PlanOptions, double>>& predicted) {
+  Choice c;
+  for (const auto& [o, us] : predicted) c.alternatives.push_back({o, us, -1});
+  c.options = c.alternatives.front().options;
+  c.predicted_us = c.alternatives.front().predicted_us;
+  c.source = "model";
+  return c;
+}
+
+TEST(MeasuredChoice, CandidatesWithinTheMarginBoundedWithSequentialAmongThem) {
+  const Choice c = choice_of({{opts(Algo::ring), 100},
+                              {opts(Algo::bidir), 104},
+                              {opts(Algo::ring, 0, 2), 110},
+                              {opts(Algo::pipelined, 4), 115},
+                              {opts(Algo::bidir, 0, 2), 118},
+                              {opts(Algo::sequential), 190}});
+  MeasureSettings s;
+  s.margin = 0.25;
+  s.max_candidates = 4;
+  const std::vector<Alternative> t = candidates_to_time(c, s);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[0].options, opts(Algo::ring));
+  EXPECT_EQ(t[1].options, opts(Algo::bidir));
+  EXPECT_EQ(t[2].options, opts(Algo::ring, 0, 2));
+  EXPECT_EQ(t[3].options, opts(Algo::sequential));  // in place of the 4th within the margin
+  s.margin = 0.05;
+  const std::vector<Alternative> near = candidates_to_time(c, s);
+  ASSERT_EQ(near.size(), 3u);
+  EXPECT_EQ(near[2].options, opts(Algo::sequential));
+  EXPECT_TRUE(needs_measuring(c, s));
+  s.measure = AutoMeasure::off;
+  EXPECT_FALSE(needs_measuring(c, s));
+  // One candidate (one rank): nothing to time.
+  EXPECT_FALSE(needs_measuring(choice_of({{opts(Algo::ring), 10}}), MeasureSettings{}));
+}
+
+TEST(MeasuredChoice, EveryProcessPicksTheSameFromTheSlowestTimes) {
+  // Process 0 alone would pick ring (its fastest); process 2's ring is slow, so ring's agreed time
+  // is 300 and bidir (slowest rank 130) wins on every process.
+  const std::vector<std::vector<double>> times{{100, 120, 150}, {110, 125, 150}, {300, 130, 151}};
+  const std::vector<Alternative> candidates{
+      {opts(Algo::ring), 90, -1}, {opts(Algo::bidir), 95, -1}, {opts(Algo::sequential), 140, -1}};
+  MeasureSettings s;
+  const auto picks = on_processes<MeasuredChoice>(3, [&](HostComm& host) {
+    size_t i = 0;
+    auto time = [&](const PlanOptions& o, int warmup, int iters) {
+      EXPECT_EQ(o, candidates[i].options);
+      EXPECT_EQ(warmup, 1);
+      EXPECT_EQ(iters, 3);
+      return times[static_cast<size_t>(host.proc())][i++];
+    };
+    return measure_choice(candidates, time, host, s);
+  });
+  for (const MeasuredChoice& m : picks) {
+    EXPECT_EQ(m.options, opts(Algo::bidir));
+    EXPECT_EQ(m.time_us, 130);
+    ASSERT_EQ(m.timed.size(), 3u);
+    EXPECT_EQ(m.timed[0].time_us, 300);
+    EXPECT_EQ(m.timed[0].proc_us, (std::vector<double>{100, 110, 300}));
+    EXPECT_EQ(m.timed[2].time_us, 151);
+  }
+  const std::string printed = print(picks[0], s);
+  EXPECT_NE(printed.find("3 candidates, 1 warm-up + 3 timed runs each"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("measured      130.0 us  <- pick"), std::string::npos) << printed;
+}
+
+TEST(MeasuredChoice, CandidatesThatDifferAcrossProcessesAreRefusedBeforeAnyRun) {
+  const auto errors = on_processes<std::string>(2, [&](HostComm& host) -> std::string {
+    std::vector<Alternative> c{{opts(Algo::ring), 1, -1}, {opts(Algo::sequential), 2, -1}};
+    if (host.proc() == 1) c[0].options = opts(Algo::bidir);
+    bool ran = false;
+    try {
+      measure_choice(
+          c, [&](const PlanOptions&, int, int) { return ran = true, 1.0; }, host, MeasureSettings{});
+    } catch (const UsageError& e) {
+      return ran ? "ran" : e.what();
+    }
+    return "no error";
+  });
+  for (const std::string& e : errors) EXPECT_NE(e.find("ranks disagree on auto candidate 0"), std::string::npos) << e;
+}
+
+TEST(MeasuredChoice, DecisionKeptPerProcessAndInTheTuningCache) {
+  const std::string dir = testing::TempDir() + "/measured_choice";
+  std::filesystem::create_directories(dir);
+  const std::string cache = dir + "/tune.json";
+  std::filesystem::remove(cache);
+  const Problem p{.op = Op::ag_gemm, .m = 512, .n = 4096, .k = 4096, .world = 2, .b_layout = BLayout::nk};
+  const Profile profile = builtin_profile("h200-nvlink");
+  MeasureSettings s;
+  // Faked: sequential is the fastest on every process (small M), 2 us slower on process 1.
+  auto faked = [](HostComm& host, int& calls) {
+    return [&host, &calls](const PlanOptions& o, int, int) {
+      ++calls;
+      return (o.algo == Algo::sequential ? 50.0 : 80.0) + 2.0 * host.proc();
+    };
+  };
+  const auto first = on_processes<std::pair<AutoChooser::Decision, int>>(2, [&](HostComm& host) {
+    AutoChooser chooser;
+    int calls = 0;
+    const AutoChooser::Decision d = chooser.decide(host, p, Dtype::bf16, profile, cache, s, faked(host, calls));
+    const int after_first = calls;
+    chooser.decide(host, p, Dtype::bf16, profile, cache, s, faked(host, calls));  // kept: not timed again
+    EXPECT_EQ(calls, after_first);
+    return std::make_pair(d, calls);
+  });
+  for (const auto& [d, calls] : first) {
+    EXPECT_EQ(d.source, "measured");
+    EXPECT_EQ(d.options.algo, Algo::sequential);
+    EXPECT_GE(calls, 2);
+    EXPECT_LE(calls, s.max_candidates);
+    EXPECT_NE(d.printed.find("# auto measured: "), std::string::npos) << d.printed;
+  }
+  // The cache holds every timed candidate (the slowest process's time), source "auto", B layout nk.
+  const TuningCache written = load_tuning_cache(cache);
+  ASSERT_EQ(written.entries.size(), static_cast<size_t>(first[0].second));
+  for (const TuningEntry& e : written.entries) {
+    EXPECT_EQ(e.source, "auto");
+    EXPECT_EQ(e.problem.b_layout, BLayout::nk);
+    EXPECT_EQ(e.time_us, e.options.algo == Algo::sequential ? 52.0 : 82.0);
+  }
+  EXPECT_TRUE(written
+                  .find(Problem{.op = Op::ag_gemm, .m = 512, .n = 4096, .k = 4096, .world = 2, .b_layout = BLayout::kn},
+                        Dtype::bf16)
+                  .empty());
+
+  // A new process (a fresh chooser) with the cache: the measured pick, nothing timed.
+  const auto next = on_processes<std::pair<AutoChooser::Decision, int>>(2, [&](HostComm& host) {
+    AutoChooser chooser;
+    int calls = 0;
+    const AutoChooser::Decision d = chooser.decide(host, p, Dtype::bf16, profile, cache, s, faked(host, calls));
+    return std::make_pair(d, calls);
+  });
+  for (const auto& [d, calls] : next) {
+    EXPECT_EQ(calls, 0);
+    EXPECT_EQ(d.source, "measured");
+    EXPECT_EQ(d.options.algo, Algo::sequential);
+    EXPECT_NE(d.printed.find("(from the measured;"), std::string::npos) << d.printed;
+  }
+}
+
+TEST(MeasuredChoice, OffKeepsTheModelsPick) {
+  const Problem p{.op = Op::gemm_rs, .m = 8192, .n = 8192, .k = 8192, .world = 2, .b_layout = BLayout::kn};
+  const Profile profile = builtin_profile("h200-nvlink");
+  MeasureSettings s;
+  s.measure = AutoMeasure::off;
+  const auto d = on_processes<AutoChooser::Decision>(2, [&](HostComm& host) {
+    AutoChooser chooser;
+    return chooser.decide(host, p, Dtype::bf16, profile, "", s, [](const PlanOptions&, int, int) -> double {
+      throw std::logic_error("timed with measuring off");
+    });
+  });
+  EXPECT_EQ(d[0].source, "model");
+  EXPECT_EQ(d[0].options, choose(p, Dtype::bf16, profile).options);
+  EXPECT_EQ(d[1].options, d[0].options);
+  EXPECT_EQ(parse_auto_measure("off"), AutoMeasure::off);
+  EXPECT_THROW(parse_auto_measure("maybe"), UsageError);
+}
+
+TEST(MeasuredChoice, CacheEntriesKeepSourceAndLayoutAndOlderFilesRead) {
+  const std::string entry =
+      R"({"op": "gemm_rs", "m": 64, "n": 32, "k": 16, "world_size": 2, "dtype": "f32", "algo": "ring", "time_us": 5)";
+  const TuningCache old = parse_tuning_cache(R"({"entries": [)" + entry + "}]}", "old.json");
+  EXPECT_EQ(old.entries.at(0).source, "bench");
+  EXPECT_EQ(old.entries.at(0).problem.b_layout, BLayout::kn);
+  const TuningCache both =
+      parse_tuning_cache(R"({"entries": [)" + entry + R"(, "b_layout": "nk", "source": "auto"}]})", "new.json");
+  EXPECT_EQ(both.entries.at(0).source, "auto");
+  EXPECT_EQ(both.entries.at(0).problem.b_layout, BLayout::nk);
+  try {
+    parse_tuning_cache(R"({"entries": [)" + entry + R"(, "source": "guess"}]})", "bad.json");
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("entry 0: source must be bench or auto"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MeasuredChoice, ChoiceRoundTripsThroughJson) {
+  const Choice c =
+      choose(Problem{.op = Op::ag_gemm, .m = 4096, .n = 4096, .k = 4096, .world = 8, .b_layout = BLayout::kn},
+             Dtype::bf16, builtin_profile("h200-nvlink"));
+  const Choice back = choice_from_json(nlohmann::json::parse(to_json(c).dump()));
+  EXPECT_EQ(print(back), print(c));
+}
+
+}  // namespace
