@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """host-bed-summary.py: the host transport's measurements (collmm-bench --json files of
 scripts/gpu-host-bed) as one markdown table per op: per shape, t_gemm, t_comm, max(t_gemm, t_comm),
-every algorithm's time over that maximum, the best overlapped algorithm, the ring's speedup over
-sequential, the GEMMs' rate beside the comm (--gemm-rate) and the model's pred/meas where present.
+every algorithm's time over that maximum, the best overlapped algorithm and its speedup over the
+baseline, the GEMMs' rate beside the comm (--gemm-rate) and the model's pred/meas where present.
+The algorithms are those in the files, in collmm-bench's order; the first of a shape (collmm-bench
+runs its baseline, the first of `collmm-bench --list-algos`, first) is the baseline.
 Then the targets of docs/perf.md, one row per shape whose --algo auto run sits beside its --algo all
 run (auto-NAME.json beside NAME.json), pass/fail each: the best within 1.05x of max(t_gemm, t_comm)
 (rows with min/max >= 0.25 only), auto within 3% of the best measured, auto never more than 2%
-slower than sequential; a row whose GPU SM clock moved during its runs (clocks.csv, NAME.window
-of scripts/gpu-host-bed) is marked and not counted.
+slower than the baseline (sequential); a row whose GPU SM clock moved during its runs (clocks.csv,
+NAME.window of scripts/gpu-host-bed) is marked and not counted.
 Usage: scripts/host-bed-summary.py FILE.json... (or a folder holding them)"""
 import csv
 import datetime
@@ -78,8 +80,8 @@ def targets(paths):
     verdicts = {"pass": 0, "FAIL": 0}
     for (folder, name), rows in sorted(runs.items()):
         autos = runs.get((folder, "auto-" + name), [])
-        seq = next((r for r in rows if r["algo"] == "sequential"), None)
-        if name.startswith("auto-") or not autos or not seq or seq.get("t_gemm_us") is None:
+        seq = rows[0]  # the baseline: collmm-bench runs it first
+        if name.startswith("auto-") or not autos or seq.get("t_gemm_us") is None:
             continue
         auto = autos[0]
         tg, tc = seq["t_gemm_us"], seq["t_comm_us"]
@@ -110,34 +112,34 @@ def targets(paths):
 def main(paths):
     shapes = {}
     for name, r in rows_of(paths):
+        if name.startswith("auto-"):  # --algo auto runs: the targets table's
+            continue
         key = (r["op"], r["world_size"], r["m"], r["n"], r["k"], name)
         shapes.setdefault(key, []).append(r)
-    for op in ("ag_gemm", "gemm_rs"):
+    algos = list(dict.fromkeys(r["algo"] for rows in shapes.values() for r in rows))
+    for op in dict.fromkeys(k[0] for k in shapes):
         keys = sorted(k for k in shapes if k[0] == op)
-        if not keys:
-            continue
         print(f"\n{op} (bf16, times in us; x = time / max(t_gemm, t_comm))\n")
-        print("| P | M | N | t_gemm | t_comm | comm/gemm | max | " +
-              "sequential x | pipelined x | ring x | bidir x | best | best x | ring speedup | GEMM rate | pred/meas |")
-        print("|" + "---|" * 16)
+        print("| P | M | N | t_gemm | t_comm | comm/gemm | max | " + "".join(f"{a} x | " for a in algos) +
+              "best | best x | best speedup | GEMM rate | pred/meas |")
+        print("|" + "---|" * (12 + len(algos)))
         for key in keys:
             rows = shapes[key]
-            seq = next((r for r in rows if r["algo"] == "sequential"), None)
-            if not seq or seq["t_gemm_us"] is None or seq["t_comm_us"] is None:
+            base = rows[0]
+            if base["t_gemm_us"] is None or base["t_comm_us"] is None:
                 continue
-            tg, tc = seq["t_gemm_us"], seq["t_comm_us"]
+            tg, tc = base["t_gemm_us"], base["t_comm_us"]
             top = max(tg, tc)
             by = {r["label"]: r for r in rows}
             cell = lambda label: f"{by[label]['time_us'] / top:.3f}" if label in by else "-"
-            over = [r for r in rows if r["algo"] != "sequential"]
+            over = rows[1:]
             best = min(over, key=lambda r: r["time_us"]) if over else None
-            ring = by.get("ring")
             rates = [r["gemm_rate_beside_comm"] for r in over if r.get("gemm_rate_beside_comm")]
             preds = [r["predicted_us"] / r["time_us"] for r in rows if r.get("predicted_us")]
             cells = [key[1], key[2], key[3], f"{tg:.0f}", f"{tc:.0f}", f"{tc / tg:.2f}", f"{top:.0f}",
-                     cell("sequential"), cell("pipelined"), cell("ring"), cell("bidir"),
+                     *(cell(a) for a in algos),
                      best["label"] if best else "-", f"{best['time_us'] / top:.3f}" if best else "-",
-                     f"{ring['speedup_vs_sequential']:.2f}" if ring else "-",
+                     f"{best['speedup_vs_sequential']:.2f}" if best else "-",
                      f"{min(rates):.3f}-{max(rates):.3f}" if rates else "-",
                      f"{min(preds):.2f}-{max(preds):.2f}" if preds else "-"]
             print("| " + " | ".join(str(c) for c in cells) + " |")

@@ -29,7 +29,7 @@ namespace collmm {
 // call's own inputs the first time the shape runs (collmm/measured_choice.hpp).
 enum class AlgoChoice { given, automatic };
 
-// How the collective and the GEMM are combined; the defaults are the seed's ring, comm posted first.
+// How the collective and the GEMM are combined; the defaults are the ring, comm posted first.
 struct MatmulOptions {
   PlanOptions plan;                // the algorithm and its options (types.hpp); unused with automatic
   BLayout b_layout = BLayout::kn;  // nk: B_r as torch.nn.Linear stores weights

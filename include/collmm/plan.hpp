@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/types.hpp"
 
 namespace collmm {

@@ -6,59 +6,54 @@
 //   Choice choose(problem, dtype, profile, cache_or_nullptr);
 //   std::string print(const Choice&);     // the pick and its predicted alternatives
 //
-// The candidates: sequential; pipelined with S in {2, 4, 8} (those the shape allows, and only
-// while S * P^2 <= 4M simulated steps); ring and bidir; each with 1 and 2 GEMM lanes (sequential:
-// 1), all posted comm-first; ag_gemm ring also with merge 2 and 4 (P > 2, resp. P > 4); ring and bidir
-// also with their edge in 2 and 4 pieces (1 GEMM lane; where the edge chunk has the rows). Every candidate is simulated
-// (collmm/sim.hpp); the model's pick is the fastest. When the cache holds measurements of this exact (op, M, N, K, P,
-// dtype), the pick is the fastest measured configuration instead (source "measured"), whatever the model says.
-// With one rank the only candidate is the ring: nothing to overlap, and its one step is the plain
-// GEMM on A (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
+// The candidates are auto_candidates (collmm/algorithms.hpp: each algorithm's row says its own).
+// Every candidate is simulated (collmm/sim.hpp); the model's pick is the fastest. When the cache
+// holds measurements of this exact (op, M, N, K, P, B layout, dtype), the pick is the fastest
+// measured configuration instead (source "measured"), whatever the model says. With one rank the
+// only candidate is the ring: nothing to overlap, and its one step is the plain GEMM on A
+// (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
-//   "world_size": 8, "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
-//   "gemm_lanes": 1, "merge": 1, "pieces": 1, "time_us": 1234.5, "b_layout": "kn", "source": "bench"}, ...]}: the
-//   shape, then the plan options as to_json(PlanOptions) writes them (an absent option: its
-//   default; an absent b_layout: kn; an absent source: bench).
+//   "world_size": 8, "b_layout": "kn", "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
+//   "gemm_lanes": 1, "merge": 1, "pieces": 1, "time_us": 1234.5, "source": "bench"}, ...]}: the
+//   shape, then the plan options as to_json(PlanOptions) writes them (an absent option or B
+//   layout: its default, kn for B; an absent source: bench).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/types.hpp"
 
 namespace collmm {
 
 // PlanOptions as JSON: {"algo": "ring", "stages": 0, "post": "comm-first", "gemm_lanes": 1,
-// "merge": 1, "pieces": 1}. Reading: "algo" is required, an absent other key is its default; a
-// value out of range is a UsageError naming the key (stages >= 0, gemm_lanes 1..kMaxGemmLanes,
-// merge 1..kMaxWorld, pieces 1..kMaxPieces).
+// "merge": 1, "pieces": 1}: PlanOptions' field list (types.hpp). Reading: a required key must be there, an
+// absent other key is its default; a value out of the field's range is a UsageError naming the key.
 nlohmann::json to_json(const PlanOptions&);
 PlanOptions plan_options_from_json(const nlohmann::json&);
 
 // One measurement: the shape, P and dtype, and the plan options it was run with. The shape and
 // the options together are its key in the cache.
 struct TuningEntry {
-  Op op = Op::ag_gemm;
-  int64_t m = 0, n = 0, k = 0;
-  int world = 1;
+  Problem problem;  // its JSON keys: Problem's field list (types.hpp), B layout included
   Dtype dtype = Dtype::bf16;
   PlanOptions options;
-  double time_us = 0;  // measured
-  BLayout b_layout = BLayout::kn;
+  double time_us = 0;            // measured
   std::string source = "bench";  // "bench": a collmm-bench row; "auto": auto's first-call timing (measured_choice.hpp)
 };
 
 struct TuningCache {
   std::vector<TuningEntry> entries;
-  // The entries of exactly this shape (B layout included), P and dtype.
+  // The entries of exactly this problem (op, M, N, K, P, B layout) and dtype.
   std::vector<TuningEntry> find(const Problem&, Dtype) const;
   // Adds a measurement, replacing one of the same configuration.
   void record(const TuningEntry&);
 };
-// The cache file (tuning_cache.cpp). Every entry is checked: a known op and dtype, sizes and P
-// within collmm/sizes.hpp's bounds, plan options that plan_options_from_json accepts, a time > 0;
+// The cache file (tuning_cache.cpp). Every entry is checked: a known op, B layout and dtype, sizes
+// and P within their fields' ranges, plan options that plan_options_from_json accepts, a time > 0;
 // a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ...").
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path);
 TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad or unreadable file
@@ -86,8 +81,9 @@ struct Choice {
 };
 
 Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = nullptr);
-// The configurations choose() simulates for this problem (the list above), in that order.
-std::vector<PlanOptions> auto_candidates(const Problem&);
 std::string print(const Choice&);
+// Every option but the algorithm, from PlanOptions' field list (types.hpp), as print writes them:
+// " stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1".
+std::string options_after_name(const PlanOptions&);
 
 }  // namespace collmm

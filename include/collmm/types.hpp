@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "collmm/sizes.hpp"
 
 namespace collmm {
 
@@ -19,9 +22,10 @@ struct UsageError : std::runtime_error {
 };
 
 enum class Op { ag_gemm, gemm_rs };
+// The algorithms; their names, builders and rules are their rows in collmm/algorithms.hpp.
 enum class Algo { sequential, pipelined, ring, bidir };
-// Which of the two is enqueued first within one step of a ring: the seed's finding is that the
-// transfer must be posted before the GEMM that would otherwise take every SM.
+// Which of the two is enqueued first within one step of a ring: the transfer must be posted before
+// the GEMM that would otherwise take every SM.
 enum class Post { comm_first, gemm_first };
 // kn: B is [K, N] row-major. nk: B is [N, K] row-major, as torch.nn.Linear stores its weight.
 enum class BLayout { kn, nk };
@@ -54,7 +58,7 @@ struct Problem {
 
 struct PlanOptions {
   Algo algo = Algo::ring;
-  int stages = 0;  // pipelined only; 0 means P
+  int stages = 0;  // pipelined only; 0: default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp)
   Post post = Post::comm_first;
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
@@ -64,8 +68,55 @@ struct PlanOptions {
                        // row pieces, each its own transfer, so only 1/pieces of a chunk's GEMM is
                        // left with nothing beside it
 };
-// The one set of functions over every field of PlanOptions (with to_json and
-// plan_options_from_json in tuning.hpp): a new option is added to each of them and to nothing else.
+
+// One field of a value: its key in text and JSON, its name in messages, whether JSON must hold it,
+// and (integer fields) its range, the one set of limits that validate() and the tuning cache's
+// parser check. The default is the struct's own initialiser.
+struct Field {
+  const char* key;
+  const char* label;
+  bool required = false;
+  int64_t lo = 0, hi = 0;
+};
+constexpr int64_t kNoLimit = INT32_MAX;
+
+// The one field list of each value: for_each_field(value, f) calls f(Field, member) for every
+// field in a fixed order. operator==, to_string, agreement_keys, the JSON of the tuning cache and
+// validate's ranges are written over it: a new field is one line here.
+template <class O, class F>
+void for_each_field(O& o, F&& f) {
+  static_assert(std::is_same_v<std::remove_const_t<O>, PlanOptions> || std::is_same_v<std::remove_const_t<O>, Problem>);
+  if constexpr (std::is_same_v<std::remove_const_t<O>, PlanOptions>) {
+    f(Field{"algo", "algorithm", true}, o.algo);
+    f(Field{"stages", "stages", false, 0, kNoLimit}, o.stages);
+    f(Field{"post", "post"}, o.post);
+    f(Field{"gemm_lanes", "gemm lanes", false, 1, kMaxGemmLanes}, o.gemm_lanes);
+    f(Field{"merge", "merge", false, 1, kMaxWorld}, o.merge);
+    f(Field{"pieces", "pieces", false, 1, kMaxPieces}, o.pieces);
+  } else {
+    f(Field{"world_size", "world size", true, 1, kMaxWorld}, o.world);
+    f(Field{"op", "op", true}, o.op);
+    f(Field{"m", "M", true, 1, kMaxSize}, o.m);
+    f(Field{"n", "N", true, 1, kMaxSize}, o.n);
+    f(Field{"k", "K", true, 1, kMaxSize}, o.k);
+    f(Field{"b_layout", "B layout"}, o.b_layout);
+  }
+}
+// Every field's value as text: an enum's name, an integer's digits.
+inline std::string field_text(int64_t v) { return std::to_string(v); }
+template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
+std::string field_text(E v) {
+  return to_string(v);
+}
+// Parses an enum field's name (throws UsageError listing the accepted names).
+void parse_field(const std::string&, Op&);
+void parse_field(const std::string&, Algo&);
+void parse_field(const std::string&, Post&);
+void parse_field(const std::string&, BLayout&);
+// "" when `v` is within the field's range, else "<key> V is not LO..HI" (or ">= LO").
+std::string out_of_range(const Field&, int64_t v);
+
+bool operator==(const Problem&, const Problem&);
 bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
 // "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1"
@@ -75,9 +126,10 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOption
 // The same for a whole run: the problem (world size, op, M, N, K, B layout), the dtype, then the
 // options. What every executor and the Context check before a plan is prepared.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
-// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (stages
-// outside pipelined, merge outside the ag_gemm ring, pieces outside ring and bidir) at its default. What a front end
-// runs for each algorithm when one set of flags serves several (--algo all).
+// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row in
+// collmm/algorithms.hpp: stages outside pipelined, merge outside the ag_gemm ring, pieces outside
+// ring and bidir) at its default. What a front end runs for each algorithm when one set of flags
+// serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one
@@ -94,8 +146,8 @@ struct LocalShape {
 };
 LocalShape local_shape(const Problem&, int rank);
 
-// The rows of the smallest piece of work --pieces cuts: the smallest rank's block (ring) or the
-// smaller half of it (bidir, whose chunks travel as two halves). pieces may be at most this.
+// The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
+// parts its chunks travel in (the algorithm's row: bidir sends two halves). pieces may be at most this.
 int64_t edge_rows(const Problem&, const PlanOptions&);
 
 // Checks sizes and options that every algorithm needs; throws UsageError naming what is wrong.

@@ -13,7 +13,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _resolve_process_group
 
-ALGOS = ("auto", "sequential", "pipelined", "ring", "bidir")
+# The algorithms the ops take: "auto" and the names of collmm's table (exported by the extension).
+ALGOS = ("auto",) + tuple(torch.ops.collmm.algorithms())
 
 
 def block_size(total: int, parts: int, q: int) -> int:

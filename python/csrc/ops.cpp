@@ -29,6 +29,7 @@
 #include <torch/library.h>
 
 #include "collmm/agreement.hpp"
+#include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
 #include "row_split.hpp"
 #include "session.hpp"
@@ -113,7 +114,9 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
 std::string check_algo(const std::string& algo, int64_t pieces) {
   if (pieces < 1 || pieces > kMaxPieces)
     return "pieces must be 1.." + std::to_string(kMaxPieces) + " (got " + std::to_string(pieces) + ")";
-  if (algo == "auto") return pieces == 1 ? "" : "pieces applies to a named algorithm (ring or bidir), not auto";
+  if (algo == "auto")
+    return pieces == 1 ? ""
+                       : "pieces applies to a named algorithm (" + names_taking(&AlgoRow::takes_pieces) + "), not auto";
   try {
     parse_algo(algo);
   } catch (const UsageError& e) {
@@ -223,7 +226,8 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const RowSplit split(rows);
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const BLayout layout = agreed_layout(all, 2, "Bs[0]");
-    const Problem problem{Op::ag_gemm, split.plan_rows(), n, k, s.session.world(), layout};
+    const Problem problem{
+        .op = Op::ag_gemm, .m = split.plan_rows(), .n = n, .k = k, .world = s.session.world(), .b_layout = layout};
     Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
     const Plan& plan = prepared.plan;
     Executor& ex = *prepared.executor;
@@ -306,7 +310,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const int64_t k = agreed_split(all, 1, "the columns of A (rows of B)");
     const BLayout layout = agreed_layout(all, 2, "B");
     const RowSplit split(rows);
-    const Problem problem{Op::gemm_rs, split.plan_rows(), n, k, p, layout};
+    const Problem problem{.op = Op::gemm_rs, .m = split.plan_rows(), .n = n, .k = k, .world = p, .b_layout = layout};
     Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
     Executor& ex = *prepared.executor;
     at::Tensor c =
@@ -332,6 +336,12 @@ TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
       "str algo=\"auto\", int? scatter_size=None, int pieces=1) -> Tensor");
+  // The algorithms' names, from collmm's table (collmm/algorithms.hpp): collmm.ALGOS reads them.
+  m.def("algorithms() -> str[]", [] {
+    std::vector<std::string> names;
+    for (const collmm::AlgoRow& row : collmm::algorithm_table()) names.push_back(row.name);
+    return names;
+  });
   // Which executor the ops use for CPU tensors in groups first used after this call: "aten" (the
   // default: ATen GEMMs on the calling thread, the group's comm asynchronous: the executor of CUDA
   // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).

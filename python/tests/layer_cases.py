@@ -5,9 +5,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from collmm import ALGOS
 from dist_util import assert_close, block, seeded
 
-ALGOS = ("auto", "sequential", "pipelined", "ring", "bidir")
 
 
 def mlp_cases(rank, world, device="cpu"):

@@ -6,9 +6,9 @@ without it)."""
 import torch
 import torch.distributed as dist
 
+from collmm import ALGOS
 from dist_util import assert_close, block, seeded
 
-ALGOS = ("auto", "sequential", "pipelined", "ring", "bidir")
 
 
 def as_layout(b: torch.Tensor, layout: str) -> torch.Tensor:

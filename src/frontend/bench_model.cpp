@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/sim.hpp"
 
 namespace collmm {
@@ -79,14 +80,10 @@ void record_measurements(const std::string& path, const std::vector<CaseResult>&
   for (const CaseResult& r : results) {
     if (r.plan.post != Post::comm_first || !(r.time_us > 0)) continue;
     TuningEntry e;
-    e.op = r.op;
-    e.m = r.problem.m, e.n = r.problem.n, e.k = r.problem.k;
-    e.world = r.problem.world;
-    e.b_layout = r.problem.b_layout;
+    e.problem = r.problem;
     e.dtype = r.dtype;
-    e.options = r.plan;
-    if (r.algo != Algo::pipelined) e.options.stages = 0;
-    if (r.algo == Algo::sequential) e.options.gemm_lanes = 1;  // as choose() lists it: lanes do not apply
+    e.options = options_for(r.op, r.algo, r.plan);
+    if (!algorithm(r.algo).takes_gemm_lanes) e.options.gemm_lanes = 1;  // as auto_candidates lists it
     e.time_us = r.time_us;
     entries.push_back(e);
   }

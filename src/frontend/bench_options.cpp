@@ -70,10 +70,8 @@ std::vector<Algo> algos_to_run(const BenchOptions& o) {
 }
 
 PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
-  PlanOptions p = o.plan;
-  p.algo = algo;
-  if (algo != Algo::pipelined) p.stages = 0;
-  p.merge = 1;
+  PlanOptions p = options_for(Op::ag_gemm, algo, o.plan);
+  p.merge = 1;  // the plain algorithm, whichever op: without --merge and --pieces
   p.pieces = 1;
   return p;
 }

@@ -44,8 +44,7 @@ struct BenchOptions {
 
 // The options that must be the same on every process, as (key, value) pairs in a fixed order.
 // Paths are left out (only process 0 writes the JSON, the trace and the timelines; each process
-// saves its own ranks); whether a trace is taken is in (it once added a collective; now every
-// case gathers its timeline anyway, so it only keeps the ranks' command lines alike).
+// saves its own ranks); whether a trace is taken is in (it keeps the ranks' command lines alike).
 std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptions&);
 
 // The Problem of one op on `world` ranks.

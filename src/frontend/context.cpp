@@ -153,7 +153,7 @@ void Context::run_on(const CallBuffers& buffers) {
 void Context::ag_gemm(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       void* gathered, const MatmulOptions& options) {
   check_pointers("ag_gemm", a, b, c);
-  const Problem problem{Op::ag_gemm, m, n, k, world_size(), options.b_layout};
+  const Problem problem{.op = Op::ag_gemm, .m = m, .n = n, .k = k, .world = world_size(), .b_layout = options.b_layout};
   // The gathered A's buffer is the prepared plan's: asked for each time.
   auto buffers = [&] { return CallBuffers{{{kBufA, a}, {kBufB, b}}, {{kBufC, c}, {gathered_buffer(), gathered}}}; };
   prepare(problem, options_for_call(problem, options, dtype, buffers), dtype);
@@ -163,7 +163,7 @@ void Context::ag_gemm(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* 
 void Context::gemm_rs(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       const MatmulOptions& options) {
   check_pointers("gemm_rs", a, b, c);
-  const Problem problem{Op::gemm_rs, m, n, k, world_size(), options.b_layout};
+  const Problem problem{.op = Op::gemm_rs, .m = m, .n = n, .k = k, .world = world_size(), .b_layout = options.b_layout};
   auto buffers = [&] { return CallBuffers{{{kBufA, a}, {kBufB, b}}, {{kBufC, c}}}; };
   prepare(problem, options_for_call(problem, options, dtype, buffers), dtype);
   run_on(buffers());

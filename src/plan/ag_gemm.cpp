@@ -4,7 +4,7 @@
 // [M, N_r], and keeps the gathered A in a buffer of its own ([M, K], role `gathered`). A "chunk" is
 // one rank's row block of A; chunk q lands in rows block q of the gathered A and of C.
 //
-// The ring, as in the seed (one lane for comm, GEMMs on the others):
+// The ring (one lane for comm, GEMMs on the others):
 //
 //   step j:  cur = (r - j) mod P                 chunk this rank holds
 //            comm: send cur -> r+1, recv (r-j-1) mod P <- r-1        (if j < P-1)
@@ -102,7 +102,7 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
 Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
-  const int S = o.stages > 0 ? o.stages : std::max<int64_t>(1, std::min<int64_t>(P, p.m / P));
+  const int S = stages_of(p, o);
   const int g = plan.add_buffer(Role::gathered, p.m, p.k);
   const int64_t m_r = block_size(p.m, P, r);
 

@@ -81,7 +81,7 @@ Plan gemm_rs_sequential(const Problem& p, const PlanOptions& o, int r) {
 Plan gemm_rs_pipelined(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
-  const int S = o.stages > 0 ? o.stages : std::max<int64_t>(1, std::min<int64_t>(P, p.m / P));
+  const int S = stages_of(p, o);
   auto stage_rows = [&](int q, int s) { return block_size(rows_of(p, q), S, s); };
   int64_t most = 0;
   for (int q = 0; q < P; ++q) most += stage_rows(q, 0);

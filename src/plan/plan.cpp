@@ -91,11 +91,7 @@ Plan make_plan(const Problem& p, const PlanOptions& o, int rank) {
   validate(p, o);
   if (rank < 0 || rank >= p.world)
     throw UsageError("rank " + std::to_string(rank) + " outside world of " + std::to_string(p.world));
-  using Builder = Plan (*)(const Problem&, const PlanOptions&, int);
-  static const Builder ag[] = {ag_gemm_sequential, ag_gemm_pipelined, ag_gemm_ring, ag_gemm_bidir};
-  static const Builder rs[] = {gemm_rs_sequential, gemm_rs_pipelined, gemm_rs_ring, gemm_rs_bidir};
-  const int a = static_cast<int>(o.algo);
-  return p.op == Op::ag_gemm ? ag[a](p, o, rank) : rs[a](p, o, rank);
+  return builder(p.op, o.algo)(p, o, rank);
 }
 
 static std::string slice_str(const Slice& s) {

@@ -2,12 +2,12 @@
 // checks every algorithm shares.
 #include "collmm/types.hpp"
 
-#include <tuple>
-
-#include "collmm/sizes.hpp"
-
 #include <algorithm>
 #include <sstream>
+#include <tuple>
+
+#include "collmm/algorithms.hpp"
+#include "collmm/sizes.hpp"
 
 namespace collmm {
 namespace {
@@ -32,8 +32,15 @@ struct Names {
 };
 
 const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}}};
-const Names<Algo> kAlgos{
-    {{Algo::sequential, "sequential"}, {Algo::pipelined, "pipelined"}, {Algo::ring, "ring"}, {Algo::bidir, "bidir"}}};
+// The algorithms' names are their table's (collmm/algorithms.hpp).
+const Names<Algo>& algo_names() {
+  static const Names<Algo> names{[] {
+    std::vector<std::pair<Algo, const char*>> items;
+    for (const AlgoRow& row : algorithm_table()) items.emplace_back(row.algo, row.name);
+    return items;
+  }()};
+  return names;
+}
 const Names<Post> kPosts{{{Post::comm_first, "comm-first"}, {Post::gemm_first, "gemm-first"}}};
 const Names<BLayout> kLayouts{{{BLayout::kn, "kn"}, {BLayout::nk, "nk"}}};
 const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
@@ -50,17 +57,21 @@ const std::vector<Op>& all_ops() {
   return v;
 }
 const std::vector<Algo>& all_algos() {
-  static const std::vector<Algo> v{Algo::sequential, Algo::pipelined, Algo::ring, Algo::bidir};
+  static const std::vector<Algo> v{[] {
+    std::vector<Algo> algos;
+    for (const AlgoRow& row : algorithm_table()) algos.push_back(row.algo);
+    return algos;
+  }()};
   return v;
 }
 
 std::string to_string(Op v) { return kOps.name(v); }
-std::string to_string(Algo v) { return kAlgos.name(v); }
+std::string to_string(Algo v) { return algo_names().name(v); }
 std::string to_string(Post v) { return kPosts.name(v); }
 std::string to_string(BLayout v) { return kLayouts.name(v); }
 std::string to_string(Dtype v) { return kDtypes.name(v); }
 Op parse_op(const std::string& s) { return kOps.parse(s, "op"); }
-Algo parse_algo(const std::string& s) { return kAlgos.parse(s, "algorithm"); }
+Algo parse_algo(const std::string& s) { return algo_names().parse(s, "algorithm"); }
 Post parse_post(const std::string& s) { return kPosts.parse(s, "posting order"); }
 BLayout parse_b_layout(const std::string& s) { return kLayouts.parse(s, "B layout"); }
 Dtype parse_dtype(const std::string& s) {
@@ -83,42 +94,66 @@ size_t dtype_size(Dtype d) {
   return 0;
 }
 
-bool operator==(const PlanOptions& a, const PlanOptions& b) {
-  return a.algo == b.algo && a.stages == b.stages && a.post == b.post && a.gemm_lanes == b.gemm_lanes &&
-         a.merge == b.merge && a.pieces == b.pieces;
+void parse_field(const std::string& s, Op& v) { v = parse_op(s); }
+void parse_field(const std::string& s, Algo& v) { v = parse_algo(s); }
+void parse_field(const std::string& s, Post& v) { v = parse_post(s); }
+void parse_field(const std::string& s, BLayout& v) { v = parse_b_layout(s); }
+
+std::string out_of_range(const Field& f, int64_t v) {
+  if (v >= f.lo && v <= f.hi) return "";
+  return std::string(f.key) + " " + std::to_string(v) + " is not " + std::to_string(f.lo) +
+         (f.hi == kNoLimit ? " or more" : ".." + std::to_string(f.hi));
 }
 
+namespace {
+
+// Whether every field of a equals b's (the values are of one type, visited in one order).
+template <class V>
+bool same_fields(const V& a, const V& b) {
+  std::vector<std::string> x, y;
+  for_each_field(a, [&](const Field&, const auto& v) { x.push_back(field_text(v)); });
+  for_each_field(b, [&](const Field&, const auto& v) { y.push_back(field_text(v)); });
+  return x == y;
+}
+
+template <class V>
+void append_agreement_keys(const V& value, std::vector<std::pair<std::string, std::string>>& keys) {
+  for_each_field(value, [&](const Field& f, const auto& v) { keys.emplace_back(f.label, field_text(v)); });
+}
+
+}  // namespace
+
+bool operator==(const Problem& a, const Problem& b) { return same_fields(a, b); }
+bool operator==(const PlanOptions& a, const PlanOptions& b) { return same_fields(a, b); }
 bool operator!=(const PlanOptions& a, const PlanOptions& b) { return !(a == b); }
 
 std::string to_string(const PlanOptions& o) {
-  return "algo=" + to_string(o.algo) + " stages=" + std::to_string(o.stages) + " post=" + to_string(o.post) +
-         " gemm_lanes=" + std::to_string(o.gemm_lanes) + " merge=" + std::to_string(o.merge) +
-         " pieces=" + std::to_string(o.pieces);
+  std::string text;
+  for_each_field(o, [&](const Field& f, const auto& v) {
+    text += (text.empty() ? "" : " ") + std::string(f.key) + "=" + field_text(v);
+  });
+  return text;
 }
 
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions& o) {
-  return {{"algorithm", to_string(o.algo)},   {"stages", std::to_string(o.stages)},
-          {"post", to_string(o.post)},        {"gemm lanes", std::to_string(o.gemm_lanes)},
-          {"merge", std::to_string(o.merge)}, {"pieces", std::to_string(o.pieces)}};
+  std::vector<std::pair<std::string, std::string>> keys;
+  append_agreement_keys(o, keys);
+  return keys;
 }
 
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p, const PlanOptions& o, Dtype dtype) {
-  std::vector<std::pair<std::string, std::string>> keys{{"world size", std::to_string(p.world)},
-                                                        {"op", to_string(p.op)},
-                                                        {"M", std::to_string(p.m)},
-                                                        {"N", std::to_string(p.n)},
-                                                        {"K", std::to_string(p.k)},
-                                                        {"B layout", to_string(p.b_layout)},
-                                                        {"dtype", to_string(dtype)}};
-  for (auto& key : agreement_keys(o)) keys.push_back(std::move(key));
+  std::vector<std::pair<std::string, std::string>> keys;
+  append_agreement_keys(p, keys);
+  keys.emplace_back("dtype", to_string(dtype));
+  append_agreement_keys(o, keys);
   return keys;
 }
 
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
-  if (algo != Algo::pipelined) o.stages = 0;
-  if (!(op == Op::ag_gemm && algo == Algo::ring)) o.merge = 1;
-  if (algo != Algo::ring && algo != Algo::bidir) o.pieces = 1;
+  if (!algorithm(algo).takes_stages) o.stages = 0;
+  if (!takes_merge(op, algo)) o.merge = 1;
+  if (!algorithm(algo).takes_pieces) o.pieces = 1;
   return o;
 }
 
@@ -153,7 +188,7 @@ LocalShape local_shape(const Problem& p, int r) {
 
 int64_t edge_rows(const Problem& p, const PlanOptions& o) {
   const int64_t chunk = p.m / p.world;  // the smallest rank's block
-  return o.algo == Algo::bidir ? chunk / 2 : chunk;
+  return chunk / algorithm(o.algo).chunk_parts;
 }
 
 void validate(const Problem& p, const PlanOptions& o) {
@@ -178,22 +213,27 @@ void validate(const Problem& p, const PlanOptions& o) {
     msg << "N=" << p.n << " is smaller than the " << P << " ranks: ag_gemm gives every rank at least one column of B. ";
   if (p.op == Op::gemm_rs && p.k < P)
     msg << "K=" << p.k << " is smaller than the " << P << " ranks: gemm_rs gives every rank at least one column of A. ";
-  if (o.stages < 0) msg << "stages must be >= 1 (got " << o.stages << "). ";
-  if (o.gemm_lanes < 1 || o.gemm_lanes > kMaxGemmLanes)
-    msg << "gemm lanes must be 1.." << kMaxGemmLanes << " (got " << o.gemm_lanes << "). ";
-  if (o.merge < 1 || o.merge > kMaxWorld) msg << "merge must be 1.." << kMaxWorld << " (got " << o.merge << "). ";
-  if (o.merge > 1 && !(p.op == Op::ag_gemm && o.algo == Algo::ring))
-    msg << "--merge " << o.merge << " applies to ag_gemm ring only (got " << to_string(p.op) << " " << to_string(o.algo)
+  for_each_field(o, [&](const Field& f, const auto& v) {
+    if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>)
+      if (const std::string bad = out_of_range(f, v); !bad.empty()) msg << bad << ". ";
+  });
+  if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
+    msg << "--merge " << o.merge << " applies to ag_gemm";
+    for (const AlgoRow& row : algorithm_table())
+      if (row.takes_merge) msg << " " << row.name;
+    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << "). ";
+  }
+  if (o.pieces > 1 && !algorithm(o.algo).takes_pieces)
+    msg << "--pieces " << o.pieces << " applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
+        << to_string(o.algo) << (algorithm(o.algo).takes_stages ? ", which cuts every transfer already: --stages" : "")
         << "). ";
-  if (o.pieces < 1 || o.pieces > kMaxPieces) msg << "pieces must be 1.." << kMaxPieces << " (got " << o.pieces << "). ";
-  if (o.pieces > 1 && o.algo != Algo::ring && o.algo != Algo::bidir)
-    msg << "--pieces " << o.pieces << " applies to ring and bidir only (got " << to_string(o.algo)
-        << "; pipelined cuts every transfer already: --stages). ";
-  if (o.pieces > 1 && o.pieces <= kMaxPieces && p.m >= P && o.pieces > edge_rows(p, o))
+  if (o.pieces > 1 && o.pieces <= kMaxPieces && p.m >= P && algorithm(o.algo).takes_pieces &&
+      o.pieces > edge_rows(p, o))
     msg << "--pieces " << o.pieces << " cannot cut the " << to_string(o.algo) << "'s edge chunk: the smallest "
-        << (o.algo == Algo::bidir ? "half chunk" : "chunk") << " of M=" << p.m << " over " << P << " ranks has "
-        << edge_rows(p, o) << " rows, so at most " << std::max<int64_t>(1, edge_rows(p, o)) << " pieces. ";
-  if (o.algo == Algo::pipelined && o.stages > 0 && p.m >= P && o.stages > p.m / P)
+        << (algorithm(o.algo).chunk_parts == 2 ? "half chunk" : "chunk") << " of M=" << p.m << " over " << P
+        << " ranks has " << edge_rows(p, o) << " rows, so at most " << std::max<int64_t>(1, edge_rows(p, o))
+        << " pieces. ";
+  if (algorithm(o.algo).takes_stages && o.stages > 0 && p.m >= P && o.stages > p.m / P)
     msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages. ";
   if (!msg.str().empty()) throw UsageError(msg.str());

@@ -81,20 +81,19 @@ MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const 
 
 std::string print(const MeasuredChoice& m, const MeasureSettings& s) {
   std::ostringstream out;
-  char line[200];
+  char line[256];
   std::snprintf(line, sizeof line,
                 "# auto measured: %zu candidates, %d warm-up + %d timed runs each (median; the slowest rank's)\n",
                 m.timed.size(), s.warmup, s.iters);
   out << line;
   for (const TimedCandidate& t : m.timed) {
-    std::snprintf(line, sizeof line,
-                  "#   %-10s stages=%-2d lanes=%d merge=%d  predicted %10.1f us  measured %10.1f us%s\n",
-                  to_string(t.options.algo).c_str(), t.options.stages, t.options.gemm_lanes, t.options.merge,
-                  t.predicted_us, t.time_us, t.options == m.options ? "  <- pick" : "");
+    std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us  measured %10.1f us%s\n",
+                  to_string(t.options.algo).c_str(), options_after_name(t.options).c_str(), t.predicted_us, t.time_us,
+                  t.options == m.options ? "  <- pick" : "");
     out << line;
   }
-  std::snprintf(line, sizeof line, "# auto: %s stages=%d gemm_lanes=%d merge=%d (from the measured; %.1f us)\n",
-                to_string(m.options.algo).c_str(), m.options.stages, m.options.gemm_lanes, m.options.merge, m.time_us);
+  std::snprintf(line, sizeof line, "# auto: %s%s (from the measured; %.1f us)\n", to_string(m.options.algo).c_str(),
+                options_after_name(m.options).c_str(), m.time_us);
   out << line;
   return out.str();
 }
@@ -103,7 +102,7 @@ std::vector<TuningEntry> tuning_entries(const Problem& p, Dtype dtype, const Mea
   std::vector<TuningEntry> entries;
   for (const TimedCandidate& t : m.timed) {
     TuningEntry e;
-    e.op = p.op, e.m = p.m, e.n = p.n, e.k = p.k, e.world = p.world, e.b_layout = p.b_layout;
+    e.problem = p;
     e.dtype = dtype;
     e.options = t.options;
     e.time_us = t.time_us;

@@ -20,7 +20,7 @@ Profile h200_nvlink() {
   p.name = "h200-nvlink";
   p.notes =
       "One NVLink domain of H200s. bf16 GEMM rates measured on one H200 with cuBLASLt "
-      "(shared/device-notes.md, 2026-12-02); other dtypes' peaks are leads. Memory 4300 GB/s: "
+      "(docs/device-notes.md, 2026-12-02); other dtypes' peaks are leads. Memory 4300 GB/s: "
       "the measured D2D copy counting read + write. NVLink 370 GB/s per direction per GPU and "
       "5 us latency: leads (450 GB/s NVLink4 line rate, ~370 reached by NCCL), not measured. "
       "GEMM slowdown 1.06 under an SM transfer posted first (measured for an SM copy); comm "

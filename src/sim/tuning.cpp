@@ -7,36 +7,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/sim.hpp"
 
 namespace collmm {
-
-std::vector<PlanOptions> auto_candidates(const Problem& p) {
-  std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes, int merge = 1, int pieces = 1) {
-    const PlanOptions o{a, stages, Post::comm_first, lanes, merge, pieces};
-    validate(p, o);  // throws for the problem itself; per-candidate limits are checked above
-    candidates.push_back(o);
-  };
-  if (p.world == 1) {  // nothing to overlap: the ring's one step is the plain GEMM on A (no gather copy)
-    add(Algo::ring, 0, 1);
-    return candidates;
-  }
-  add(Algo::sequential, 0, 1);
-  const double pp = double(p.world) * p.world;
-  for (int s : {2, 4, 8})
-    if (p.world > 1 && s <= p.m / p.world && s * pp <= 4e6)
-      for (int lanes : {1, 2}) add(Algo::pipelined, s, lanes);
-  for (Algo a : {Algo::ring, Algo::bidir})
-    for (int lanes : {1, 2}) add(a, 0, lanes);
-  if (p.op == Op::ag_gemm)
-    for (int merge : {2, 4})
-      if (p.world > merge) add(Algo::ring, 0, 1, merge);
-  for (Algo a : {Algo::ring, Algo::bidir})  // the ring's exposed edge in pieces
-    for (int pieces : {2, 4})
-      if (pieces <= edge_rows(p, {a})) add(a, 0, 1, 1, pieces);
-  return candidates;
-}
 
 Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const TuningCache* cache) {
   const std::vector<PlanOptions> candidates = auto_candidates(p);
@@ -72,13 +46,19 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   return c;
 }
 
+std::string options_after_name(const PlanOptions& o) {
+  std::string text;
+  for_each_field(o, [&](const Field& f, const auto& v) {
+    if (std::string(f.key) != "algo") text += std::string(" ") + f.key + "=" + field_text(v);
+  });
+  return text;
+}
+
 std::string print(const Choice& c) {
   std::ostringstream s;
-  char line[160];
-  std::snprintf(line, sizeof line,
-                "# auto: %s stages=%d gemm_lanes=%d merge=%d pieces=%d (from the %s; predicted %.1f us",
-                to_string(c.options.algo).c_str(), c.options.stages, c.options.gemm_lanes, c.options.merge,
-                c.options.pieces, c.source.c_str(), c.predicted_us);
+  char line[256];
+  std::snprintf(line, sizeof line, "# auto: %s%s (from the %s; predicted %.1f us", to_string(c.options.algo).c_str(),
+                options_after_name(c.options).c_str(), c.source.c_str(), c.predicted_us);
   s << line;
   if (c.measured_us >= 0) {
     std::snprintf(line, sizeof line, ", measured %.1f us", c.measured_us);
@@ -86,9 +66,8 @@ std::string print(const Choice& c) {
   }
   s << ")\n#   alternatives (predicted, fastest first):\n";
   for (const Alternative& a : c.alternatives) {
-    std::snprintf(line, sizeof line, "#   %-10s stages=%-2d lanes=%d merge=%d pieces=%d  predicted %10.1f us",
-                  to_string(a.options.algo).c_str(), a.options.stages, a.options.gemm_lanes, a.options.merge,
-                  a.options.pieces, a.predicted_us);
+    std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us", to_string(a.options.algo).c_str(),
+                  options_after_name(a.options).c_str(), a.predicted_us);
     s << line;
     if (a.measured_us >= 0) {
       std::snprintf(line, sizeof line, "  measured %10.1f us", a.measured_us);

@@ -30,34 +30,50 @@ void need(bool ok, const std::string& what) {
   if (!ok) throw UsageError(what);
 }
 
+// Reads every field of `value` from JSON object `j` by its field list: a required key must be
+// there, an absent other key keeps its default; an integer outside its range is a UsageError.
+template <class V>
+void fields_from_json(const json& j, V& value) {
+  for_each_field(value, [&](const Field& f, auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if (!f.required && !j.contains(f.key)) return;
+    if constexpr (std::is_enum_v<T>) {
+      parse_field(j.at(f.key).get<std::string>(), v);
+    } else {
+      v = json_integer<T>(j, f.key);
+      need(out_of_range(f, v).empty(), out_of_range(f, v));
+    }
+  });
+}
+
+template <class V>
+void fields_to_json(const V& value, json& j) {
+  for_each_field(value, [&](const Field& f, const auto& v) {
+    if constexpr (std::is_enum_v<std::decay_t<decltype(v)>>)
+      j[f.key] = to_string(v);
+    else
+      j[f.key] = v;
+  });
+}
+
 TuningEntry entry_from_json(const json& e) {
   TuningEntry t;
-  t.op = parse_op(e.at("op").get<std::string>());
-  t.m = json_integer<int64_t>(e, "m");
-  t.n = json_integer<int64_t>(e, "n");
-  t.k = json_integer<int64_t>(e, "k");
-  t.world = json_integer<int>(e, "world_size");
+  fields_from_json(e, t.problem);
   t.dtype = parse_dtype(e.at("dtype").get<std::string>());
   t.options = plan_options_from_json(e);
   t.time_us = e.at("time_us").get<double>();
-  if (e.contains("b_layout")) t.b_layout = parse_b_layout(e.at("b_layout").get<std::string>());
   if (e.contains("source")) t.source = e.at("source").get<std::string>();
   need(t.source == "bench" || t.source == "auto", "source must be bench or auto (got " + t.source + ")");
-  need(t.m >= 1 && t.n >= 1 && t.k >= 1 && t.m <= kMaxSize && t.n <= kMaxSize && t.k <= kMaxSize,
-       "m, n and k must be 1.." + std::to_string(kMaxSize));
-  need(t.world >= 1 && t.world <= kMaxWorld,
-       "world_size " + std::to_string(t.world) + " is not 1.." + std::to_string(kMaxWorld));
   need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
   // What collmm-bench would refuse for this shape is refused here too (the one check, validate):
   // an entry no run could have measured must not be picked later.
-  Problem p;
-  p.op = t.op, p.m = t.m, p.n = t.n, p.k = t.k, p.world = t.world;
+  const Problem& p = t.problem;
   try {
     validate(p, t.options);
   } catch (const UsageError& e) {
-    throw UsageError("its plan options cannot apply to its own shape (" + to_string(t.op) +
-                     " M=" + std::to_string(t.m) + " N=" + std::to_string(t.n) + " K=" + std::to_string(t.k) +
-                     " P=" + std::to_string(t.world) + "): " + e.what());
+    throw UsageError("its plan options cannot apply to its own shape (" + to_string(p.op) +
+                     " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) +
+                     " P=" + std::to_string(p.world) + "): " + e.what());
   }
   return t;
 }
@@ -97,44 +113,27 @@ class FileLock {
   int fd_ = -1;
 };
 
-// The shape an entry measured: (op, M, N, K, P, dtype).
-bool same_shape(const TuningEntry& a, const TuningEntry& b) {
-  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.dtype == b.dtype &&
-         a.b_layout == b.b_layout;
-}
+// The shape an entry measured: its problem (op, M, N, K, P, B layout) and dtype.
+bool same_shape(const TuningEntry& a, const TuningEntry& b) { return a.problem == b.problem && a.dtype == b.dtype; }
 
 }  // namespace
 
 json to_json(const PlanOptions& o) {
-  return {{"algo", to_string(o.algo)},  {"stages", o.stages}, {"post", to_string(o.post)},
-          {"gemm_lanes", o.gemm_lanes}, {"merge", o.merge},   {"pieces", o.pieces}};
+  json j = json::object();
+  fields_to_json(o, j);
+  return j;
 }
 
 PlanOptions plan_options_from_json(const json& j) {
   PlanOptions o;
-  o.algo = parse_algo(j.at("algo").get<std::string>());
-  o.stages = json_integer<int>(j, "stages", 0);
-  if (j.contains("post")) o.post = parse_post(j.at("post").get<std::string>());
-  o.gemm_lanes = json_integer<int>(j, "gemm_lanes", 1);
-  o.merge = json_integer<int>(j, "merge", 1);
-  o.pieces = json_integer<int>(j, "pieces", 1);
-  need(o.stages >= 0, "stages " + std::to_string(o.stages) + " is negative");
-  need(o.gemm_lanes >= 1 && o.gemm_lanes <= kMaxGemmLanes,
-       "gemm_lanes " + std::to_string(o.gemm_lanes) + " is not 1.." + std::to_string(kMaxGemmLanes));
-  need(o.merge >= 1 && o.merge <= kMaxWorld,
-       "merge " + std::to_string(o.merge) + " is not 1.." + std::to_string(kMaxWorld));
-  need(o.pieces >= 1 && o.pieces <= kMaxPieces,
-       "pieces " + std::to_string(o.pieces) + " is not 1.." + std::to_string(kMaxPieces));
+  fields_from_json(j, o);
   return o;
 }
 
 std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
-  TuningEntry shape;
-  shape.op = p.op, shape.m = p.m, shape.n = p.n, shape.k = p.k, shape.world = p.world, shape.dtype = d;
-  shape.b_layout = p.b_layout;
   std::vector<TuningEntry> out;
   for (const TuningEntry& e : entries)
-    if (same_shape(e, shape)) out.push_back(e);
+    if (e.problem == p && e.dtype == d) out.push_back(e);
   return out;
 }
 
@@ -174,15 +173,8 @@ void save_tuning_cache(const TuningCache& cache, const std::string& path) {
   json entries = json::array();
   for (const TuningEntry& e : cache.entries) {
     json entry = to_json(e.options);
-    entry.update({{"op", to_string(e.op)},
-                  {"m", e.m},
-                  {"n", e.n},
-                  {"k", e.k},
-                  {"world_size", e.world},
-                  {"dtype", to_string(e.dtype)},
-                  {"time_us", e.time_us},
-                  {"b_layout", to_string(e.b_layout)},
-                  {"source", e.source}});
+    fields_to_json(e.problem, entry);
+    entry.update({{"dtype", to_string(e.dtype)}, {"time_us", e.time_us}, {"source", e.source}});
     entries.push_back(entry);
   }
   const std::string text = json{{"entries", entries}}.dump(2) + "\n";

@@ -110,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
                       SimCase{"-m 1T -n 1T -k 1T", 2, "M*K = 1099511627776*1099511627776 elements is more than"},
                       SimCase{"--gemm-lanes 100000", 2, "--gemm-lanes: Value 100000 not in range 1 to 64"},
                       SimCase{"-P 1024 --algo all", 2,
-                              "ag_gemm pipelined at P = 1024 would simulate about 1.07e+09 steps, more than 4000000: "
+                              "ag_gemm pipelined at P = 1024 would simulate about 8.39e+06 steps, more than 4000000: "
                               "give --stages 3 or fewer"}));
 
 // The README's demo on a small machine: more ranks than cores. The header says the times are no

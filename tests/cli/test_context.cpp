@@ -25,7 +25,7 @@ Context& context() {
 Comparison run_and_compare(Op op, int64_t m, int64_t n, int64_t k, Dtype dtype, const MatmulOptions& mo,
                            Comparison* gathered_cmp = nullptr) {
   Context& ctx = context();
-  const Problem p{op, m, n, k, ctx.world_size(), mo.b_layout};
+  const Problem p{.op = op, .m = m, .n = n, .k = k, .world = ctx.world_size(), .b_layout = mo.b_layout};
   const int r = ctx.rank();
   const std::vector<unsigned char> a = encode(make_local_a(p, r, 7, dtype).v, dtype);
   const std::vector<unsigned char> b = encode(make_local_b(p, r, 7, dtype).v, dtype);

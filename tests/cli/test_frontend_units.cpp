@@ -213,7 +213,8 @@ TEST(Figures, MedianAndDerived) {
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
   CaseResult seq, ring;
   seq.time_us = ring.time_us = 0;
-  seq.problem = ring.problem = Problem{Op::ag_gemm, 100, 200, 300, 4, BLayout::kn};
+  seq.problem = ring.problem =
+      Problem{.op = Op::ag_gemm, .m = 100, .n = 200, .k = 300, .world = 4, .b_layout = BLayout::kn};
   seq.time_us = 150;
   seq.t_gemm_us = 100;
   seq.t_comm_us = 50;
@@ -285,7 +286,7 @@ TEST(ProfileFor, TakesTheExecutorsGemmLibrary) {
     for (GemmLibrary lib : {GemmLibrary::openblas, GemmLibrary::cublaslt, GemmLibrary::aten})
       EXPECT_EQ(profile_for(o, lib).gemm.library, lib) << name << " " << to_string(lib);
   }
-  const Problem p{Op::gemm_rs, 64, 48, 32, 4, BLayout::kn};
+  const Problem p{.op = Op::gemm_rs, .m = 64, .n = 48, .k = 32, .world = 4, .b_layout = BLayout::kn};
   PlanOptions ring;
   ring.algo = Algo::ring;
   o.profile = "h200-nvlink";

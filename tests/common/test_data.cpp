@@ -43,7 +43,7 @@ TEST(Data, InputsAreNonZeroAndBounded) {
 TEST(Data, ShardsTileTheGlobalMatrices) {
   for (Op op : all_ops())
     for (BLayout lay : {BLayout::kn, BLayout::nk}) {
-      Problem p{op, 7, 5, 6, 3, lay};
+      Problem p{.op = op, .m = 7, .n = 5, .k = 6, .world = 3, .b_layout = lay};
       const HostMatrix ga = make_global_a(p, 9, Dtype::f32);
       for (int r = 0; r < 3; ++r) {
         const HostMatrix a = make_local_a(p, r, 9, Dtype::f32);
@@ -63,7 +63,7 @@ TEST(Data, ShardsTileTheGlobalMatrices) {
 
 TEST(Data, ReferenceMatchesNaiveSumOfRankProducts) {
   // gemm_rs: C_r = rows block r of sum_q A_q @ B_q, built here from the local shards alone.
-  Problem p{Op::gemm_rs, 5, 4, 7, 3, BLayout::nk};
+  Problem p{.op = Op::gemm_rs, .m = 5, .n = 4, .k = 7, .world = 3, .b_layout = BLayout::nk};
   for (int r = 0; r < 3; ++r) {
     const HostMatrix ref = reference_c(p, r, 3, Dtype::bf16);
     for (int64_t i = 0; i < ref.rows; ++i)
@@ -79,7 +79,7 @@ TEST(Data, ReferenceMatchesNaiveSumOfRankProducts) {
 }
 
 TEST(Data, CompareCountsWrongAndUnwritten) {
-  Problem p{Op::ag_gemm, 4, 4, 4, 1, BLayout::kn};
+  Problem p{.op = Op::ag_gemm, .m = 4, .n = 4, .k = 4, .world = 1, .b_layout = BLayout::kn};
   const HostMatrix want = reference_c(p, 0, 1, Dtype::f32);
   std::vector<double> got = want.v;
   EXPECT_EQ(compare(got, want, Dtype::f32, Dtype::f32, 4).wrong, 0);

@@ -11,7 +11,7 @@
 
 int main(int argc, char** argv) {
   using namespace collmm;
-  const Problem problem{Op::ag_gemm, 64, 32, 16, 4, BLayout::kn};
+  const Problem problem{.op = Op::ag_gemm, .m = 64, .n = 32, .k = 16, .world = 4, .b_layout = BLayout::kn};
   PlanOptions options;
   options.algo = Algo::ring;
   const Plan plan = make_plan(problem, options, 0);

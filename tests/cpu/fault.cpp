@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     std::cerr << "collmm_cpu_fault needs exactly 2 ranks\n";
     return 2;
   }
-  const Problem p{Op::ag_gemm, 8, 4, 4, 2, BLayout::kn};
+  const Problem p{.op = Op::ag_gemm, .m = 8, .n = 4, .k = 4, .world = 2, .b_layout = BLayout::kn};
   const Plan plan = make_plan(p, PlanOptions{}, r);  // the ring
   ex->prepare({plan}, Dtype::f32);
   const auto a = encode(make_local_a(p, r, 1, Dtype::f32).v, Dtype::f32);

@@ -19,7 +19,7 @@ bool not_run(const StepTime& t) { return t.start_us == -1 && t.end_us == -1; }
 
 Plan prepared(Op op, Algo algo, int gemm_lanes = 1) {
   const int P = world();
-  const Problem p{op, 5 * P + 1, 2 * P + 1, 3 * P + 2, P, BLayout::kn};
+  const Problem p{.op = op, .m = 5 * P + 1, .n = 2 * P + 1, .k = 3 * P + 2, .world = P, .b_layout = BLayout::kn};
   PlanOptions o;
   o.algo = algo;
   o.gemm_lanes = gemm_lanes;
@@ -107,7 +107,9 @@ TEST(Dtypes, SupportsF32F64Bf16AndRefusesTheRest) {
   EXPECT_EQ(ex.out_dtype(Dtype::bf16), Dtype::f32);
   for (Dtype d : {Dtype::f16, Dtype::tf32, Dtype::fp8_e4m3}) {
     EXPECT_FALSE(ex.supports(d)) << to_string(d);
-    const Plan plan = make_plan({Op::ag_gemm, 2L * world(), 4L * world(), 3, world(), BLayout::kn}, {}, rank());
+    const Plan plan = make_plan(
+        {.op = Op::ag_gemm, .m = 2L * world(), .n = 4L * world(), .k = 3, .world = world(), .b_layout = BLayout::kn},
+        {}, rank());
     EXPECT_THROW(ex.prepare({plan}, d), UsageError) << to_string(d);
   }
   EXPECT_EQ(ex.backend(), "cpu");
@@ -125,7 +127,8 @@ TEST(Agreement, RanksWithDifferentShapesAreToldOnEveryRank) {
   if (world() == 1) GTEST_SKIP() << "one rank cannot disagree with itself";
   const int P = world();
   const int64_t m = rank() == P - 1 ? 3 * P : 2 * P;  // the last rank has another M
-  const Plan plan = make_plan({Op::ag_gemm, m, 2L * P, 4, P, BLayout::kn}, {}, rank());
+  const Plan plan =
+      make_plan({.op = Op::ag_gemm, .m = m, .n = 2L * P, .k = 4, .world = P, .b_layout = BLayout::kn}, {}, rank());
   try {
     executor().prepare({plan}, Dtype::f32);
     ADD_FAILURE() << "prepare accepted ranks that disagree on M";
@@ -142,7 +145,8 @@ TEST(Agreement, DifferentDtypesAndAlgorithmsAreNamed) {
   const int P = world();
   PlanOptions o;
   o.algo = rank() == 0 ? Algo::ring : Algo::bidir;
-  const Plan plan = make_plan({Op::gemm_rs, 2L * P, 3, 2L * P, P, BLayout::kn}, o, rank());
+  const Plan plan =
+      make_plan({.op = Op::gemm_rs, .m = 2L * P, .n = 3, .k = 2L * P, .world = P, .b_layout = BLayout::kn}, o, rank());
   try {
     executor().prepare({plan}, rank() == 0 ? Dtype::f32 : Dtype::f64);
     ADD_FAILURE() << "prepare accepted ranks that disagree on dtype and algorithm";

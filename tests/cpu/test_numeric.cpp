@@ -54,7 +54,7 @@ TEST_P(EveryCase, MatchesReferenceForEveryDtypePostAndShape) {
   for (Dtype dtype : {Dtype::f32, Dtype::f64, Dtype::bf16})
     for (Post post : {Post::comm_first, Post::gemm_first})
       for (const Shape& s : shapes(world())) {
-        const Problem p{op, s.m, s.n, s.k, world(), s.b_layout};
+        const Problem p{.op = op, .m = s.m, .n = s.n, .k = s.k, .world = world(), .b_layout = s.b_layout};
         PlanOptions o;
         o.algo = algo;
         o.post = post;
@@ -67,7 +67,7 @@ TEST_P(EveryCase, MatchesReferenceWithSeveralGemmLanes) {
   const int P = world();
   for (int lanes : {2, 3})
     for (BLayout lay : {BLayout::kn, BLayout::nk}) {
-      const Problem p{op, 6 * P + 1, 2 * P + 3, 3 * P + 1, P, lay};
+      const Problem p{.op = op, .m = 6 * P + 1, .n = 2 * P + 3, .k = 3 * P + 1, .world = P, .b_layout = lay};
       PlanOptions o;
       o.algo = algo;
       o.gemm_lanes = lanes;
@@ -84,7 +84,8 @@ TEST(MergedRing, MatchesReference) {
   for (int merge : {2, 3, P})
     for (BLayout lay : {BLayout::kn, BLayout::nk})
       for (Post post : {Post::comm_first, Post::gemm_first}) {
-        const Problem p{Op::ag_gemm, 5 * P + P / 2 + 1, 2 * P + 1, 3 * P + 2, P, lay};
+        const Problem p{
+            .op = Op::ag_gemm, .m = 5 * P + P / 2 + 1, .n = 2 * P + 1, .k = 3 * P + 2, .world = P, .b_layout = lay};
         PlanOptions o;
         o.algo = Algo::ring;
         o.merge = std::max(1, merge);
@@ -104,7 +105,7 @@ TEST_P(EveryCase, MatchesReferenceWithTheEdgeInPieces) {
   for (int pieces : {1, 2, 3, 4})
     for (BLayout lay : {BLayout::kn, BLayout::nk})
       for (Post post : {Post::comm_first, Post::gemm_first}) {
-        const Problem p{op, 8 * P + P / 2 + 1, 2 * P + 1, 3 * P + 2, P, lay};
+        const Problem p{.op = op, .m = 8 * P + P / 2 + 1, .n = 2 * P + 1, .k = 3 * P + 2, .world = P, .b_layout = lay};
         PlanOptions o;
         o.algo = algo;
         o.pieces = pieces;
@@ -123,7 +124,7 @@ TEST_P(EveryCase, MatchesReferenceWithTheEdgeInPieces) {
 TEST_P(EveryCase, RepeatedRunsOfOnePlanStayCorrect) {
   const auto [op, algo] = GetParam();
   const int P = world();
-  const Problem p{op, 3 * P + 2, 2 * P + 1, 2 * P + 3, P, BLayout::kn};
+  const Problem p{.op = op, .m = 3 * P + 2, .n = 2 * P + 1, .k = 2 * P + 3, .world = P, .b_layout = BLayout::kn};
   PlanOptions o;
   o.algo = algo;
   const uint64_t seed = 7;
@@ -157,7 +158,7 @@ TEST(Pipelined, EveryStageCount) {
   const int P = world();
   for (Op op : all_ops())
     for (BLayout lay : {BLayout::kn, BLayout::nk}) {
-      const Problem p{op, 4 * P + 3, 2 * P + 1, 2 * P + 2, P, lay};
+      const Problem p{.op = op, .m = 4 * P + 3, .n = 2 * P + 1, .k = 2 * P + 2, .world = P, .b_layout = lay};
       for (int stages = 1; stages <= p.m / P; ++stages)
         for (Post post : {Post::comm_first, Post::gemm_first})
           for (Dtype dtype : {Dtype::f32, Dtype::bf16}) {

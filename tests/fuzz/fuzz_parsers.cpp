@@ -56,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case Target::tuning: {
         const collmm::TuningCache c = collmm::parse_tuning_cache(text, "fuzz.json");
         for (const collmm::TuningEntry& e : c.entries)
-          if (e.options.gemm_lanes < 1 || e.options.gemm_lanes > collmm::kMaxGemmLanes || e.world < 1) std::abort();
+          if (e.options.gemm_lanes < 1 || e.options.gemm_lanes > collmm::kMaxGemmLanes || e.problem.world < 1)
+            std::abort();
         break;
       }
     }

@@ -52,12 +52,13 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
     for (const Shape& shape : shapes(P))
       for (BLayout layout : {BLayout::kn, BLayout::nk})
         for (Algo algo : all_algos()) {
-          const Problem p{op, shape.m, shape.n, shape.k, P, layout};
+          const Problem p{.op = op, .m = shape.m, .n = shape.n, .k = shape.k, .world = P, .b_layout = layout};
           for (int stages : stage_counts(p, algo))
             for (Post post : {Post::comm_first, Post::gemm_first})
               for (int lanes : {1, 2})
                 for (int merge : merge_counts(p, algo)) {
-                  const PlanOptions o{algo, stages, post, lanes, merge};
+                  const PlanOptions o{
+                      .algo = algo, .stages = stages, .post = post, .gemm_lanes = lanes, .merge = merge};
                   CheckReport report = check_problem(p, o);
                   if (report.ok()) {  // and as the host transport runs it: collectives lowered to rings
                     std::vector<Plan> lowered;
@@ -86,7 +87,7 @@ TEST_P(AllPlans, EveryPiecesCountIsProvedSafe) {
   for (Op op : all_ops())
     for (const Shape& shape : list)
       for (Algo algo : {Algo::ring, Algo::bidir}) {
-        const Problem p{op, shape.m, shape.n, shape.k, P, BLayout::kn};
+        const Problem p{.op = op, .m = shape.m, .n = shape.n, .k = shape.k, .world = P, .b_layout = BLayout::kn};
         const int most = static_cast<int>(std::min<int64_t>(8, edge_rows(p, {algo})));
         for (int pieces = 2; pieces <= most; ++pieces)
           for (Post post : {Post::comm_first, Post::gemm_first})

@@ -19,11 +19,11 @@ std::string order_of(const Plan& plan) {
 }
 
 TEST(Golden, AgGemmRingRank1OfFourFollowsTheSeed) {
-  const Problem p{Op::ag_gemm, 16, 8, 8, 4, BLayout::kn};
-  const Plan comm_first = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
+  const Problem p{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const Plan comm_first = make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1}, 1);
   // Step j computes chunk (1 - j) mod 4 and forwards that same chunk to rank 2.
   EXPECT_EQ(order_of(comm_first), "c1 g1 c0 g0 c3 g3 g2 ");
-  const Plan gemm_first = make_plan(p, {Algo::ring, 0, Post::gemm_first, 1}, 1);
+  const Plan gemm_first = make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::gemm_first, .gemm_lanes = 1}, 1);
   EXPECT_EQ(order_of(gemm_first), "g1 c1 g0 c0 g3 c3 g2 ");
 
   for (const Step& s : comm_first.steps) {
@@ -49,14 +49,17 @@ TEST(Golden, AgGemmRingRank1OfFourFollowsTheSeed) {
 // --merge G: the same transfers, and one GEMM per G received chunks of adjacent rows, never across
 // the wrap from chunk 0 to chunk P-1; each waits for the transfer that brought its last chunk.
 TEST(Golden, AgGemmRingMergesAdjacentChunks) {
-  const Problem p{Op::ag_gemm, 16, 8, 8, 4, BLayout::kn};
+  const Problem p{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
   // Rank 3 receives 2, 1, 0 (adjacent): one GEMM over rows 0..11 after its own chunk.
-  const Plan r3 = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 3}, 3);
+  const Plan r3 =
+      make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 3}, 3);
   EXPECT_EQ(order_of(r3), "c3 g3 c2 c1 g0 ");
-  const Plan r3m2 = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 2}, 3);
+  const Plan r3m2 =
+      make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 2}, 3);
   EXPECT_EQ(order_of(r3m2), "c3 g3 c2 c1 g1 g0 ");
   // Rank 1 receives 0, then 3 (not adjacent to 0), then 2: merge 3 still makes three GEMMs.
-  const Plan r1 = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 3}, 1);
+  const Plan r1 =
+      make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 3}, 1);
   EXPECT_EQ(order_of(r1), "c1 g1 c0 g0 c3 g2 ");
   std::vector<Slice> outs;
   for (const Step& s : r1.steps)
@@ -68,19 +71,20 @@ TEST(Golden, AgGemmRingMergesAdjacentChunks) {
   EXPECT_EQ(outs[2].row, 8);  // chunks 2 and 3 together
   EXPECT_EQ(outs[2].rows, 8);
   // The comm is the plain ring's.
-  const Plan plain = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
+  const Plan plain = make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1}, 1);
   int comm_plain = 0, comm_merged = 0;
   for (const Step& s : plain.steps) comm_plain += s.kind == StepKind::sendrecv;
   for (const Step& s : r1.steps) comm_merged += s.kind == StepKind::sendrecv;
   EXPECT_EQ(comm_plain, comm_merged);
-  EXPECT_TRUE(check_problem(p, {Algo::ring, 0, Post::comm_first, 1, 3}).ok());
+  EXPECT_TRUE(
+      check_problem(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 3}).ok());
 }
 
 // --pieces S: ag_gemm's last transfer (step P-2) and the last chunk's GEMM in S pieces, each GEMM
 // piece waiting for its own transfer piece only; the other steps as without pieces.
 TEST(Golden, AgGemmRingCutsItsLastChunkInPieces) {
-  const Problem p{Op::ag_gemm, 16, 8, 8, 4, BLayout::kn};
-  const Plan plan = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 1, 2}, 1);
+  const Problem p{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const Plan plan = make_plan(p, {.algo = Algo::ring, .pieces = 2}, 1);
   EXPECT_EQ(order_of(plan), "c1 g1 c0 g0 c3 c3 g3 g2 g2 ");
   std::vector<int> comms;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
@@ -97,7 +101,7 @@ TEST(Golden, AgGemmRingCutsItsLastChunkInPieces) {
   }
   EXPECT_EQ(comms.size(), 2u);
   // Bidir: the halves of the last step's chunks in pieces too.
-  const Plan bidir = make_plan(p, {Algo::bidir, 0, Post::comm_first, 1, 1, 2}, 1);
+  const Plan bidir = make_plan(p, {.algo = Algo::bidir, .pieces = 2}, 1);
   int last_comms = 0, last_gemms = 0;
   for (const Step& s : bidir.steps) {
     last_comms += s.kind == StepKind::sendrecv && s.index == 2;
@@ -110,10 +114,10 @@ TEST(Golden, AgGemmRingCutsItsLastChunkInPieces) {
 // gemm_rs: step 0's partial computed and sent in S pieces, piece i's send waiting for piece i's
 // GEMM only; the steps after it as without pieces.
 TEST(Golden, GemmRsRingCutsItsFirstPartialInPieces) {
-  const Problem p{Op::gemm_rs, 16, 8, 8, 4, BLayout::kn};
-  const Plan plain = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
+  const Problem p{.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const Plan plain = make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1}, 1);
   EXPECT_EQ(order_of(plain), "g0 c0 g3 c3 g2 c2 g1 ");
-  const Plan plan = make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 1, 4}, 1);
+  const Plan plan = make_plan(p, {.algo = Algo::ring, .pieces = 4}, 1);
   EXPECT_EQ(order_of(plan), "g0 g0 g0 g0 c0 c0 c0 c0 g3 c3 g2 c2 g1 ");
   for (int i = 0; i < 4; ++i) {
     const Step& gemm = plan.steps[static_cast<size_t>(i)];
@@ -142,8 +146,8 @@ TEST(Memory, GemmRsRingsNeedTwoChunkBuffers) {
     for (int64_t m : {3 * P, 4 * P, 4 * P + 1, 4 * P + P - 1, P + 1})
       for (Algo algo : {Algo::ring, Algo::bidir})
         for (int r = 0; r < P; ++r) {
-          const Problem p{Op::gemm_rs, m, 8, 2 * P, P, BLayout::kn};
-          const Plan plan = make_plan(p, {algo, 0, Post::comm_first, 1}, r);
+          const Problem p{.op = Op::gemm_rs, .m = m, .n = 8, .k = 2 * P, .world = P, .b_layout = BLayout::kn};
+          const Plan plan = make_plan(p, {.algo = algo, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1}, r);
           const int64_t most = block_size(m, P, 0), half = (most + 1) / 2;
           const int64_t limit = algo == Algo::ring ? 2 * most : 4 * half;
           EXPECT_LE(work_rows(plan), limit) << describe(plan);
@@ -151,43 +155,59 @@ TEST(Memory, GemmRsRingsNeedTwoChunkBuffers) {
 }
 
 TEST(UsageErrors, ImpossibleOptionsAreRefused) {
-  const Problem p{Op::ag_gemm, 16, 8, 8, 4, BLayout::kn};
-  EXPECT_THROW(make_plan(p, {Algo::pipelined, -1, Post::comm_first, 1}, 0), UsageError);
-  EXPECT_THROW(check_problem(p, {Algo::pipelined, -1, Post::comm_first, 1}), UsageError);
-  // 16 rows over 4 ranks: at most 4 stages.
-  EXPECT_NO_THROW(make_plan(p, {Algo::pipelined, 4, Post::comm_first, 1}, 0));
-  EXPECT_THROW(make_plan(p, {Algo::pipelined, 5, Post::comm_first, 1}, 0), UsageError);
-  EXPECT_THROW(make_plan({Op::gemm_rs, 17, 8, 8, 4, BLayout::kn}, {Algo::pipelined, 5, Post::comm_first, 1}, 0),
+  const Problem p{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  EXPECT_THROW(make_plan(p, {.algo = Algo::pipelined, .stages = -1, .post = Post::comm_first, .gemm_lanes = 1}, 0),
                UsageError);
-  EXPECT_THROW(make_plan({Op::ag_gemm, 3, 8, 8, 4, BLayout::kn}, {}, 0), UsageError);  // M < P
-  EXPECT_THROW(make_plan({Op::gemm_rs, 3, 8, 8, 4, BLayout::kn}, {}, 0), UsageError);
-  EXPECT_THROW(make_plan({Op::ag_gemm, 8, 3, 8, 4, BLayout::kn}, {}, 0), UsageError);   // N < P
-  EXPECT_THROW(make_plan({Op::gemm_rs, 8, 8, 3, 4, BLayout::kn}, {}, 0), UsageError);   // K < P
-  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 0}, 0), UsageError);      // no GEMM lane
-  EXPECT_THROW(make_plan(p, {}, 4), UsageError);                                        // no such rank
-  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 0}, 0), UsageError);   // merge 0
-  EXPECT_THROW(make_plan(p, {Algo::bidir, 0, Post::comm_first, 1, 2}, 0), UsageError);  // merge: ring only
-  EXPECT_THROW(make_plan({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, {Algo::ring, 0, Post::comm_first, 1, 2}, 0),
+  EXPECT_THROW(check_problem(p, {.algo = Algo::pipelined, .stages = -1, .post = Post::comm_first, .gemm_lanes = 1}),
+               UsageError);
+  // 16 rows over 4 ranks: at most 4 stages.
+  EXPECT_NO_THROW(make_plan(p, {.algo = Algo::pipelined, .stages = 4, .post = Post::comm_first, .gemm_lanes = 1}, 0));
+  EXPECT_THROW(make_plan(p, {.algo = Algo::pipelined, .stages = 5, .post = Post::comm_first, .gemm_lanes = 1}, 0),
+               UsageError);
+  EXPECT_THROW(make_plan({.op = Op::gemm_rs, .m = 17, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+                         {.algo = Algo::pipelined, .stages = 5, .post = Post::comm_first, .gemm_lanes = 1}, 0),
+               UsageError);
+  EXPECT_THROW(make_plan({.op = Op::ag_gemm, .m = 3, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, {}, 0),
+               UsageError);  // M < P
+  EXPECT_THROW(make_plan({.op = Op::gemm_rs, .m = 3, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, {}, 0),
+               UsageError);
+  EXPECT_THROW(make_plan({.op = Op::ag_gemm, .m = 8, .n = 3, .k = 8, .world = 4, .b_layout = BLayout::kn}, {}, 0),
+               UsageError);  // N < P
+  EXPECT_THROW(make_plan({.op = Op::gemm_rs, .m = 8, .n = 8, .k = 3, .world = 4, .b_layout = BLayout::kn}, {}, 0),
+               UsageError);  // K < P
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 0}, 0),
+               UsageError);                       // no GEMM lane
+  EXPECT_THROW(make_plan(p, {}, 4), UsageError);  // no such rank
+  EXPECT_THROW(
+      make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 0}, 0),
+      UsageError);  // merge 0
+  EXPECT_THROW(
+      make_plan(p, {.algo = Algo::bidir, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 2}, 0),
+      UsageError);  // merge: ring only
+  EXPECT_THROW(make_plan({.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+                         {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 2}, 0),
                UsageError);
   // pieces: 1..kMaxPieces, ring and bidir only, at most the rows of the edge chunk (bidir: its half).
-  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 1, 0}, 0), UsageError);
-  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 1, kMaxPieces + 1}, 0), UsageError);
-  EXPECT_THROW(make_plan(p, {Algo::pipelined, 0, Post::comm_first, 1, 1, 2}, 0), UsageError);
-  EXPECT_THROW(make_plan(p, {Algo::sequential, 0, Post::comm_first, 1, 1, 2}, 0), UsageError);
-  EXPECT_NO_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 1, 4}, 0));
-  EXPECT_THROW(make_plan(p, {Algo::ring, 0, Post::comm_first, 1, 1, 5}, 0), UsageError);
-  EXPECT_NO_THROW(make_plan(p, {Algo::bidir, 0, Post::comm_first, 1, 1, 2}, 0));
-  EXPECT_THROW(make_plan(p, {Algo::bidir, 0, Post::comm_first, 1, 1, 3}, 0), UsageError);
-  EXPECT_EQ(options_for(Op::ag_gemm, Algo::pipelined, {Algo::ring, 0, Post::comm_first, 1, 1, 4}).pieces, 1);
-  EXPECT_EQ(options_for(Op::gemm_rs, Algo::bidir, {Algo::ring, 0, Post::comm_first, 1, 1, 4}).pieces, 4);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .pieces = 0}, 0), UsageError);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .pieces = kMaxPieces + 1}, 0), UsageError);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::pipelined, .pieces = 2}, 0), UsageError);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::sequential, .pieces = 2}, 0), UsageError);
+  EXPECT_NO_THROW(make_plan(p, {.algo = Algo::ring, .pieces = 4}, 0));
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .pieces = 5}, 0), UsageError);
+  EXPECT_NO_THROW(make_plan(p, {.algo = Algo::bidir, .pieces = 2}, 0));
+  EXPECT_THROW(make_plan(p, {.algo = Algo::bidir, .pieces = 3}, 0), UsageError);
+  EXPECT_EQ(options_for(Op::ag_gemm, Algo::pipelined, {.algo = Algo::ring, .pieces = 4}).pieces, 1);
+  EXPECT_EQ(options_for(Op::gemm_rs, Algo::bidir, {.algo = Algo::ring, .pieces = 4}).pieces, 4);
   try {
-    make_plan({Op::gemm_rs, 17, 8, 8, 4, BLayout::kn}, {Algo::bidir, 0, Post::comm_first, 1, 1, 3}, 0);
+    make_plan({.op = Op::gemm_rs, .m = 17, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+              {.algo = Algo::bidir, .pieces = 3}, 0);
     ADD_FAILURE() << "3 pieces of a 2-row half were accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("at most 2 pieces"), std::string::npos) << e.what();
   }
   try {
-    make_plan({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, {Algo::pipelined, 9, Post::comm_first, 1}, 0);
+    make_plan({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+              {.algo = Algo::pipelined, .stages = 9, .post = Post::comm_first, .gemm_lanes = 1}, 0);
     ADD_FAILURE() << "9 stages of 4 rows were accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("stages"), std::string::npos) << e.what();

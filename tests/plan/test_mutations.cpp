@@ -10,7 +10,7 @@ namespace {
 using test::all_plans;
 using test::find_step;
 
-const PlanOptions kRing{Algo::ring, 0, Post::comm_first, 1};
+const PlanOptions kRing{.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1};
 
 // True when some error contains `what`.
 bool has_error(const CheckReport& r, const std::string& what) {
@@ -24,13 +24,15 @@ bool has_error(const CheckReport& r, const std::string& what) {
 
 TEST(Mutations, UnchangedPlansPass) {
   for (Op op : all_ops()) {
-    const CheckReport r = check_plans(all_plans({op, 16, 8, 8, 4, BLayout::kn}, kRing));
+    const CheckReport r =
+        check_plans(all_plans({.op = op, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing));
     EXPECT_TRUE(r.ok()) << r.text();
   }
 }
 
 TEST(Mutations, DroppedReceiveIsUnmatchedAndDeadlocks) {
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[2].steps[find_step(plans[2], StepKind::sendrecv)].recvs.clear();
   const CheckReport r = check_plans(plans);
   // Rank 2's receives from rank 1 shift by one: rank 1's last send is the one left over.
@@ -40,14 +42,16 @@ TEST(Mutations, DroppedReceiveIsUnmatchedAndDeadlocks) {
 }
 
 TEST(Mutations, ReceiveOfWrongSizeIsReported) {
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[3].steps[find_step(plans[3], StepKind::sendrecv)].recvs[0].slice.rows = 3;
   EXPECT_ERROR(check_plans(plans), "receiving 3x8");
 }
 
 TEST(Mutations, SwappedStepsMakeACycleAcrossRanks) {
   // P = 2: rank 0 sends, then receives; rank 1 receives, then sends. Safe.
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 8, 4, 4, 2, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 8, .n = 4, .k = 4, .world = 2, .b_layout = BLayout::kn}, kRing);
   const int c0 = find_step(plans[0], StepKind::sendrecv), c1 = find_step(plans[1], StepKind::sendrecv);
   test::split_sendrecv(plans[0], c0);
   test::split_sendrecv(plans[1], c1);
@@ -64,12 +68,14 @@ TEST(Mutations, SwappedStepsMakeACycleAcrossRanks) {
 
 TEST(Mutations, CollectivesInDifferentOrderDisagree) {
   std::vector<Plan> plans =
-      all_plans({Op::gemm_rs, 8, 8, 8, 2, BLayout::kn}, {Algo::sequential, 0, Post::comm_first, 1});
+      all_plans({.op = Op::gemm_rs, .m = 8, .n = 8, .k = 8, .world = 2, .b_layout = BLayout::kn},
+                {.algo = Algo::sequential, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1});
   Step& rs = plans[1].steps[find_step(plans[1], StepKind::reduce_scatter)];
   rs.kind = StepKind::allgather;  // in place: contributes its own part
   rs.a = rs.parts[1];
   EXPECT_ERROR(check_plans(plans), "collective #0 is allgather here and reduce_scatter on rank 0");
-  plans = all_plans({Op::ag_gemm, 7, 8, 8, 2, BLayout::kn}, {Algo::pipelined, 2, Post::comm_first, 1});
+  plans = all_plans({.op = Op::ag_gemm, .m = 7, .n = 8, .k = 8, .world = 2, .b_layout = BLayout::kn},
+                    {.algo = Algo::pipelined, .stages = 2, .post = Post::comm_first, .gemm_lanes = 1});
   // Rank 1 posts stage 1's allgather first: the sizes no longer agree (4 rows split 2+2, 3 split 2+1).
   const int s0 = find_step(plans[1], StepKind::allgather, 0);
   for (int s1 = find_step(plans[1], StepKind::allgather, 1); s1 > s0; --s1) test::swap_steps(plans[1], s1 - 1);
@@ -78,7 +84,8 @@ TEST(Mutations, CollectivesInDifferentOrderDisagree) {
 }
 
 TEST(Mutations, DuplicatedGemmWritesTwice) {
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 12, 6, 8, 3, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 12, .n = 6, .k = 8, .world = 3, .b_layout = BLayout::kn}, kRing);
   const int g = find_step(plans[1], StepKind::gemm, 1);
   test::insert_step(plans[1], g + 1, plans[1].steps[g]);
   EXPECT_ERROR(check_plans(plans), "written 2 times, not once");
@@ -86,7 +93,8 @@ TEST(Mutations, DuplicatedGemmWritesTwice) {
 
 TEST(Mutations, RowsComputedWithAnotherRanksBAreWrong) {
   // Rank 0 skips its GEMM of chunk 1 and takes those C rows from rank 1, which used B_1.
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 8, 4, 8, 2, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 8, .n = 4, .k = 8, .world = 2, .b_layout = BLayout::kn}, kRing);
   test::erase_step(plans[0], find_step(plans[0], StepKind::gemm, 1));
   Step recv;
   recv.kind = StepKind::sendrecv;
@@ -102,7 +110,8 @@ TEST(Mutations, RowsComputedWithAnotherRanksBAreWrong) {
 }
 
 TEST(Mutations, DuplicatedAddSumsAPartialTwice) {
-  std::vector<Plan> plans = all_plans({Op::gemm_rs, 12, 6, 8, 3, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::gemm_rs, .m = 12, .n = 6, .k = 8, .world = 3, .b_layout = BLayout::kn}, kRing);
   const int a = find_step(plans[0], StepKind::add, 1);
   test::insert_step(plans[0], a + 1, plans[0].steps[a]);
   EXPECT_ERROR(check_plans(plans), "extra {rank ");
@@ -110,7 +119,9 @@ TEST(Mutations, DuplicatedAddSumsAPartialTwice) {
 
 TEST(Mutations, RemovedAddLosesAPartial) {
   for (Algo algo : {Algo::ring, Algo::bidir}) {
-    std::vector<Plan> plans = all_plans({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, {algo, 0, Post::comm_first, 1});
+    std::vector<Plan> plans =
+        all_plans({.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+                  {.algo = algo, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1});
     test::erase_step(plans[2], find_step(plans[2], StepKind::add, 1));
     const CheckReport r = check_plans(plans);
     EXPECT_ERROR(r, "missing {rank ");
@@ -120,45 +131,49 @@ TEST(Mutations, RemovedAddLosesAPartial) {
 
 TEST(Mutations, RemovedWaitIsARace) {
   // ag_gemm ring: the GEMM of step 1 reads the chunk the step-0 receive writes.
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[1].steps[find_step(plans[1], StepKind::gemm, 1)].waits.clear();
   EXPECT_ERROR(check_plans(plans), "race: rank 1 step");
 
   // gemm_rs pipelined: stage 2's GEMMs overwrite the stage buffer stage 0's reduce-scatter reads.
-  plans = all_plans({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, {Algo::pipelined, 4, Post::comm_first, 1});
+  plans = all_plans({.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+                    {.algo = Algo::pipelined, .stages = 4, .post = Post::comm_first, .gemm_lanes = 1});
   plans[0].steps[find_step(plans[0], StepKind::gemm, 2)].waits.clear();
   CheckReport r = check_plans(plans);
   EXPECT_ERROR(r, "reduce_scatter step 0");
   EXPECT_ERROR(r, "race: rank 0 step");
 
   // gemm_rs ring: the step-0 send reads the partial its GEMM writes.
-  plans = all_plans({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[3].steps[find_step(plans[3], StepKind::sendrecv, 0)].waits.clear();
   EXPECT_ERROR(check_plans(plans), "race: rank 3 step");
 
   // gemm_rs ring: the GEMM of step 2 overwrites G while the add of step 1 still reads it.
-  plans = all_plans({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, {Algo::ring, 0, Post::comm_first, 2});
+  plans = all_plans({.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+                    {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 2});
   plans[1].steps[find_step(plans[1], StepKind::gemm, 2)].waits.clear();
   EXPECT_ERROR(check_plans(plans), "race: rank 1 step");
 }
 
 TEST(Mutations, WrongRowOffsetIsCaught) {
   // A GEMM writing the C rows of the neighbouring chunk: one chunk twice, one never.
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[1].steps[find_step(plans[1], StepKind::gemm, 1)].out.row += 4;  // chunk 0 -> rows of chunk 1
   CheckReport r = check_plans(plans);
   EXPECT_ERROR(r, "is never written");
   EXPECT_ERROR(r, "written 2 times");
 
   // A receive landing one row low: the gathered A and C hold the wrong rows.
-  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[2].steps[find_step(plans[2], StepKind::sendrecv, 1)].recvs[0].slice.row += 1;
   r = check_plans(plans);
   EXPECT_ERROR(r, "data: rank 2 gathered row");
   EXPECT_ERROR(r, "data: rank 2 C row");
 
   // gemm_rs: an add of the wrong rows of G into the sum.
-  plans = all_plans({Op::gemm_rs, 15, 8, 8, 3, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::gemm_rs, .m = 15, .n = 8, .k = 8, .world = 3, .b_layout = BLayout::kn}, kRing);
   const int a = find_step(plans[0], StepKind::add, 1);
   plans[0].steps[a].a.row += 1;
   plans[0].steps[a].a.rows -= 1;
@@ -166,30 +181,31 @@ TEST(Mutations, WrongRowOffsetIsCaught) {
   EXPECT_ERROR(check_plans(plans), "missing {rank ");
 
   // Past the end of the buffer: a structural error, and the later passes do not run.
-  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[0].steps[find_step(plans[0], StepKind::gemm, 3)].out.row = 14;
   r = check_plans(plans);
   EXPECT_ERROR(r, "lies outside its buffer of 16 rows");
 }
 
 TEST(Mutations, StructureErrors) {
-  std::vector<Plan> plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  std::vector<Plan> plans =
+      all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[0].steps[find_step(plans[0], StepKind::gemm, 1)].lane = 7;
   EXPECT_ERROR(check_plans(plans), "lane 7 outside [0, 2)");
 
-  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[0].steps[find_step(plans[0], StepKind::sendrecv, 1)].lane = 1;
   EXPECT_ERROR(check_plans(plans), "comm step on lane 1, not lane 0");
 
-  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[0].steps[1].waits = {5};
   EXPECT_ERROR(check_plans(plans), "waits for step 5, which is not an earlier step");
 
-  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[2].steps[find_step(plans[2], StepKind::gemm, 1)].a.rows = 3;
   EXPECT_ERROR(check_plans(plans), "multiplies 3 rows into 4");
 
-  plans = all_plans({Op::gemm_rs, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   Step copy;
   copy.kind = StepKind::copy;
   copy.out = {kBufC, 0, 2};
@@ -199,11 +215,11 @@ TEST(Mutations, StructureErrors) {
   EXPECT_ERROR(r, "has 4 elements, buf2[0:2] has 16");
   EXPECT_ERROR(r, "hold different element types");
 
-  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[3].steps[find_step(plans[3], StepKind::gemm, 0)].out = {kBufA, 0, 4};
   EXPECT_ERROR(check_plans(plans), "writes A");
 
-  plans = all_plans({Op::ag_gemm, 16, 8, 8, 4, BLayout::kn}, kRing);
+  plans = all_plans({.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn}, kRing);
   plans[1].problem.m = 20;
   EXPECT_ERROR(check_plans(plans), "rank 1 plans ag_gemm M=20");
 }

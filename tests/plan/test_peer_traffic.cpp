@@ -64,7 +64,7 @@ TEST(PeerTraffic, StagedRowsAreWhatThePeersSend) {
   for (int P = 1; P <= 8; ++P)
     for (Op op : all_ops())
       for (const PlanOptions& o : options_for(op)) {
-        const Problem p{op, 5 * P + 3, 3 * P + 1, 2 * P + 3, P, BLayout::kn};
+        const Problem p{.op = op, .m = 5 * P + 3, .n = 3 * P + 1, .k = 2 * P + 3, .world = P, .b_layout = BLayout::kn};
         if (o.stages > p.m / P || o.pieces > edge_rows(p, o)) continue;
         const std::vector<Plan> plans = lowered_plans(p, o);
         std::vector<check::PeerTraffic> traffic;
@@ -97,7 +97,7 @@ TEST(PeerTraffic, StagedRowsAreWhatThePeersSend) {
 
 TEST(PeerTraffic, AChangedStagedRowFailsTheReplay) {
   for (Op op : all_ops()) {
-    const Problem p{op, 19, 9, 11, 4, BLayout::kn};
+    const Problem p{.op = op, .m = 19, .n = 9, .k = 11, .world = 4, .b_layout = BLayout::kn};
     PlanOptions o;
     o.algo = Algo::ring;
     const std::vector<Plan> plans = lowered_plans(p, o);
@@ -109,7 +109,7 @@ TEST(PeerTraffic, AChangedStagedRowFailsTheReplay) {
 }
 
 TEST(PeerTraffic, RefusesPlansWithCollectives) {
-  const Problem p{Op::ag_gemm, 8, 4, 4, 2, BLayout::kn};
+  const Problem p{.op = Op::ag_gemm, .m = 8, .n = 4, .k = 4, .world = 2, .b_layout = BLayout::kn};
   PlanOptions o;
   o.algo = Algo::sequential;
   const std::vector<Plan> plans{make_plan(p, o, 0), make_plan(p, o, 1)};

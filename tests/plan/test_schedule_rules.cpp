@@ -17,9 +17,10 @@ TEST(ScheduleRules, NoAgGemmGemmIsPostedAheadOfItsStepsTransfer) {
     for (Algo algo : {Algo::pipelined, Algo::ring, Algo::bidir})
       for (int stages : {0, 2, 3}) {
         if (algo != Algo::pipelined && stages != 0) continue;
-        const Problem p{Op::ag_gemm, 8 * P + 3, 16, 16, P, BLayout::kn};
+        const Problem p{.op = Op::ag_gemm, .m = 8 * P + 3, .n = 16, .k = 16, .world = P, .b_layout = BLayout::kn};
         for (int r = 0; r < P; ++r) {
-          const Plan plan = make_plan(p, {algo, stages, Post::comm_first, 1}, r);
+          const Plan plan =
+              make_plan(p, {.algo = algo, .stages = stages, .post = Post::comm_first, .gemm_lanes = 1}, r);
           for (size_t i = 0; i < plan.steps.size(); ++i) {
             const Step& g = plan.steps[i];
             if (g.kind != StepKind::gemm) continue;
@@ -37,9 +38,9 @@ TEST(ScheduleRules, NoAgGemmGemmIsPostedAheadOfItsStepsTransfer) {
 // The pipelined plan cuts this rank's own chunk per stage too: one GEMM per rank and stage, each
 // over that stage's rows, and none of the own ones waits for a later stage's transfer.
 TEST(ScheduleRules, PipelinedCutsTheOwnChunkPerStage) {
-  const Problem p{Op::ag_gemm, 4 * 13 + 2, 16, 16, 4, BLayout::kn};
+  const Problem p{.op = Op::ag_gemm, .m = 4 * 13 + 2, .n = 16, .k = 16, .world = 4, .b_layout = BLayout::kn};
   const int S = 3, r = 1;
-  const Plan plan = make_plan(p, {Algo::pipelined, S, Post::comm_first, 1}, r);
+  const Plan plan = make_plan(p, {.algo = Algo::pipelined, .stages = S, .post = Post::comm_first, .gemm_lanes = 1}, r);
   int own = 0, others = 0;
   for (const Step& s : plan.steps) {
     if (s.kind != StepKind::gemm) continue;
@@ -57,8 +58,8 @@ TEST(ScheduleRules, PipelinedCutsTheOwnChunkPerStage) {
 }
 
 TEST(OnlyFillsOutput, TheRingsOwnChunkCopyAndACopyThatIsRead) {
-  const Problem p{Op::ag_gemm, 12, 6, 8, 3, BLayout::kn};
-  const Plan ring = make_plan(p, {Algo::ring, 0, Post::comm_first, 1}, 1);
+  const Problem p{.op = Op::ag_gemm, .m = 12, .n = 6, .k = 8, .world = 3, .b_layout = BLayout::kn};
+  const Plan ring = make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1}, 1);
   const int copy = test::find_step(ring, StepKind::copy);
   ASSERT_GE(copy, 0);
   EXPECT_TRUE(only_fills_output(ring, copy));                                    // its GEMM read the chunk from A

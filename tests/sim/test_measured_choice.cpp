@@ -82,7 +82,9 @@ std::vector<R> on_processes(int p, F fn) {
   return results;
 }
 
-PlanOptions opts(Algo a, int stages = 0, int lanes = 1) { return PlanOptions{a, stages, Post::comm_first, lanes, 1}; }
+PlanOptions opts(Algo a, int stages = 0, int lanes = 1) {
+  return PlanOptions{.algo = a, .stages = stages, .post = Post::comm_first, .gemm_lanes = lanes};
+}
 
 Choice choice_of(const std::vector<std::pair<PlanOptions, double>>& predicted) {
   Choice c;
@@ -171,7 +173,7 @@ TEST(MeasuredChoice, DecisionKeptPerProcessAndInTheTuningCache) {
   std::filesystem::create_directories(dir);
   const std::string cache = dir + "/tune.json";
   std::filesystem::remove(cache);
-  const Problem p{Op::ag_gemm, 512, 4096, 4096, 2, BLayout::nk};
+  const Problem p{.op = Op::ag_gemm, .m = 512, .n = 4096, .k = 4096, .world = 2, .b_layout = BLayout::nk};
   const Profile profile = builtin_profile("h200-nvlink");
   MeasureSettings s;
   // Faked: sequential is the fastest on every process (small M), 2 us slower on process 1.
@@ -202,10 +204,13 @@ TEST(MeasuredChoice, DecisionKeptPerProcessAndInTheTuningCache) {
   ASSERT_EQ(written.entries.size(), static_cast<size_t>(first[0].second));
   for (const TuningEntry& e : written.entries) {
     EXPECT_EQ(e.source, "auto");
-    EXPECT_EQ(e.b_layout, BLayout::nk);
+    EXPECT_EQ(e.problem.b_layout, BLayout::nk);
     EXPECT_EQ(e.time_us, e.options.algo == Algo::sequential ? 52.0 : 82.0);
   }
-  EXPECT_TRUE(written.find(Problem{Op::ag_gemm, 512, 4096, 4096, 2, BLayout::kn}, Dtype::bf16).empty());
+  EXPECT_TRUE(written
+                  .find(Problem{.op = Op::ag_gemm, .m = 512, .n = 4096, .k = 4096, .world = 2, .b_layout = BLayout::kn},
+                        Dtype::bf16)
+                  .empty());
 
   // A new process (a fresh chooser) with the cache: the measured pick, nothing timed.
   const auto next = on_processes<std::pair<AutoChooser::Decision, int>>(2, [&](HostComm& host) {
@@ -223,7 +228,7 @@ TEST(MeasuredChoice, DecisionKeptPerProcessAndInTheTuningCache) {
 }
 
 TEST(MeasuredChoice, OffKeepsTheModelsPick) {
-  const Problem p{Op::gemm_rs, 8192, 8192, 8192, 2, BLayout::kn};
+  const Problem p{.op = Op::gemm_rs, .m = 8192, .n = 8192, .k = 8192, .world = 2, .b_layout = BLayout::kn};
   const Profile profile = builtin_profile("h200-nvlink");
   MeasureSettings s;
   s.measure = AutoMeasure::off;
@@ -245,11 +250,11 @@ TEST(MeasuredChoice, CacheEntriesKeepSourceAndLayoutAndOlderFilesRead) {
       R"({"op": "gemm_rs", "m": 64, "n": 32, "k": 16, "world_size": 2, "dtype": "f32", "algo": "ring", "time_us": 5)";
   const TuningCache old = parse_tuning_cache(R"({"entries": [)" + entry + "}]}", "old.json");
   EXPECT_EQ(old.entries.at(0).source, "bench");
-  EXPECT_EQ(old.entries.at(0).b_layout, BLayout::kn);
+  EXPECT_EQ(old.entries.at(0).problem.b_layout, BLayout::kn);
   const TuningCache both =
       parse_tuning_cache(R"({"entries": [)" + entry + R"(, "b_layout": "nk", "source": "auto"}]})", "new.json");
   EXPECT_EQ(both.entries.at(0).source, "auto");
-  EXPECT_EQ(both.entries.at(0).b_layout, BLayout::nk);
+  EXPECT_EQ(both.entries.at(0).problem.b_layout, BLayout::nk);
   try {
     parse_tuning_cache(R"({"entries": [)" + entry + R"(, "source": "guess"}]})", "bad.json");
     FAIL() << "no UsageError";
@@ -260,7 +265,8 @@ TEST(MeasuredChoice, CacheEntriesKeepSourceAndLayoutAndOlderFilesRead) {
 
 TEST(MeasuredChoice, ChoiceRoundTripsThroughJson) {
   const Choice c =
-      choose(Problem{Op::ag_gemm, 4096, 4096, 4096, 8, BLayout::kn}, Dtype::bf16, builtin_profile("h200-nvlink"));
+      choose(Problem{.op = Op::ag_gemm, .m = 4096, .n = 4096, .k = 4096, .world = 8, .b_layout = BLayout::kn},
+             Dtype::bf16, builtin_profile("h200-nvlink"));
   const Choice back = choice_from_json(nlohmann::json::parse(to_json(c).dump()));
   EXPECT_EQ(print(back), print(c));
 }

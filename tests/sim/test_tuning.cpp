@@ -52,10 +52,21 @@ TEST(Tuning, OneRankNeedsNoOverlap) {
 TEST(Tuning, MeasuredCacheOverridesTheModel) {
   TuningCache cache;
   const Problem p = shape(4);
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::sequential, 0, Post::comm_first, 1, 1}, 10.0});
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 1}, 20.0});
+  Problem at_p8 = p;
+  at_p8.world = 8;
   cache.record(
-      {p.op, p.m, p.n, p.k, 8, Dtype::f32, {Algo::bidir, 0, Post::comm_first, 1, 1}, 1.0});  // another P: ignored
+      {.problem = p,
+       .dtype = Dtype::f32,
+       .options = {.algo = Algo::sequential, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 1},
+       .time_us = 10.0});
+  cache.record({.problem = p,
+                .dtype = Dtype::f32,
+                .options = {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 1},
+                .time_us = 20.0});
+  cache.record({.problem = at_p8,
+                .dtype = Dtype::f32,
+                .options = {.algo = Algo::bidir, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 1},
+                .time_us = 1.0});  // another P: ignored
   const Choice c = choose(p, Dtype::f32, balanced(), &cache);
   EXPECT_EQ(c.options.algo, Algo::sequential);
   EXPECT_EQ(c.source, "measured");
@@ -75,16 +86,18 @@ TEST(Tuning, MeasuredCacheOverridesTheModel) {
 }
 
 TEST(Tuning, CacheRoundTrip) {
+  const Problem rs8{.op = Op::gemm_rs, .m = 1024, .n = 2048, .k = 4096, .world = 8};
   TuningCache cache;
-  cache.record({Op::gemm_rs, 1024, 2048, 4096, 8, Dtype::bf16, {Algo::pipelined, 4, Post::comm_first, 2, 1}, 123.5});
-  cache.record({Op::gemm_rs,
-                1024,
-                2048,
-                4096,
-                8,
-                Dtype::bf16,
-                {Algo::pipelined, 4, Post::comm_first, 2, 1},
-                120.0});  // replaces
+  cache.record(
+      {.problem = rs8,
+       .dtype = Dtype::bf16,
+       .options = {.algo = Algo::pipelined, .stages = 4, .post = Post::comm_first, .gemm_lanes = 2, .merge = 1},
+       .time_us = 123.5});
+  cache.record(
+      {.problem = rs8,
+       .dtype = Dtype::bf16,
+       .options = {.algo = Algo::pipelined, .stages = 4, .post = Post::comm_first, .gemm_lanes = 2, .merge = 1},
+       .time_us = 120.0});  // replaces
   ASSERT_EQ(cache.entries.size(), 1u);
   const std::string path = testing::TempDir() + "collmm_tuning_cache.json";
   save_tuning_cache(cache, path);
@@ -92,13 +105,36 @@ TEST(Tuning, CacheRoundTrip) {
   std::remove(path.c_str());
   ASSERT_EQ(back.entries.size(), 1u);
   const TuningEntry& e = back.entries[0];
-  EXPECT_EQ(e.op, Op::gemm_rs);
-  EXPECT_EQ(e.world, 8);
+  EXPECT_EQ(e.problem, rs8);
   EXPECT_EQ(e.options.algo, Algo::pipelined);
   EXPECT_EQ(e.options.stages, 4);
   EXPECT_EQ(e.options.gemm_lanes, 2);
   EXPECT_EQ(e.time_us, 120.0);
   EXPECT_THROW(load_tuning_cache(path), UsageError);
+}
+
+// The cache tells B layouts apart: a measurement with B as [N, K] (nk) is not one of [K, N] (kn),
+// and the layout survives the file.
+TEST(Tuning, CacheTellsBLayoutsApart) {
+  const Problem kn = shape(4);
+  Problem nk = kn;
+  nk.b_layout = BLayout::nk;
+  TuningCache cache;
+  cache.record({.problem = kn, .dtype = Dtype::f32, .options = {.algo = Algo::sequential}, .time_us = 10.0});
+  cache.record({.problem = nk, .dtype = Dtype::f32, .options = {.algo = Algo::bidir}, .time_us = 10.0});
+  ASSERT_EQ(cache.entries.size(), 2u);
+  const std::string path = testing::TempDir() + "collmm_tuning_layouts.json";
+  save_tuning_cache(cache, path);
+  const TuningCache back = load_tuning_cache(path);
+  std::remove(path.c_str());
+  for (const TuningCache* c : std::initializer_list<const TuningCache*>{&cache, &back}) {
+    ASSERT_EQ(c->find(kn, Dtype::f32).size(), 1u);
+    ASSERT_EQ(c->find(nk, Dtype::f32).size(), 1u);
+    EXPECT_EQ(c->find(kn, Dtype::f32)[0].options.algo, Algo::sequential);
+    EXPECT_EQ(c->find(nk, Dtype::f32)[0].options.algo, Algo::bidir);
+    EXPECT_EQ(choose(kn, Dtype::f32, balanced(), c).options.algo, Algo::sequential);
+    EXPECT_EQ(choose(nk, Dtype::f32, balanced(), c).options.algo, Algo::bidir);
+  }
 }
 
 TEST(Tuning, MergedRingIsACandidateAndRoundTrips) {
@@ -109,8 +145,14 @@ TEST(Tuning, MergedRingIsACandidateAndRoundTrips) {
   EXPECT_EQ(merged, 2);  // ring with merge 2 and 4 at P = 8
   // A measurement of a merged ring that beats the rest is picked, and its merge comes back.
   TuningCache cache;
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 1}, 20.0});
-  cache.record({p.op, p.m, p.n, p.k, p.world, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 4}, 15.0});
+  cache.record({.problem = p,
+                .dtype = Dtype::f32,
+                .options = {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 1},
+                .time_us = 20.0});
+  cache.record({.problem = p,
+                .dtype = Dtype::f32,
+                .options = {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1, .merge = 4},
+                .time_us = 15.0});
   const Choice c = choose(p, Dtype::f32, balanced(), &cache);
   EXPECT_EQ(c.options.algo, Algo::ring);
   EXPECT_EQ(c.options.merge, 4);

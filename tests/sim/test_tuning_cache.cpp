@@ -18,7 +18,10 @@ namespace collmm {
 namespace {
 
 TuningEntry entry(int writer, int i) {
-  return {Op::ag_gemm, 64 + writer, 64, 64 + i, 2, Dtype::f32, {Algo::ring, 0, Post::comm_first, 1, 1}, 1.0 + i};
+  return {.problem = {.op = Op::ag_gemm, .m = 64 + writer, .n = 64, .k = 64 + i, .world = 2},
+          .dtype = Dtype::f32,
+          .options = {.algo = Algo::ring},
+          .time_us = 1.0 + i};
 }
 
 TEST(TuningCacheFile, ConcurrentWritersLoseNothing) {
@@ -51,7 +54,7 @@ TEST(TuningCacheFile, ConcurrentWritersLoseNothing) {
   }
   const TuningCache cache = load_tuning_cache(path);
   std::set<std::pair<int64_t, int64_t>> seen;
-  for (const TuningEntry& e : cache.entries) seen.insert({e.m, e.k});
+  for (const TuningEntry& e : cache.entries) seen.insert({e.problem.m, e.problem.k});
   EXPECT_EQ(cache.entries.size(), static_cast<size_t>(kWriters * kUpdates));
   EXPECT_EQ(seen.size(), static_cast<size_t>(kWriters * kUpdates));
   std::remove(path.c_str());

@@ -1,7 +1,10 @@
 // cli.cpp: the options of collmm-bench, their help texts, and the names -> enums step.
 #include "cli.hpp"
 
+#include <iostream>
+
 #include "cli_size.hpp"
+#include "collmm/algorithms.hpp"
 #include "fault_point.hpp"
 
 namespace collmm {
@@ -35,11 +38,20 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", o.backend.backend, "cpu | cuda")->capture_default_str();
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
-  app.add_option("--algo", names.algo,
-                 "sequential | pipelined | ring | bidir | all | auto (the cost model's pick of algorithm, stages and "
-                 "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
-                 "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>)")
+  app.add_option(
+         "--algo", names.algo,
+         algorithm_names(" | ") +
+             " | all | auto (the cost model's pick of algorithm, stages and "
+             "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
+             "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>)")
       ->capture_default_str();
+  app.add_flag_callback(
+      "--list-algos",
+      [] {
+        for (const AlgoRow& row : algorithm_table()) std::cout << row.name << "\n";
+        throw CLI::Success();
+      },
+      "print the algorithms' names, one a line, and exit");
   app.add_option("-m", o.m, "M, global rows of A and C (suffixes K, M: 8K = 8192)")
       ->transform(size)
       ->type_name("SIZE")
@@ -89,7 +101,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "write each rank's A, B, C (and ag_gemm's gathered A) as .npy files "
                  "DIR/<op>-<algo>-rank<r>-A.npy ...; bf16 and fp8 are decoded and saved as float32")
       ->type_name("DIR");
-  app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: P)")->check(at_least(1));
+  app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: max(1, min(P, M/P)))")
+      ->check(at_least(1));
   app.add_option("--post", names.post, "within a step, post the comm or the GEMM first: comm-first | gemm-first")
       ->capture_default_str();
   app.add_option("--b-layout", names.b_layout, "kn: B_r is [K, N_r]; nk: [N_r, K] as torch.nn.Linear weights")
@@ -101,9 +114,10 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->capture_default_str()
       ->type_name("G");
   app.add_option("--pieces", o.plan.pieces,
-                 "ring and bidir: cut the ring's exposed edge (ag_gemm: the last transfer and the last chunk's GEMM; "
-                 "gemm_rs: the first partial's GEMM and send) into S pieces, so 1/S of a chunk's GEMM is exposed "
-                 "(sequential and pipelined ignore it)")
+                 names_taking(&AlgoRow::takes_pieces) +
+                     ": cut the ring's exposed edge (ag_gemm: the last transfer and the last chunk's GEMM; "
+                     "gemm_rs: the first partial's GEMM and send) into S pieces, so 1/S of a chunk's GEMM is exposed "
+                     "(the other algorithms ignore it)")
       ->check(CLI::Range(1, kMaxPieces))
       ->capture_default_str()
       ->type_name("S");

@@ -38,11 +38,6 @@ std::string svg_path(const std::string& base, const Prediction& p, bool several)
   return stem + "-" + to_string(p.problem.op) + "-" + to_string(p.options.algo) + ".svg";
 }
 
-// The simulator walks every step of every rank's plan: about P^2 steps for a ring (twice that for
-// bidir), S * P^2 for S pipelined stages. Bounded so that every run ends in seconds (a ring at
-// P = 1024, 1M steps, takes about 6 s and 1 GB here).
-constexpr double kMaxSimulatedSteps = 4e6;
-
 // Events a --trace holds (one per simulated step of every row; its JSON takes about 4 KB of
 // memory per event while it is built) and an SVG draws: bounded so that the files stay in the
 // hundreds of MB.
@@ -52,13 +47,6 @@ std::string figure(double v) {
   char n[32];
   std::snprintf(n, sizeof n, "%.3g", v);
   return n;
-}
-
-// Steps the simulator walks for one row (all ranks).
-double simulated_steps(const Problem& p, const PlanOptions& x) {
-  const double P = p.world;
-  const double stages = x.algo == Algo::pipelined ? (x.stages > 0 ? x.stages : P) : 1;
-  return x.algo == Algo::sequential ? 2 * P : (x.algo == Algo::bidir ? 2 : 1) * stages * P * P;
 }
 
 // --algo auto simulates every candidate (and every cached configuration of the shape) before it
@@ -77,11 +65,13 @@ double check_auto_size(const Problem& p, Dtype dtype, const TuningCache* cache) 
                    " steps) or use a smaller P");
 }
 
+// The simulator walks every step of every rank's plan (simulated_steps, collmm/algorithms.hpp);
+// bounded so that every run ends in seconds.
 void check_simulated_size(const Problem& p, const PlanOptions& x) {
-  const double P = p.world;
   const double steps = simulated_steps(p, x);
   if (steps <= kMaxSimulatedSteps) return;
-  std::string hint = x.algo == Algo::pipelined
+  const double P = p.world;
+  std::string hint = algorithm(x.algo).takes_stages
                          ? "give --stages " +
                                std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
                                " or fewer, or a smaller P"
@@ -199,7 +189,7 @@ int main(int argc, char** argv) {
   collmm::SimOptions o;
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
   app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
-  app.add_option("--algo", o.algo, "sequential, pipelined, ring, bidir, all, or auto (the model's pick)")
+  app.add_option("--algo", o.algo, collmm::algorithm_names() + ", all, or auto (the model's pick)")
       ->capture_default_str();
   const CLI::Validator size = collmm::size_transform();  // as collmm-bench: 8K = 8192
   app.add_option("-m", o.m, "M (global; suffixes K, M: 8K = 8192)")->transform(size)->capture_default_str();
@@ -211,12 +201,13 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
   app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")
       ->capture_default_str();
-  app.add_option("--stages", o.plan.stages, "pipelined: stages (0: P)")->capture_default_str();
+  app.add_option("--stages", o.plan.stages, "pipelined: stages (0: max(1, min(P, M/P)))")->capture_default_str();
   app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxGemmLanes));
   app.add_option("--merge", o.plan.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
-  app.add_option("--pieces", o.plan.pieces, "ring and bidir: the ring's exposed edge cut into S pieces")
+  app.add_option("--pieces", o.plan.pieces,
+                 collmm::names_taking(&collmm::AlgoRow::takes_pieces) + ": the ring's exposed edge cut into S pieces")
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxPieces));
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();

@@ -1,0 +1,68 @@
+// collmm/algorithms.hpp: the table of algorithms, one row each (as nccl-tests lists its
+// collectives): the name, the builder of each op's plan, the options it takes, the steps the
+// simulator walks for it and its candidates for `--algo auto`. Everything that lists or branches on
+// algorithms reads this table: parsing and printing names, plan dispatch, options_for, validate,
+// auto's candidates, the simulator's limit, the CLIs' help and the Python extension's list.
+//
+// A new algorithm: its builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp), one enum value in
+// collmm/types.hpp, one row in plan/algorithms.cpp and its golden plan test.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collmm/types.hpp"
+
+namespace collmm {
+
+struct Plan;
+using PlanBuilder = Plan (*)(const Problem&, const PlanOptions&, int rank);
+
+struct AlgoRow {
+  Algo algo;
+  const char* name;
+  PlanBuilder ag_gemm;  // the builder of each op's plan
+  PlanBuilder gemm_rs;
+  bool takes_stages;      // --stages (0: default_stages)
+  bool takes_gemm_lanes;  // more than one GEMM lane can run at once (sequential: one GEMM)
+  bool takes_merge;       // --merge, in ag_gemm only (gemm_rs has no merge)
+  bool takes_pieces;      // --pieces: the ring's exposed edge chunk cut into row pieces
+  int chunk_parts;        // the parts each chunk travels in (bidir: two halves); edge_rows divides by it
+  // The steps the simulator walks for all P ranks at S stages (1 where stages do not apply).
+  double (*simulated_steps)(double P, double S);
+  std::vector<int> auto_stages;  // auto's candidate stage counts ({0}: not staged)
+  std::vector<int> auto_merges;  // auto's candidate merges beyond 1 (ag_gemm only, P > merge)
+  std::vector<int> auto_pieces;  // auto's candidate pieces beyond 1 (where the edge chunk has the rows)
+  bool alone_at_one_rank;        // auto's one candidate at P = 1 (nothing to overlap there)
+};
+
+// Every row, in the order of the enum; what `--algo all` runs and `--list-algos` prints.
+const std::vector<AlgoRow>& algorithm_table();
+const AlgoRow& algorithm(Algo);
+// The names joined by `separator`: "sequential, pipelined, ring, bidir".
+std::string algorithm_names(const std::string& separator = ", ");
+
+PlanBuilder builder(Op, Algo);
+bool takes_merge(Op, Algo);
+// The names of the rows that take an option, joined by " and ": "ring and bidir".
+std::string names_taking(bool AlgoRow::*option);
+
+// The stage count of a pipelined plan when --stages is 0: as many as ranks, but at least one row
+// per stage of the smallest rank's block: max(1, min(P, M / P)).
+int default_stages(const Problem&);
+// o.stages where the algorithm takes stages and it is given, default_stages where it is 0, else 1.
+int stages_of(const Problem&, const PlanOptions&);
+
+// The simulator walks every step of every rank's plan; bounded so that every run ends in seconds
+// (a ring at P = 1024, 1M steps, takes about 6 s and 1 GB).
+constexpr double kMaxSimulatedSteps = 4e6;
+double simulated_steps(const Problem&, const PlanOptions&);
+
+// The configurations `--algo auto` simulates for this problem, in the table's order: each row's
+// stage counts (those the shape allows, within kMaxSimulatedSteps) times its GEMM lane counts (1
+// and 2 where it takes lanes), all posted comm-first; then each row's merges (ag_gemm, P > merge);
+// then each row's pieces (1 lane, pieces <= edge_rows). With one rank, only the row marked
+// alone_at_one_rank.
+std::vector<PlanOptions> auto_candidates(const Problem&);
+
+}  // namespace collmm
