@@ -25,6 +25,17 @@ class HostComm {
   // What the job is doing, named by a timeout's message: "setup: option agreement", ...
   void set_phase(std::string phase) { phase_ = std::move(phase); }
   const std::string& phase() const { return phase_; }
+  // Work process 0 does alone before the next collective (reading the tuning cache, waiting for
+  // its lock): every process names it with the same bound. The next collective's wait gets
+  // `bound_s` more than its own timeout and names that work if it still gets no answer; process 0
+  // bounds the work itself (the front end's process0_local_work). Cleared by that collective.
+  void expect_local_work(std::string what, int bound_s) {
+    local_work_ = std::move(what);
+    local_bound_s_ = bound_s;
+  }
+  const std::string& local_work() const { return local_work_; }
+  int local_bound_s() const { return local_work_.empty() ? 0 : local_bound_s_; }
+  void local_work_done() { local_work_.clear(); }
   virtual int proc() const = 0;  // this process, 0..procs()-1
   virtual int procs() const = 0;
   virtual void barrier() = 0;
@@ -35,6 +46,8 @@ class HostComm {
 
  private:
   std::string phase_ = "setup";
+  std::string local_work_;
+  int local_bound_s_ = 0;
 };
 std::unique_ptr<HostComm> make_single_process_comm();
 

@@ -113,14 +113,24 @@ class MpiHostComm : public HostComm {
   }
 
   // A collective that does not complete within the timeout: a peer died or hangs. Say where, end the job.
+  // After process 0's local work the wait is longer by that work's bound (process 0 ends itself,
+  // saying so, when the work outlives it), so only a stopped or hung rank exhausts it.
   // The message gives the CPU time the wait took, so that tests can tell napping from spinning.
   void wait(MPI_Request& request) {
     const double cpu0 = thread_cpu_seconds();
-    if (mpi_wait_until(request, std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_))) return;
+    const int bound_s = timeout_s_ + local_bound_s();
+    const bool done = mpi_wait_until(request, std::chrono::steady_clock::now() + std::chrono::seconds(bound_s));
+    const std::string after = local_work().empty()
+                                  ? ""
+                                  : ", after process 0's local work (" + local_work() + ", which process 0 bounds by " +
+                                        std::to_string(local_bound_s()) + " s itself) and --timeout";
+    local_work_done();
+    if (done) return;
     char cpu[64];
     std::snprintf(cpu, sizeof cpu, "%.2f", thread_cpu_seconds() - cpu0);
     std::cerr << ("collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                  ": no answer from every rank within " + std::to_string(timeout_s_) + " s (--timeout) in " + phase() +
+                  ": no answer from every rank within " + std::to_string(bound_s) + " s" +
+                  (after.empty() ? " (--timeout)" : after) + " in " + phase() +
                   ": a rank died or hangs; aborting the job (this wait took " + cpu + " CPU s)\n")
               << std::flush;
     abort(3);

@@ -74,12 +74,18 @@ void Bench::validate() {
       }
     }
     check_outputs_writable(o_, host.proc() == 0);
-    // A cache that does not parse would lose this run's rows at the end: refused now.
-    if (host.proc() == 0 && !o_.tune_cache_path.empty() && std::filesystem::exists(o_.tune_cache_path))
-      load_tuning_cache(o_.tune_cache_path);
   } catch (const UsageError& e) {
     error = e.what();
   }
+  // A cache that does not parse would lose this run's rows at the end: refused now.
+  if (!o_.tune_cache_path.empty())
+    process0_local_work(host, "the check of tuning cache " + o_.tune_cache_path, [&] {
+      try {
+        if (error.empty() && std::filesystem::exists(o_.tune_cache_path)) load_tuning_cache(o_.tune_cache_path);
+      } catch (const UsageError& e) {
+        error = e.what();
+      }
+    });
   raise_if_any_process_failed(host, error);
   if (o_.algo_auto) {
     picks_.clear();
@@ -191,13 +197,14 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
       write_text(o_.trace_path, chrome_trace(timelines).dump() + "\n");
     }
     if (!o_.timeline_path.empty()) write_timelines(o_.timeline_path, results, info.backend, out);
-    if (!o_.tune_cache_path.empty()) {
+  }
+  if (!o_.tune_cache_path.empty())
+    process0_local_work(host, "the write of tuning cache " + o_.tune_cache_path + " under its lock", [&] {
       // auto's quick timings first: a row measured with the full -w/-i replaces one of the same configuration.
       if (!auto_timed_.empty()) update_tuning_cache(o_.tune_cache_path, auto_timed_);
       record_measurements(o_.tune_cache_path, results);
       out << "# tuning cache: " << results.size() << " measured rows recorded in " << o_.tune_cache_path << "\n";
-    }
-  }
+    });
   return results;
 }
 

@@ -7,6 +7,7 @@
 
 #include "collmm/algorithms.hpp"
 #include "collmm/sim.hpp"
+#include "deadline.hpp"
 
 namespace collmm {
 
@@ -25,10 +26,21 @@ double predicted_time_us(const Problem& problem, const PlanOptions& options, Dty
   return simulate(problem, options, dtype, profile, StepFilter::all, false).time_us;
 }
 
+void process0_local_work(HostComm& host, const std::string& what, const std::function<void()>& work) {
+  host.expect_local_work(what, kLocalWorkBoundS);
+  if (host.proc() != 0) return;
+  const DeadlineGuard guard(kLocalWorkBoundS,
+                            "collmm: process 0: its own work (" + what + ") did not finish within " +
+                                std::to_string(kLocalWorkBoundS) + " s (not a peer's fault); aborting the job",
+                            [&host] { host.abort(3); });
+  work();
+}
+
 AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, GemmLibrary library,
                             std::string& error) {
   std::string mine;  // "<to_json(choice)>\n<source>\n<print(choice)>"
-  if (host.proc() == 0 && error.empty()) {
+  process0_local_work(host, "--algo auto's choice, reading tuning cache " + o.tune_cache_path, [&] {
+    if (!error.empty()) return;
     try {
       TuningCache cache;
       const bool have_cache = !o.tune_cache_path.empty() && std::filesystem::exists(o.tune_cache_path);
@@ -38,7 +50,7 @@ AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchO
     } catch (const UsageError& e) {
       error = e.what();
     }
-  }
+  });
   const std::string shared = host.allgather(mine).at(0);
   AutoPick pick;
   if (shared.empty()) return pick;  // process 0 failed: raise_if_any_process_failed reports it

@@ -3,6 +3,7 @@
 // by every process, and the tuning cache that records what was measured.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,14 @@ Profile profile_for(const BenchOptions&, GemmLibrary library);
 // The slowest rank's simulated time of every rank's plan for (problem, options), the plans the
 // backend runs (make_plan), in the bench's dtype.
 double predicted_time_us(const Problem&, const PlanOptions&, Dtype, const Profile&);
+
+// Work process 0 does alone while the others wait in the next collective (reading the tuning
+// cache, waiting for its lock, writing it): called on every process. Process 0 runs `work` and
+// ends the job, naming the work, if it outlives kLocalWorkBoundS; every process's next collective
+// waits that much longer than --timeout, so the work's time is not taken for a peer's hang while a
+// rank stopped or dead meanwhile still ends the job within --timeout + kLocalWorkBoundS.
+constexpr int kLocalWorkBoundS = 180;  // two waits for the cache's lock (60 s each) and its read and write
+void process0_local_work(HostComm&, const std::string& what, const std::function<void()>& work);
 
 // The --algo auto pick of one op.
 struct AutoPick {

@@ -3,6 +3,7 @@
 // - a rank stopped before its first point-to-point transfer: the others nap while they wait
 //   (their process's CPU over the wait is printed, under 10% of a core);
 // - a run slower than --timeout on this rank's own GEMM is reported as such, not as a dead peer;
+// - process 0's local work (a large tuning cache, another job's lock on it) is not a peer's hang;
 // - a process killed between an output's open and its write leaves the previous file whole;
 // - the same limits on the command line and in the tuning cache, profile fields range-checked;
 // - collmm-sim refuses before simulating what would take minutes or GBs; a run under ulimit -v
@@ -82,6 +83,38 @@ TEST(BoundedWait, AnOwnStepSlowerThanTheTimeoutIsNotAPeersFault) {
   EXPECT_EQ(r.rc, 3) << r.output;
   EXPECT_TRUE(has(r, "this rank's own work is slower than --timeout")) << r.output;
   EXPECT_FALSE(has(r, "no answer from a peer")) << r.output;
+}
+
+// Process 0's local work (parsing a large tuning cache, waiting for another job's lock on it)
+// outlives --timeout 1 while the other ranks wait: the job succeeds, nobody is called dead.
+TEST(BoundedWait, ProcessZerosLocalWorkIsNotAPeersHang) {
+  const std::string dir = fresh_dir("local_work");
+  const std::string big = dir + "/big.json";
+  {
+    std::ofstream out(big);
+    out << "{\"entries\": [";
+    for (int i = 0; i < 200000; ++i)
+      out << (i ? "," : "") << R"({"op": "gemm_rs", "m": )" << 64 + i
+          << R"(, "n": 64, "k": 64, "world_size": 3, "dtype": "f32", "algo": "ring", "time_us": 10})";
+    out << "]}\n";
+  }
+  const double megabytes = double(std::filesystem::file_size(big)) / 1e6;
+  const std::string job = " --op ag_gemm -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 1 --algo auto --auto-measure off";
+  CommandResult r = run_command(mpirun(3) + " " + bench() + job + " --tune-cache " + big, 120);
+  std::printf("bound: a %.0f MB tuning cache read and written by process 0 under --timeout 1: exit %d after %.2f s\n",
+              megabytes, r.rc, r.seconds);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_TRUE(has(r, "measured rows recorded in " + big)) << r.output;
+
+  const std::string cache = dir + "/small.json";
+  r = run_command("sh -c 'flock " + cache + ".lock sleep 6 & sleep 0.2; " + mpirun(3) + " " + bench() + job +
+                      " --tune-cache " + cache + "; rc=$?; wait; exit $rc'",
+                  120);
+  std::printf("bound: the cache's lock held by another job for 6 s under --timeout 1: exit %d after %.2f s\n", r.rc,
+              r.seconds);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_GE(r.seconds, 5.5) << "the lock was not waited for:\n" << r.output;
+  EXPECT_TRUE(has(r, "measured rows recorded in " + cache)) << r.output;
 }
 
 // Process 0 killed between opening an output under its temporary name and writing it: the file
