@@ -175,6 +175,24 @@ at::Tensor shaped(const at::Tensor& t, at::IntArrayRef inner, int64_t dim) {
   return t.view(sizes).movedim(0, dim);
 }
 
+// Every rank's size along the gathered (scattered) dim, as agreed (the first number each rank sent):
+// as plan rows (times `rest`, the rows per slice), their sum and a "3, 3, 2" text for messages.
+struct RankSizes {
+  std::vector<int64_t> rows;
+  int64_t total = 0;
+  std::string text;
+};
+RankSizes rank_sizes(const std::vector<std::vector<double>>& all, int64_t rest) {
+  RankSizes r;
+  for (size_t q = 0; q < all.size(); ++q) {
+    const auto size = static_cast<int64_t>(all[q][0]);
+    r.rows.push_back(size * rest);
+    r.total += size;
+    r.text += (q ? ", " : "") + std::to_string(size);
+  }
+  return r;
+}
+
 std::string optional_int(std::optional<int64_t> v) { return v ? std::to_string(*v) : "None"; }
 
 std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
@@ -212,17 +230,12 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
          {"gathered_size", optional_int(gathered_size)}},
         {static_cast<double>(slices), static_cast<double>(n_r), static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
     const int64_t rest = c10::multiply_integers(inner);
-    std::vector<int64_t> rows;
-    std::ostringstream sizes;
-    int64_t total = 0;
-    for (size_t q = 0; q < all.size(); ++q) {
-      rows.push_back(static_cast<int64_t>(all[q][0]) * rest);
-      total += static_cast<int64_t>(all[q][0]);
-      sizes << (q ? ", " : "") << static_cast<int64_t>(all[q][0]);
-    }
+    const RankSizes agreed = rank_sizes(all, rest);
+    const std::vector<int64_t>& rows = agreed.rows;
+    const int64_t total = agreed.total;
     if (gathered_size && *gathered_size != total)
       throw UsageError("gathered_size is " + std::to_string(*gathered_size) + ", but the ranks' A_shard sizes along " +
-                       "gather_dim (" + sizes.str() + ") add up to " + std::to_string(total));
+                       "gather_dim (" + agreed.text + ") add up to " + std::to_string(total));
     const RowSplit split(rows);
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const BLayout layout = agreed_layout(all, 2, "Bs[0]");
@@ -296,16 +309,11 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
                                       {static_cast<double>(mine), static_cast<double>(k_r),
                                        static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
     const int64_t rest = c10::multiply_integers(inner);
-    std::vector<int64_t> rows;
-    std::ostringstream sizes;
-    int64_t total = 0;
-    for (size_t q = 0; q < all.size(); ++q) {
-      rows.push_back(static_cast<int64_t>(all[q][0]) * rest);
-      total += static_cast<int64_t>(all[q][0]);
-      sizes << (q ? ", " : "") << static_cast<int64_t>(all[q][0]);
-    }
+    const RankSizes agreed = rank_sizes(all, rest);
+    const std::vector<int64_t>& rows = agreed.rows;
+    const int64_t total = agreed.total;
     if (total != slices)
-      throw UsageError("scatter_size over the ranks is " + sizes.str() + ": adds up to " + std::to_string(total) +
+      throw UsageError("scatter_size over the ranks is " + agreed.text + ": adds up to " + std::to_string(total) +
                        ", not A's " + std::to_string(slices) + " along scatter_dim");
     const int64_t k = agreed_split(all, 1, "the columns of A (rows of B)");
     const BLayout layout = agreed_layout(all, 2, "B");
