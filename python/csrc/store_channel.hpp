@@ -2,10 +2,12 @@
 // store the group was made with: TCPStore under torchrun, FileStore with file://), host only. The
 // ops agree over it on an NCCL-only group, whose own collectives run on the device and would make
 // the host wait for everything queued before the call: a store exchange waits only for the other
-// ranks' hosts, and runs under CUDA graph capture too.
+// ranks' hosts, and runs under CUDA graph capture too. A round costs four round trips to the store
+// (TCPStore: set, wait, get, delete), the same on every rank.
 //
 //   round s, rank r:  set  <prefix>/<s>/<r> = mine
-//                     wait <prefix>/<s>/<q> for every q (bounded by the timeout), multiGet them
+//                     multiGet <prefix>/<s>/<q> for every q (it waits for them, bounded by the
+//                     timeout: the store's wait, then its get)
 //                     delete <prefix>/<s-1>/<r> (every rank has read it: each wrote round s after
 //                     finishing round s-1)
 //

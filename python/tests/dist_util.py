@@ -1,6 +1,7 @@
 """Runs a test function on `world` real processes joined by a gloo group (torch.multiprocessing,
 spawn), and fails the calling test with every rank's traceback when any rank raised, died or did
 not finish within the timeout (then every rank is killed: nothing hangs)."""
+import faulthandler
 import os
 import tempfile
 import time
@@ -11,8 +12,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _worker(rank, world, fn, init_file, result_dir, args, backend, share_gpu):
+def _worker(rank, world, fn, init_file, result_dir, args, backend, share_gpu, timeout):
     torch.set_num_threads(1)
+    # Where the rank is, shortly before the parent gives up on it: every thread's stack on stderr.
+    faulthandler.dump_traceback_later(max(5.0, timeout - 15.0))
     if share_gpu:  # several NCCL ranks on one GPU: each its own "host", NCCL over loopback sockets
         os.environ.update(NCCL_HOSTID=f"h{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
     if "nccl" in backend:
@@ -25,6 +28,7 @@ def _worker(rank, world, fn, init_file, result_dir, args, backend, share_gpu):
         err = ""
     except BaseException:  # noqa: BLE001 - reported to the parent
         err = traceback.format_exc()
+    faulthandler.cancel_dump_traceback_later()
     with open(os.path.join(result_dir, f"rank{rank}.txt"), "w") as f:
         f.write(err)
     dist.destroy_process_group()
@@ -35,7 +39,8 @@ def run_world(world: int, fn, *args, backend: str = "gloo", share_gpu: bool = Fa
     GPU r, or every rank GPU 0 when share_gpu (device-notes.md: NCCL_HOSTID per rank)."""
     with tempfile.TemporaryDirectory() as d:
         ctx = mp.start_processes(
-            _worker, args=(world, fn, os.path.join(d, "init"), d, args, backend, share_gpu), nprocs=world, join=False,
+            _worker, args=(world, fn, os.path.join(d, "init"), d, args, backend, share_gpu, timeout), nprocs=world,
+            join=False,
             start_method="spawn",
         )
         deadline = time.monotonic() + timeout

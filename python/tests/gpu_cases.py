@@ -29,6 +29,88 @@ def gpu_cases(rank, world, share_gpu):
     mlp_cases(rank, world, device)
     seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
     trace_on_gpu(rank, world, device)
+    kernels_under_ranges(rank, world, device)
+
+
+def kernels_under_ranges(rank, world, device):
+    """In a torch.profiler trace of one ring call (CPU and CUDA activity), every GEMM kernel was
+    launched inside a `collmm ... gemm` range and every NCCL kernel inside a `collmm ... sendrecv`
+    range (the launch's CPU time, found through the kernel's correlation id, within the range)."""
+    import json
+    import tempfile
+
+    from dist_util import block, seeded
+
+    group = torch.distributed.group.WORLD.group_name
+    a = seeded(70, 256 * world, 512)[block(256 * world, world, rank)].to(device)
+    b = seeded(71, 512, 256).to(device)
+    ag = torch.ops.collmm.fused_all_gather_matmul
+    ag(a, [b], 0, group, algo="ring")  # the plan, before the profile
+    torch.cuda.synchronize()
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with tempfile.TemporaryDirectory() as d:
+        with torch.profiler.profile(activities=acts) as prof:
+            ag(a, [b], 0, group, algo="ring")
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(f"{d}/trace.json")
+        events = json.load(open(f"{d}/trace.json"))["traceEvents"]
+    ranges = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("collmm ag_gemm ring step")]
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    assert ranges, "no collmm range in the profile"
+    assert kernels, "no kernel in the profile"
+
+    def kind(name):
+        low = name.lower()
+        return "sendrecv" if "nccl" in low else "gemm" if any(w in low for w in ("gemm", "cutlass", "xmma", "nvjet")) \
+            else None
+
+    checked, misplaced = 0, []
+    for k in kernels:
+        want = kind(k["name"])
+        launch = launches.get(k.get("args", {}).get("correlation"))
+        if want is None or launch is None:
+            continue
+        around = [r for r in ranges if r["ts"] <= launch["ts"] <= r["ts"] + r["dur"]]
+        if not any(r["name"].endswith(want) for r in around):
+            misplaced.append(f"{k['name'][:60]} ({want}) launched under {[r['name'] for r in around]}")
+        checked += 1
+    gemm_ranges = sum(r["name"].endswith("gemm") for r in ranges)
+    assert checked >= gemm_ranges, f"{checked} kernels matched to launches, {gemm_ranges} gemm ranges"
+    assert not misplaced, "kernels outside their ranges:\n" + "\n".join(misplaced)
+    if world > 1:
+        assert any(kind(k["name"]) == "sendrecv" for k in kernels), "no NCCL kernel in the profile"
+
+
+def compiled_case(rank, world, share_gpu):
+    """torch.compile(mode="reduce-overhead") of a function of both ops (CUDA graphs by inductor's
+    cudagraph trees) after one eager call of the shape: every call equals the eager op's, and
+    inductor skipped no CUDA graph."""
+    from torch._dynamo.utils import counters
+
+    from dist_util import block, seeded
+
+    device = torch.device("cuda", 0 if share_gpu else rank)
+    group = torch.distributed.group.WORLD.group_name
+    rows, k, n = 64 * world, 256, 128
+    b = seeded(81, k, n).to(device)
+    w = seeded(82, n * world, k)[block(n * world, world, rank)].to(device)
+
+    def step(a, b, w):
+        _, (h,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, return_A=False, algo="ring")
+        return torch.ops.collmm.fused_matmul_reduce_scatter(torch.relu(h), w, "sum", 0, group, algo="ring")
+
+    a0 = seeded(80, rows, k)[block(rows, world, rank)].to(device)
+    step(a0, b, w)  # the eager first call of each shape
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    for i in range(6):
+        a_i = seeded(90 + i, rows, k)[block(rows, world, rank)].to(device)
+        got = compiled(a_i, b, w).clone()
+        want = step(a_i, b, w)
+        assert torch.equal(got, want), f"call {i}: the compiled step differs from the eager one"
+    skips = dict(counters["inductor"])
+    assert not any("cudagraph_skips" in key and v for key, v in skips.items()), f"inductor skipped CUDA graphs: {skips}"
 
 
 def trace_on_gpu(rank, world, device):
@@ -165,13 +247,18 @@ def main() -> int:
     for w in (1, 2, 3, 4):
         runs.append((f"one GPU, NCCL, world {w}, CUDA graph capture",
                      lambda w=w: run_world(w, capture_case, True, backend="nccl", share_gpu=True, timeout=600)))
+    for w in (1, 2):
+        runs.append((f"one GPU, NCCL, world {w}, torch.compile reduce-overhead",
+                     lambda w=w: run_world(w, compiled_case, True, backend="nccl", share_gpu=True, timeout=300)))
     for w in (2, 4, 8):
         if torch.cuda.device_count() >= w:
             runs.append((f"{w} GPUs, NCCL", lambda w=w: run_world(w, gpu_cases, False, backend="nccl", timeout=900)))
             runs.append((f"{w} GPUs, NCCL, CUDA graph capture",
                          lambda w=w: run_world(w, capture_case, False, backend="nccl", timeout=600)))
-    only = os.environ.get("GPU_CASES")  # a part of the names: run those cases only
-    runs = [(name, run) for name, run in runs if not only or only in name]
+            runs.append((f"{w} GPUs, NCCL, torch.compile reduce-overhead",
+                         lambda w=w: run_world(w, compiled_case, False, backend="nccl", timeout=300)))
+    only = [part for part in os.environ.get("GPU_CASES", "").split("|") if part]  # parts of names: those cases only
+    runs = [(name, run) for name, run in runs if not only or any(part in name for part in only)]
     failed = 0
     for name, run in runs:
         try:

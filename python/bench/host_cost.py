@@ -1,0 +1,127 @@
+"""Where a call's host time goes: collmm's ops per algorithm beside the c10d calls they are made of.
+
+    torchrun --nproc-per-node P python/bench/host_cost.py [--device cpu|cuda [--share-gpu]] [--nccl-only]
+             [-m M -n N -k K] [--dtype bf16] [--iters I] [--profile]
+
+Every row is the median time (us) for a call to return to Python, of the slowest rank, in steady
+state (warmed up; on CUDA the device is kept busy behind the calls, never waited for between
+them, except every 10 calls so that the launch queue stays short). Rows:
+  c10d all_gather_into_tensor, reduce_scatter_tensor, one send + recv (batch_isend_irecv), matmul:
+                       the pieces the plain path and collmm's plans are made of
+  torch ag+mm / mm+rs  the plain path
+  collmm <op> <algo> check=<every|first>
+                       the op with each algorithm (ring with 2 pieces too) and each check
+--profile: a torch.profiler table of the host's time (self CPU) per function over 20 calls of the
+op with the ring, check first: what the call spends its host time on.
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import collmm
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+
+
+def host_us(fn, device, iters):
+    """Median host time of `fn` over `iters` calls, after 10 unmeasured ones."""
+    for _ in range(10):
+        fn()
+    us = []
+    for i in range(iters):
+        if device.type == "cuda" and i % 10 == 0:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        us.append((time.perf_counter() - t0) * 1e6)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return statistics.median(us)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    p.add_argument("-m", type=int, default=2048)
+    p.add_argument("-n", type=int, default=4096)
+    p.add_argument("-k", type=int, default=4096)
+    p.add_argument("--iters", type=int, default=100)
+    p.add_argument("--share-gpu", action="store_true", help="every rank on GPU 0 (NCCL_HOSTID per rank)")
+    p.add_argument("--nccl-only", action="store_true", help="init_process_group(\"nccl\") (else cpu:gloo,cuda:nccl)")
+    p.add_argument("--profile", action="store_true")
+    args = p.parse_args()
+    if args.device == "cuda":
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if args.share_gpu:
+            os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+        torch.cuda.set_device(0 if args.share_gpu else local_rank)
+        dist.init_process_group("nccl" if args.nccl_only else "cpu:gloo,cuda:nccl")
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        dist.init_process_group("gloo")
+        device = torch.device("cpu")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    m, n, k, dtype = args.m, args.n, args.k, DTYPES[args.dtype]
+    if m % world or n % world or k % world:
+        raise SystemExit(f"M, N and K must divide by P = {world}")
+    name = dist.group.WORLD.group_name
+    a_ag, b_ag = torch.randn(m // world, k, device=device, dtype=dtype), torch.randn(k, n // world, device=device,
+                                                                                       dtype=dtype)
+    a_rs, b_rs = torch.randn(m, k // world, device=device, dtype=dtype), torch.randn(k // world, n, device=device,
+                                                                                       dtype=dtype)
+    gathered = torch.empty(m, k, device=device, dtype=dtype)
+    scattered = torch.empty(m // world, n, device=device, dtype=dtype)
+    partial = a_rs @ b_rs
+    chunk, into = torch.randn(m // world, k, device=device, dtype=dtype), torch.empty(m // world, k, device=device,
+                                                                                       dtype=dtype)
+    peer = (rank + 1) % world, (rank - 1) % world
+
+    def sendrecv():
+        for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, chunk, peer[0]), dist.P2POp(dist.irecv, into, peer[1])]):
+            w.wait()
+
+    rows = [("c10d all_gather_into_tensor", lambda: dist.all_gather_into_tensor(gathered, a_ag)),
+            ("c10d reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(scattered, partial))]
+    if world > 1:
+        rows.append(("c10d send + recv (batch_isend_irecv)", sendrecv))
+    rows += [("matmul", lambda: gathered @ b_ag),
+             ("torch ag+mm", lambda: (dist.all_gather_into_tensor(gathered, a_ag), gathered @ b_ag)),
+             ("torch mm+rs", lambda: dist.reduce_scatter_tensor(scattered, a_rs @ b_rs))]
+    ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
+    for algo, pieces in [(a, 1) for a in collmm.ALGOS] + [("ring", 2)]:
+        label = algo + (f":pieces{pieces}" if pieces > 1 else "")
+        for check in ("every", "first"):
+            rows.append((f"collmm ag_gemm {label} check={check}", check,
+                         lambda algo=algo, pieces=pieces: ag(a_ag, [b_ag], 0, name, return_A=False, algo=algo,
+                                                             pieces=pieces)))
+            rows.append((f"collmm gemm_rs {label} check={check}", check,
+                         lambda algo=algo, pieces=pieces: rs(a_rs, b_rs, "sum", 0, name, algo=algo, pieces=pieces)))
+    if rank == 0:
+        print(f"# host_us per call: P = {world}, M N K = {m} {n} {k}, {args.dtype}, device {device}, group "
+              f"{dist.get_backend()}, torch {torch.__version__}")
+    for row in rows:
+        label, fn = row[0], row[-1]
+        collmm.set_check(row[1] if len(row) == 3 else "every")
+        t = torch.tensor([host_us(fn, device, args.iters)], dtype=torch.float64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            print(f"  {label:<44} {t.item():9.1f}", flush=True)
+    if args.profile:
+        collmm.set_check("first")
+        fn = lambda: ag(a_ag, [b_ag], 0, name, return_A=False, algo="ring")  # noqa: E731
+        host_us(fn, device, 10)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(20):
+                fn()
+        if rank == 0:
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
