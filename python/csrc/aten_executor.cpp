@@ -13,6 +13,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/version.h>
 #if defined(COLLMM_NVTX)
 #include <nvtx3/nvToolsExt.h>
 #endif
@@ -230,6 +231,11 @@ class AtenExecutor : public Executor {
     return plan_.problem.b_layout == BLayout::kn ? b : b.t();
   }
   bool coalesce() const { return device_.is_cuda(); }  // NCCL: a group's sends and receives in one ncclGroup
+  // NCCL has all_gather_into_tensor and reduce_scatter_tensor; gloo has both in the torch versions
+  // from 2.8 on (older ones: the collectives of a list of tensors).
+  bool one_tensor_collectives() const {
+    return device_.is_cuda() || TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8);
+  }
 
   Pending issue(const Step& s) {
     switch (s.kind) {
@@ -272,15 +278,34 @@ class AtenExecutor : public Executor {
     return rows;
   }
 
-  // Equal parts go straight into their rows; uneven ones through parts padded to the largest.
+  // The rows the parts cover, as one tensor, where they are equal and follow each other in one
+  // buffer in rank order (collmm's usual layout): the collective then runs on it directly.
+  std::optional<at::Tensor> one_tensor(const Step& s) {
+    const PartSize size = part_size(part_rows(s));
+    if (!one_tensor_collectives() || !size.equal || s.parts.empty()) return std::nullopt;
+    const Slice& first = s.parts.front();
+    for (size_t q = 0; q < s.parts.size(); ++q)
+      if (s.parts[q].buf != first.buf || s.parts[q].row != first.row + static_cast<int64_t>(q) * size.most)
+        return std::nullopt;
+    return tensors_.at(static_cast<size_t>(first.buf))
+        .narrow(0, first.row, size.most * static_cast<int64_t>(s.parts.size()));
+  }
+
+  // Equal parts go straight into their rows (on NCCL as one tensor: all_gather_into_tensor, no
+  // copies out of a flat buffer); uneven ones through parts padded to the largest.
   Pending allgather(const Step& s) {
+    Pending p;
+    if (std::optional<at::Tensor> all = one_tensor(s)) {
+      at::Tensor mine = rows(s.a);
+      p.works.push_back(gather_single(*group_, *all, mine, 0));
+      return p;
+    }
     const PartSize size = part_size(part_rows(s));
     const at::Tensor mine = rows(s.a);
     std::vector<at::Tensor> in{padded_rows(mine, size.most)};
     std::vector<std::vector<at::Tensor>> out(1);
     for (const Slice& q : s.parts)
       out[0].push_back(size.equal ? rows(q) : at::empty({size.most, mine.size(1)}, mine.options()));
-    Pending p;
     p.works.push_back(group_->allgather(out, in));
     if (!size.equal)
       p.finish = [this, parts = s.parts, out] {
@@ -290,12 +315,17 @@ class AtenExecutor : public Executor {
   }
 
   Pending reduce_scatter(const Step& s) {
+    Pending p;
+    if (std::optional<at::Tensor> all = one_tensor(s)) {  // reduce_scatter_tensor
+      at::Tensor mine = rows(s.out);
+      p.works.push_back(scatter_single(*group_, mine, *all, 0));
+      return p;
+    }
     const PartSize size = part_size(part_rows(s));
     std::vector<std::vector<at::Tensor>> in(1);
     for (const Slice& q : s.parts) in[0].push_back(padded_rows(rows(q), size.most));
     const at::Tensor mine = rows(s.out);
     std::vector<at::Tensor> out{size.equal ? mine : at::empty({size.most, mine.size(1)}, mine.options())};
-    Pending p;
     p.works.push_back(group_->reduce_scatter(out, in));
     if (!size.equal) p.finish = [mine, out] { mine.copy_(out[0].narrow(0, 0, mine.size(0))); };
     return p;

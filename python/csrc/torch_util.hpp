@@ -62,4 +62,24 @@ class PeerTags {
   std::map<int, int> sent_, received_;
 };
 
+// The one-tensor collectives (all_gather_into_tensor, reduce_scatter_tensor) under the name this
+// torch gives them: all_gather_single / reduce_scatter_single where it has them, else the older
+// _allgather_base / _reduce_scatter_base (deprecated aliases where the new names exist).
+template <class G>
+auto gather_single(G& group, at::Tensor& out, at::Tensor& in, int) -> decltype(group.all_gather_single(out, in)) {
+  return group.all_gather_single(out, in);
+}
+template <class G>
+auto gather_single(G& group, at::Tensor& out, at::Tensor& in, long) {
+  return group._allgather_base(out, in);
+}
+template <class G>
+auto scatter_single(G& group, at::Tensor& out, at::Tensor& in, int) -> decltype(group.reduce_scatter_single(out, in)) {
+  return group.reduce_scatter_single(out, in);
+}
+template <class G>
+auto scatter_single(G& group, at::Tensor& out, at::Tensor& in, long) {
+  return group._reduce_scatter_base(out, in);
+}
+
 }  // namespace collmm::torch_ext

@@ -47,7 +47,10 @@ def run_world(world: int, fn, *args, backend: str = "gloo", share_gpu: bool = Fa
         try:
             while not ctx.join(timeout=1.0):
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"world {world}: not done after {timeout} s (a rank hangs)")
+                    done = [f"rank {r}: " + (open(p).read() or "finished")
+                            for r, p in ((r, os.path.join(d, f"rank{r}.txt")) for r in range(world)) if os.path.exists(p)]
+                    raise AssertionError(f"world {world}: not done after {timeout} s (a rank hangs; every rank's "
+                                         f"stacks are on stderr)\n" + "\n".join(done))
         except mp.ProcessRaisedException as e:  # not expected: _worker catches
             raise AssertionError(str(e)) from None
         finally:

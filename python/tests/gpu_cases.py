@@ -246,7 +246,7 @@ def main() -> int:
                      lambda w=w: run_world(w, no_host_sync_case, True, backend="nccl", share_gpu=True)))
     for w in (1, 2, 3, 4):
         runs.append((f"one GPU, NCCL, world {w}, CUDA graph capture",
-                     lambda w=w: run_world(w, capture_case, True, backend="nccl", share_gpu=True, timeout=600)))
+                     lambda w=w: run_world(w, capture_case, True, backend="nccl", share_gpu=True, timeout=150)))
     for w in (1, 2):
         runs.append((f"one GPU, NCCL, world {w}, torch.compile reduce-overhead",
                      lambda w=w: run_world(w, compiled_case, True, backend="nccl", share_gpu=True, timeout=300)))

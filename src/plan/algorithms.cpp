@@ -60,7 +60,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .simulated_steps = ring_steps,
        .auto_stages = {0},
        .auto_merges = {2, 4},
-       .auto_pieces = {2, 4},
+       .auto_pieces = {2, 4, 8, 16},
        .alone_at_one_rank = true},
       {.algo = Algo::bidir,
        .name = "bidir",
@@ -74,7 +74,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .simulated_steps = bidir_steps,
        .auto_stages = {0},
        .auto_merges = {},
-       .auto_pieces = {2, 4},
+       .auto_pieces = {2, 4, 8, 16},
        .alone_at_one_rank = false},
   };
   return rows;

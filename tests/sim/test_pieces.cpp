@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/sim.hpp"
 #include "collmm/tuning.hpp"
 #include "sim_test_util.hpp"
@@ -82,13 +83,22 @@ TEST(Pieces, HostBedRowIsPredictedFasterInTwoPieces) {
   }
 }
 
-// auto lists the ring and bidir in 2 and 4 pieces where the edge chunk has the rows (and picks
-// one where t_gemm ~ t_comm); the tuning cache's JSON keeps pieces and refuses a bad count.
+// auto lists the ring and bidir in each of the table's pieces where the edge chunk has the rows
+// (and picks one where t_gemm ~ t_comm); the tuning cache's JSON keeps pieces and refuses a bad count.
 TEST(Pieces, AutoConsidersThemAndTheCacheKeepsThem) {
   const Choice c = choose(problem(Op::gemm_rs), Dtype::f32, balanced(Op::gemm_rs, 0, 2.5), nullptr);
-  int cut = 0;
+  int cut = 0, listed = 0;
   for (const Alternative& a : c.alternatives) cut += a.options.pieces > 1;
-  EXPECT_EQ(cut, 4);
+  for (const AlgoRow& row : algorithm_table())
+    for (int pieces : row.auto_pieces) {
+      listed += 1;
+      EXPECT_TRUE(
+          std::any_of(c.alternatives.begin(), c.alternatives.end(),
+                      [&](const Alternative& a) { return a.options.algo == row.algo && a.options.pieces == pieces; }))
+          << row.name << " in " << pieces << " pieces is not among auto's candidates";
+    }
+  EXPECT_EQ(cut, listed);
+  EXPECT_GE(listed, 4);
   EXPECT_GT(c.options.pieces, 1) << print(c);
   Problem small = problem(Op::ag_gemm);
   small.m = 3 * P;  // 3 rows a chunk: no 4 pieces, and bidir's halves have 1 row
