@@ -84,7 +84,7 @@ std::string LanePool::where() const {
 bool LanePool::inside_own_work() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const LaneState& s : state_)
-    if (s.step >= 0 && s.running && !is_comm(plan_.steps[static_cast<size_t>(s.step)].kind)) return true;
+    if (s.step >= 0 && s.running && !is_transfer(plan_.steps[static_cast<size_t>(s.step)].kind)) return true;
   return false;
 }
 

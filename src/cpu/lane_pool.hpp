@@ -17,7 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "collmm/executor.hpp"
+#include "collmm/plan.hpp"
+#include "collmm/rank_run.hpp"
 
 namespace collmm::cpu {
 
