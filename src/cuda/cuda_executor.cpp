@@ -328,10 +328,11 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
     launch_rank(0, filter);
     issue_us_ = since_us(t0);
   } else {  // -g G: one host thread per GPU, as nccl-tests does, made once
-    if (!issue_threads_) issue_threads_ = std::make_unique<IssueThreads>(static_cast<int>(ranks_.size()));
+    if (!issue_threads_) issue_threads_ = std::make_unique<WorkerPool>(static_cast<int>(ranks_.size()));
     // A rank that fails leaves its peers waiting in NCCL for it: abort every communicator at once.
-    const std::vector<double> walls =
-        issue_threads_->run_all([&](size_t i) { launch_rank(i, filter); }, [&] { abort_comms(); });
+    issue_threads_->start([&](int i) { launch_rank(static_cast<size_t>(i), filter); }, [&] { abort_comms(); });
+    issue_threads_->wait();
+    const std::vector<double>& walls = issue_threads_->wall_us();
     issue_us_ = *std::max_element(walls.begin(), walls.end());
   }
   wait_all();

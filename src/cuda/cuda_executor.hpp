@@ -20,8 +20,8 @@
 #include "collmm/executor.hpp"
 #include "collmm/played_peers.hpp"
 #include "host_link.hpp"
-#include "issue_threads.hpp"
 #include "rank_device.hpp"
+#include "worker_pool.hpp"
 
 namespace collmm::cuda {
 
@@ -96,7 +96,8 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   std::vector<int> origin_;
   size_t given_steps_ = 0;
   Dtype dtype_ = Dtype::f32;
-  std::unique_ptr<IssueThreads> issue_threads_;  // -g G: one per local rank, made at the first run
+  // -g G: the host threads that issue the ranks' steps, one per local rank, made at the first run.
+  std::unique_ptr<WorkerPool> issue_threads_;
   std::mutex abort_mutex_;
   bool comms_aborted_ = false;
 };
