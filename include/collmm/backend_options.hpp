@@ -20,12 +20,12 @@ enum class LinkCopy { engine, sm };
 enum class GemmAlgo { heuristic, timed };
 
 std::string to_string(Backend);
-std::string to_string(CudaTransport);
-std::string to_string(LinkCopy);
-std::string to_string(GemmAlgo);
 Backend parse_backend(const std::string&);
+std::string to_string(CudaTransport);
 CudaTransport parse_cuda_transport(const std::string&);
+std::string to_string(LinkCopy);
 LinkCopy parse_link_copy(const std::string&);
+std::string to_string(GemmAlgo);
 GemmAlgo parse_gemm_algo(const std::string&);
 
 // Settings the backends read; each ignores what is not its own.
