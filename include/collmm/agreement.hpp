@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "collmm/executor.hpp"
+#include "collmm/host_comm.hpp"
+#include "collmm/types.hpp"
 
 namespace collmm {
 

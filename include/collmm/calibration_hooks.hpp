@@ -1,10 +1,9 @@
 // collmm/calibration_hooks.hpp: what a backend may offer `collmm-bench --calibrate` beyond the
 // Executor interface: how its host threads issue the steps, and a way to time the device's own
 // work apart from that issue. A backend whose steps a host thread enqueues on a device (cuda)
-// implements this beside Executor; one whose lane threads run the steps themselves (cpu) does not.
+// implements this beside Executor and returns itself from Executor::calibration_hooks(); one whose
+// lane threads run the steps themselves (cpu) keeps that accessor's nullptr.
 #pragma once
-
-#include "collmm/executor.hpp"
 
 namespace collmm {
 
@@ -22,8 +21,5 @@ class CalibrationHooks {
   // graphs. Calibration times the device's own work this way, with the host's issue out of its way.
   virtual bool replay_graphs(bool on) = 0;
 };
-
-// The executor's calibration hooks, or nullptr where its backend has none.
-inline CalibrationHooks* calibration_hooks(Executor& ex) { return dynamic_cast<CalibrationHooks*>(&ex); }
 
 }  // namespace collmm

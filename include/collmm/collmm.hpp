@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "collmm/executor.hpp"
+#include "collmm/backends.hpp"
 #include "collmm/measured_choice.hpp"
 
 namespace collmm {

@@ -22,7 +22,7 @@
 #include <tuple>
 #include <vector>
 
-#include "collmm/executor.hpp"
+#include "collmm/host_comm.hpp"
 #include "collmm/tuning.hpp"
 
 namespace collmm {

@@ -5,7 +5,7 @@
 //   Overlap measure_overlap(const Timeline&);   // per rank and a job summary
 //
 // Per rank r: comm = the union of r's comm intervals (sendrecv, allgather, reduce_scatter, copy,
-// add: TimelineEvent::is_comm), gemm = the union of its GEMM intervals; hidden = |comm ∩ gemm|;
+// add: TimelineEvent::counts_as_comm), gemm = the union of its GEMM intervals; hidden = |comm ∩ gemm|;
 // fraction = hidden / |comm|. A rank with no comm time has fraction 0 (nothing was hidden) and is
 // left out of the summary; the summary's mean and min are over the ranks that have comm time (0
 // when none has).

@@ -43,7 +43,12 @@ struct Slice {
 
 enum class StepKind { gemm, copy, add, sendrecv, allgather, reduce_scatter };
 std::string to_string(StepKind);
-bool is_comm(StepKind);
+// Whether a step of this kind moves data between ranks: sendrecv, allgather, reduce_scatter.
+bool is_transfer(StepKind);
+// Whether a step of this kind is on the collective's side of the work, everything but a GEMM: the
+// transfers, and the copies and adds that go with them. What the timeline's comm rows, the
+// overlap metric's comm time and StepFilter::comm_only count as comm.
+bool counts_as_comm(StepKind);
 
 struct Transfer {
   int peer = -1;

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "collmm/executor.hpp"
+#include "collmm/plan.hpp"
+#include "collmm/rank_run.hpp"
 
 namespace collmm {
 
@@ -17,7 +18,7 @@ struct TimelineEvent {
   int index = -1;  // the algorithm's step or stage
   int chunk = -1;
   double start_us = 0, end_us = 0;
-  bool is_comm() const { return collmm::is_comm(kind) || kind == StepKind::copy || kind == StepKind::add; }
+  bool counts_as_comm() const { return collmm::counts_as_comm(kind); }
 };
 
 struct Timeline {

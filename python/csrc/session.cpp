@@ -15,12 +15,12 @@
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
 #include "aten_executor.hpp"
+#include "blas_gemm.hpp"
 #include "c10d_transport.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/agreement.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/tuning.hpp"
-#include "gemm_engine.hpp"
 #include "host_executor.hpp"
 #include "trace.hpp"
 

@@ -45,7 +45,7 @@ CallFigures figures(const Timeline& t) {
   for (const TimelineEvent& e : t.events) {
     f.time_us = std::max(f.time_us, e.end_us);
     auto& [gemm, comm] = per_rank[e.rank];
-    (e.is_comm() ? comm : gemm).emplace_back(e.start_us, e.end_us);
+    (e.counts_as_comm() ? comm : gemm).emplace_back(e.start_us, e.end_us);
   }
   for (auto& [rank, lanes] : per_rank) {
     f.t_gemm_us += length(interval_union(lanes.first)) / static_cast<double>(per_rank.size());

@@ -55,7 +55,7 @@ std::vector<std::string> replay_alone(const std::vector<Plan>& plans, int rank, 
     const Step& s = plan.steps[i];
     const int step = static_cast<int>(i);
     if (s.kind != StepKind::sendrecv) {
-      if (is_comm(s.kind))
+      if (is_transfer(s.kind))
         errors.push_back(where(plan, step) + ": a collective; lower it first");
       else
         flow.run_local(rank, step);

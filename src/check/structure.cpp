@@ -70,7 +70,7 @@ struct StepCheck {
       fail("a " + to_string(s.kind) + " step carries collective parts", true);
     // MPI and NCCL match transfers (and collectives) in the order a rank posts them; that is
     // list order, which the matching assumes, only when one lane posts them all.
-    if (is_comm(s.kind) && s.lane != 0) fail("comm step on lane " + std::to_string(s.lane) + ", not lane 0");
+    if (is_transfer(s.kind) && s.lane != 0) fail("comm step on lane " + std::to_string(s.lane) + ", not lane 0");
     const int P = plan.problem.world;
     switch (s.kind) {
       case StepKind::gemm: {

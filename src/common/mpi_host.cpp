@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "collmm/types.hpp"
 #include "fault_point.hpp"
 
 namespace collmm {

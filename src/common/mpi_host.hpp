@@ -8,7 +8,7 @@
 
 #include <mpi.h>
 
-#include "collmm/executor.hpp"
+#include "collmm/host_comm.hpp"
 #include "deadline.hpp"
 
 namespace collmm {

@@ -15,13 +15,13 @@
 
 #include <sched.h>
 
+#include "blas_gemm.hpp"
 #include "buffers.hpp"
 #include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
 #include "collmm/executor.hpp"
 #include "collmm/memory.hpp"
 #include "deadline.hpp"
-#include "gemm_engine.hpp"
 #include "host_executor.hpp"
 #include "lane_pool.hpp"
 

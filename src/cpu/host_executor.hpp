@@ -1,11 +1,12 @@
 // host_executor.hpp: the cpu backend's Executor, made from the pieces a process brings: a HostComm
 // for the agreement checks (and to end the job when a run hangs) and a Transport for the plan's
-// comm steps. GEMMs run on OpenBLAS (gemm_engine.hpp) with the thread count already set; buffers
+// comm steps. GEMMs run on OpenBLAS (blas_gemm.hpp) with the thread count already set; buffers
 // are host memory, the executor's own or the caller's (Executor::bind).
 #pragma once
 
 #include <memory>
 
+#include "collmm/backend_options.hpp"
 #include "collmm/executor.hpp"
 #include "transport.hpp"
 

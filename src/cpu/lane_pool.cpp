@@ -17,7 +17,8 @@ LanePool::LanePool(const Plan& plan, StepFn run_step)
     : plan_(plan),
       run_step_(std::move(run_step)),
       lane_steps_(static_cast<size_t>(plan.lanes)),
-      state_(static_cast<size_t>(plan.lanes)) {
+      state_(static_cast<size_t>(plan.lanes)),
+      lanes_(plan.lanes) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
     if (s.lane < 0 || s.lane >= plan.lanes)
@@ -29,16 +30,6 @@ LanePool::LanePool(const Plan& plan, StepFn run_step)
                                  ", which is not an earlier step");
     lane_steps_[static_cast<size_t>(s.lane)].push_back(static_cast<int>(i));
   }
-  for (int lane = 0; lane < plan.lanes; ++lane) threads_.emplace_back([this, lane] { lane_main(lane); });
-}
-
-LanePool::~LanePool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
 }
 
 void LanePool::start(Clock::time_point t0, std::vector<bool> skip) {
@@ -48,22 +39,14 @@ void LanePool::start(Clock::time_point t0, std::vector<bool> skip) {
     skip_.resize(plan_.steps.size(), false);
     done_.assign(plan_.steps.size(), 0);
     times_.assign(plan_.steps.size(), StepTime{});
-    finished_lanes_ = 0;
     failed_ = false;
-    error_ = nullptr;
     total_us_ = 0;
     t0_ = t0;
-    ++generation_;
   }
-  cv_.notify_all();
+  lanes_.start([this](int lane) { run_lane(lane); });
 }
 
-bool LanePool::wait_until(Clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!cv_.wait_until(lock, deadline, [&] { return finished_lanes_ == plan_.lanes; })) return false;
-  if (error_) std::rethrow_exception(error_);
-  return true;
-}
+bool LanePool::wait_until(Clock::time_point deadline) { return lanes_.wait_until(deadline); }
 
 std::string LanePool::where() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -84,28 +67,15 @@ std::string LanePool::where() const {
 bool LanePool::inside_own_work() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const LaneState& s : state_)
-    if (s.step >= 0 && s.running && !is_comm(plan_.steps[static_cast<size_t>(s.step)].kind)) return true;
+    if (s.step >= 0 && s.running && !is_transfer(plan_.steps[static_cast<size_t>(s.step)].kind)) return true;
   return false;
 }
 
-void LanePool::lane_main(int lane) {
-  long seen = 0;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-    }
-    run_lane_steps(lane);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      state_[static_cast<size_t>(lane)] = LaneState{};
-      total_us_ = std::max(total_us_, us_since(t0_));
-      ++finished_lanes_;
-    }
-    cv_.notify_all();
-  }
+void LanePool::run_lane(int lane) {
+  run_lane_steps(lane);
+  std::lock_guard<std::mutex> lock(mutex_);
+  state_[static_cast<size_t>(lane)] = LaneState{};
+  total_us_ = std::max(total_us_, us_since(t0_));
 }
 
 bool LanePool::run_lane_steps(int lane) {
@@ -129,12 +99,14 @@ bool LanePool::run_lane_steps(int lane) {
     const double start = us_since(t0_);
     try {
       run_step_(step);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
-      failed_ = true;
+    } catch (...) {  // the other lanes stop at their next wait; the pool rethrows the first error
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        failed_ = true;
+        state_[static_cast<size_t>(lane)] = LaneState{};
+      }
       cv_.notify_all();
-      return false;
+      throw;
     }
     const double end = us_since(t0_);
     {

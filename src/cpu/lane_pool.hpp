@@ -1,7 +1,7 @@
-// lane_pool.hpp: lanes as threads. One persistent thread per lane of a Plan; in each iteration a
-// lane runs its steps in list order, each after the steps in its `waits` are done (done flags and a
-// condition variable), and times them with the steady clock. The pool knows nothing of BLAS or MPI:
-// it calls back for every step it runs.
+// lane_pool.hpp: lanes as threads. One persistent thread per lane of a Plan (a WorkerPool whose
+// rounds are the iterations); in each iteration a lane runs its steps in list order, each after
+// the steps in its `waits` are done (done flags and a condition variable), and times them with the
+// steady clock. The pool knows nothing of BLAS or MPI: it calls back for every step it runs.
 //
 //   main:    start(t0, skip) ──────────────── wait_until(deadline) ── times()
 //   lane 0:       | comm 0 |  | comm 1 |  | add |
@@ -10,14 +10,14 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "collmm/executor.hpp"
+#include "collmm/plan.hpp"
+#include "collmm/rank_run.hpp"
+#include "worker_pool.hpp"
 
 namespace collmm::cpu {
 
@@ -28,7 +28,6 @@ class LanePool {
 
   // Starts plan.lanes threads; `plan` must outlive the pool.
   LanePool(const Plan& plan, StepFn run_step);
-  ~LanePool();  // stops and joins the threads (after the current iteration, if one runs)
   LanePool(const LanePool&) = delete;
   LanePool& operator=(const LanePool&) = delete;
 
@@ -47,22 +46,18 @@ class LanePool {
   bool inside_own_work() const;
 
  private:
-  void lane_main(int lane);
-  bool run_lane_steps(int lane);  // false when the iteration failed
+  void run_lane(int lane);        // one iteration of one lane
+  bool run_lane_steps(int lane);  // false when another lane failed; throws what its own step threw
 
   const Plan& plan_;
   StepFn run_step_;
   std::vector<std::vector<int>> lane_steps_;  // step indices of each lane, in list order
 
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // the steps' state below; the lanes' rounds are the workers'
   std::condition_variable cv_;
-  bool stop_ = false;
-  long generation_ = 0;  // bumped by start()
   std::vector<bool> skip_;
   std::vector<char> done_;
-  int finished_lanes_ = 0;
   bool failed_ = false;
-  std::exception_ptr error_;
   struct LaneState {
     int step = -1;
     bool running = false;
@@ -71,7 +66,7 @@ class LanePool {
   Clock::time_point t0_;
   std::vector<StepTime> times_;
   double total_us_ = 0;
-  std::vector<std::thread> threads_;
+  WorkerPool lanes_;  // last: its threads go first, before the state they use
 };
 
 }  // namespace collmm::cpu

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <string>
 
+#include "collmm/backends.hpp"
 #include "cuda_check.hpp"
 #include "cuda_executor.hpp"
 #include "deadline.hpp"
@@ -100,43 +101,38 @@ std::unique_ptr<Executor> make_cuda_executor(const BackendOptions& o, int, char*
   s.engine.gemm_sms = o.gemm_sms;
   s.engine.sm_margin = o.sm_margin;
   s.graph = o.graph;
-  if (o.gemm_algo != "heuristic" && o.gemm_algo != "timed")
-    throw UsageError("--gemm-algo must be heuristic or timed, got '" + o.gemm_algo + "'");
-  s.engine.algo_choice = o.gemm_algo == "timed" ? cuda::AlgoChoice::timed : cuda::AlgoChoice::heuristic;
+  s.engine.algo_choice = o.gemm_algo;
   s.timeout_s = o.timeout_s;
   s.engine.comm_high_priority = o.comm_priority;
   if (o.gemm_sms < 0 || o.sm_margin < 0) throw UsageError("--gemm-sms and --sm-margin must be >= 0");
   if (o.nccl_min_ctas < 0 || o.nccl_max_ctas < 0 || (o.nccl_max_ctas > 0 && o.nccl_min_ctas > o.nccl_max_ctas))
     throw UsageError("NCCL CTA bounds: need 0 <= min <= max");
 
-  if (o.transport == "local") {
+  if (o.transport == CudaTransport::local) {
     if (o.world < 1) throw UsageError("--transport local needs the number of ranks to emulate (world >= 1)");
-    s.transport = cuda::Transport::local;
+    s.transport = CudaTransport::local;
     s.world = o.world;
     for (int r = 0; r < o.world; ++r) s.ranks.push_back(r), s.devices.push_back(r % gpus);
     s.host = make_single_process_comm();
     return std::make_unique<cuda::CudaExecutor>(std::move(s));
   }
-  if (o.transport == "host") {
+  if (o.transport == CudaTransport::host) {
     if (o.world < 1) throw UsageError("--transport host needs the job's size: --world P (P >= 1)");
     if (o.rank < 0 || o.rank >= o.world)
       throw UsageError("--transport host: --rank " + std::to_string(o.rank) + " is not a rank of --world " +
                        std::to_string(o.world));
-    if (o.link_copy != "engine" && o.link_copy != "sm")
-      throw UsageError("--link-copy must be engine or sm, got '" + o.link_copy + "'");
-    s.transport = cuda::Transport::host;
-    s.link_copy = o.link_copy == "sm" ? cuda::LinkCopy::sm : cuda::LinkCopy::engine;
+    s.transport = CudaTransport::host;
+    s.link_copy = o.link_copy;
     s.world = o.world;
     s.ranks = {o.rank};
     s.devices = {0};
     s.host = make_single_process_comm();
     return std::make_unique<cuda::CudaExecutor>(std::move(s));
   }
-  if (o.link_copy != "engine") throw UsageError("--link-copy applies to --transport host only");
+  if (o.link_copy != LinkCopy::engine) throw UsageError("--link-copy applies to --transport host only");
   if (o.rank != 0)
     throw UsageError("--rank applies to --transport host only (other transports take the rank from the launcher)");
-  if (o.transport != "nccl") throw UsageError("--transport must be nccl, local or host, got '" + o.transport + "'");
-  s.transport = cuda::Transport::nccl;
+  s.transport = CudaTransport::nccl;
 
   if (o.gpus > 0 || (!launched_by_mpi() && !env("RANK"))) {  // -g G (or one GPU), maybe under mpirun
     const int G = o.gpus > 0 ? o.gpus : 1;

@@ -44,13 +44,13 @@ bool CudaExecutor::supports(Dtype d) const {
 GemmLibrary CudaExecutor::gemm_library() const { return GemmLibrary::cublaslt; }
 
 std::string CudaExecutor::timing_note() const {
-  if (s_.transport == Transport::host)
+  if (s_.transport == CudaTransport::host)
     return "--transport host: one GPU rank (rank " + std::to_string(s_.ranks[0]) + " of " + std::to_string(s_.world) +
            "), its peers played by pinned host memory; the link is PCIe, " +
            (s_.link_copy == LinkCopy::engine ? "copy engines" : "an SM copy kernel") +
            " (sends device->host and receives host->device at once); a receive starts no earlier than this rank's "
            "own send of the same step; collectives run as rings";
-  if (s_.transport != Transport::local) return {};
+  if (s_.transport != CudaTransport::local) return {};
   const std::set<int> gpus(s_.devices.begin(), s_.devices.end());
   std::string note = "--transport local: " + std::to_string(s_.world) + " ranks emulated in one process on " +
                      std::to_string(gpus.size()) + " GPU(s), issued by one host thread";
@@ -100,8 +100,8 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
   link_.reset();
   ranks_.clear();
   dtype_ = dtype;
-  if (s_.transport == Transport::host) return prepare_host(plans[0], dtype);
-  if (s_.transport == Transport::local) {  // emulated ranks on several GPUs read each other's memory
+  if (s_.transport == CudaTransport::host) return prepare_host(plans[0], dtype);
+  if (s_.transport == CudaTransport::local) {  // emulated ranks on several GPUs read each other's memory
     const std::set<int> gpus(s_.devices.begin(), s_.devices.end());
     for (int a : gpus)
       for (int b : gpus) {
@@ -120,7 +120,7 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
   }
   for (size_t i = 0; i < plans.size(); ++i) {
     ranks_.push_back(std::make_unique<RankDevice>(s_.devices[i], plans[i], dtype, s_.engine));
-    if (s_.transport == Transport::nccl) ranks_.back()->reserve_scratch(nccl_scratch_bytes(*ranks_.back()));
+    if (s_.transport == CudaTransport::nccl) ranks_.back()->reserve_scratch(nccl_scratch_bytes(*ranks_.back()));
   }
 }
 
@@ -205,12 +205,12 @@ void CudaExecutor::issue_rank(size_t i) {
   for (size_t j = 0; j < steps.size(); ++j) {
     const int step = static_cast<int>(j);
     if (r.skipped(step)) continue;
-    if (!is_comm(steps[j].kind)) {
+    if (!is_transfer(steps[j].kind)) {
       r.issue_local_step(step);
       continue;
     }
     r.open_step(step);
-    if (s_.transport == Transport::host)
+    if (s_.transport == CudaTransport::host)
       link_->issue(step);
     else
       issue_nccl_step(r, s_.comms[i], step);
@@ -321,17 +321,18 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
   const auto t0 = std::chrono::steady_clock::now();
-  if (s_.transport == Transport::local) {
+  if (s_.transport == CudaTransport::local) {
     launch_local(filter);
     issue_us_ = since_us(t0);
   } else if (ranks_.size() == 1) {
     launch_rank(0, filter);
     issue_us_ = since_us(t0);
   } else {  // -g G: one host thread per GPU, as nccl-tests does, made once
-    if (!issue_threads_) issue_threads_ = std::make_unique<IssueThreads>(static_cast<int>(ranks_.size()));
+    if (!issue_threads_) issue_threads_ = std::make_unique<WorkerPool>(static_cast<int>(ranks_.size()));
     // A rank that fails leaves its peers waiting in NCCL for it: abort every communicator at once.
-    const std::vector<double> walls =
-        issue_threads_->run_all([&](size_t i) { launch_rank(i, filter); }, [&] { abort_comms(); });
+    issue_threads_->start([&](int i) { launch_rank(static_cast<size_t>(i), filter); }, [&] { abort_comms(); });
+    issue_threads_->wait();
+    const std::vector<double>& walls = issue_threads_->wall_us();
     issue_us_ = *std::max_element(walls.begin(), walls.end());
   }
   wait_all();

@@ -15,19 +15,19 @@
 #include <mutex>
 #include <vector>
 
+#include "collmm/backend_options.hpp"
 #include "collmm/calibration_hooks.hpp"
 #include "collmm/executor.hpp"
+#include "collmm/played_peers.hpp"
 #include "host_link.hpp"
-#include "issue_threads.hpp"
 #include "rank_device.hpp"
+#include "worker_pool.hpp"
 
 namespace collmm::cuda {
 
-enum class Transport { nccl, local, host };
-
 // What the bootstrap found: who this process is and which GPUs and communicators it holds.
 struct CudaSetup {
-  Transport transport = Transport::nccl;
+  CudaTransport transport = CudaTransport::nccl;
   int world = 1;
   std::vector<int> ranks;         // ranks driven here, ascending
   std::vector<int> devices;       // GPU of each
@@ -54,14 +54,15 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   GemmLibrary gemm_library() const override;
   std::string timing_note() const override;
   // CalibrationHooks
-  bool single_issuer() const override { return s_.transport == Transport::local; }
+  bool single_issuer() const override { return s_.transport == CudaTransport::local; }
   double last_issue_us() const override { return issue_us_; }
   bool replay_graphs(bool on) override {
     s_.graph = on;
     return true;
   }
 
-  PlayedPeers* played_peers() override { return s_.transport == Transport::host ? this : nullptr; }
+  CalibrationHooks* calibration_hooks() override { return this; }
+  PlayedPeers* played_peers() override { return s_.transport == CudaTransport::host ? this : nullptr; }
   void stage(uint64_t seed) override;
   Comparison check_sent() override;
 
@@ -95,7 +96,8 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   std::vector<int> origin_;
   size_t given_steps_ = 0;
   Dtype dtype_ = Dtype::f32;
-  std::unique_ptr<IssueThreads> issue_threads_;  // -g G: one per local rank, made at the first run
+  // -g G: the host threads that issue the ranks' steps, one per local rank, made at the first run.
+  std::unique_ptr<WorkerPool> issue_threads_;
   std::mutex abort_mutex_;
   bool comms_aborted_ = false;
 };

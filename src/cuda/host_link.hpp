@@ -21,13 +21,12 @@
 #include <map>
 #include <vector>
 
+#include "collmm/backend_options.hpp"
 #include "collmm/data.hpp"
 #include "peer_inputs.hpp"
 #include "rank_device.hpp"
 
 namespace collmm::cuda {
-
-enum class LinkCopy { engine, sm };
 
 // Pinned host memory kept across cases (pinning is slow): grows, never shrinks.
 class PinnedArena {

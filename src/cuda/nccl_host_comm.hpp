@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "collmm/executor.hpp"
+#include "collmm/host_comm.hpp"
 
 namespace collmm::cuda {
 

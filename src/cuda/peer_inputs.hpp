@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "gemm_engine.hpp"
+#include "lt_gemm.hpp"
 #include "peer_traffic.hpp"
 
 namespace collmm::cuda {

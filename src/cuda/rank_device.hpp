@@ -10,8 +10,10 @@
 #include <memory>
 #include <vector>
 
-#include "collmm/executor.hpp"
-#include "gemm_engine.hpp"
+#include "collmm/plan.hpp"
+#include "collmm/rank_run.hpp"
+#include "collmm/step_filter.hpp"
+#include "lt_gemm.hpp"
 
 namespace collmm::cuda {
 
@@ -29,7 +31,7 @@ struct EngineSettings {
   int gemm_sms = 0;   // SM count target for GEMMs; 0: all
   int sm_margin = 0;  // or leave this many SMs free
   size_t workspace_bytes = size_t(32) << 20;
-  AlgoChoice algo_choice = AlgoChoice::heuristic;
+  GemmAlgo algo_choice = GemmAlgo::heuristic;
   bool comm_high_priority = false;  // lane 0 (comm, copies, adds) at the device's highest stream priority
 };
 

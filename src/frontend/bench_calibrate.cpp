@@ -66,7 +66,7 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
 // rank), fitted by fit_issue. The largest over the processes. {0, 0} when the backend does not
 // enqueue its steps (cpu).
 HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& out, bool printer) {
-  CalibrationHooks* hooks = calibration_hooks(ex);
+  CalibrationHooks* hooks = ex.calibration_hooks();
   if (!hooks) return {};  // the same backend on every process: all return here
   std::vector<IssueSample> samples;
   for (Op op : o.ops)
@@ -211,7 +211,7 @@ CalibrationSpec build_spec(Executor& ex, const BenchOptions& o) {
   spec.base = profile_for(o, ex.gemm_library());
   spec.name = "calibrated-" + ex.backend() + "-P" + std::to_string(world);
   spec.dtype = o.dtype;
-  CalibrationHooks* hooks = calibration_hooks(ex);
+  CalibrationHooks* hooks = ex.calibration_hooks();
   spec.shared_issuer = hooks && hooks->single_issuer();
   std::set<GemmShape> shapes = bench_gemm_shapes(o, world);
   // The standard shapes fill the rate table between the bench's own, but none larger than the
@@ -257,7 +257,7 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
   // The device's own times: replayed graphs where the backend has them (the host's issue is then
   // out of the way, and taking the issue lead off a step-by-step run misses how much of the
   // device's work ran under the issue), else the step-by-step times less the issue lead.
-  CalibrationHooks* hooks = calibration_hooks(ex);
+  CalibrationHooks* hooks = ex.calibration_hooks();
   const bool replay = issue_h > 0 && hooks->replay_graphs(true);
   if (printer && issue_h > 0)
     out << (replay ? line("#   the times below are the device's own: replayed CUDA graphs (host issue %.2f us per "

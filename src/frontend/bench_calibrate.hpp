@@ -6,6 +6,7 @@
 
 #include "bench_options.hpp"
 #include "collmm/cost_model.hpp"
+#include "collmm/executor.hpp"
 
 namespace collmm {
 

@@ -15,6 +15,7 @@
 
 #include "chrome_trace.hpp"
 #include "collmm/element_types.hpp"
+#include "collmm/played_peers.hpp"
 #include "npy.hpp"
 
 namespace collmm {

@@ -11,6 +11,7 @@
 
 #include "bench_options.hpp"
 #include "collmm/data.hpp"
+#include "collmm/executor.hpp"
 #include "collmm/overlap.hpp"
 #include "collmm/timeline.hpp"
 

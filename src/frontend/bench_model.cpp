@@ -12,8 +12,8 @@
 namespace collmm {
 
 std::string default_profile_name(const BackendOptions& b) {
-  if (b.backend != "cuda") return "cpu-2core";
-  return b.transport == "host" ? "h200-host" : "h200-nvlink";
+  if (b.backend != Backend::cuda) return "cpu-2core";
+  return b.transport == CudaTransport::host ? "h200-host" : "h200-nvlink";
 }
 
 Profile profile_for(const BenchOptions& o, GemmLibrary library) {

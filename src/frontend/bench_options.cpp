@@ -18,7 +18,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
   auto op_name = [](Op x) { return to_string(x); };
   auto algo_name = [](Algo x) { return to_string(x); };
   std::vector<std::pair<std::string, std::string>> keys{
-      {"backend", b.backend},
+      {"backend", to_string(b.backend)},
       {"op", join(o.ops, op_name)},
       {"algo", join(algos_to_run(o), algo_name) + (o.algo_auto ? "auto" : "")},
       {"M", std::to_string(o.m)},
@@ -35,11 +35,11 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"profile", o.profile},
       {"calibrate", o.calibrate_path.empty() ? "no" : "yes"},
       {"timeout", std::to_string(b.timeout_s)},
-      {"transport", b.transport},
+      {"transport", to_string(b.transport)},
       {"gpus", std::to_string(b.gpus)},
       {"world", std::to_string(b.world)},
       {"rank", std::to_string(b.rank)},
-      {"link-copy", b.link_copy},
+      {"link-copy", to_string(b.link_copy)},
       {"comm-priority", b.comm_priority ? "yes" : "no"},
       {"gemm-sms", std::to_string(b.gemm_sms)},
       {"sm-margin", std::to_string(b.sm_margin)},

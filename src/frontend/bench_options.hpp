@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "collmm/executor.hpp"
+#include "collmm/backend_options.hpp"
 #include "collmm/measured_choice.hpp"
 
 namespace collmm {

@@ -38,7 +38,7 @@ class Walk {
     while (!finished(r)) {
       if (t_.skipped(at(r))) {
         ++cur_[r];
-      } else if (!is_comm(t_.kind(at(r)))) {
+      } else if (!is_transfer(t_.kind(at(r)))) {
         t_.issue_local(at(r));
         ++cur_[r];
       } else {
@@ -81,7 +81,7 @@ class Walk {
   bool try_collective(StepKind k) {
     for (int q = 0; q < P_; ++q)
       if (!standing_at(q, k)) {
-        if (!finished(q) && is_comm(t_.kind(at(q))) && t_.kind(at(q)) != StepKind::sendrecv && !t_.skipped(at(q)))
+        if (!finished(q) && is_transfer(t_.kind(at(q))) && t_.kind(at(q)) != StepKind::sendrecv && !t_.skipped(at(q)))
           throw std::runtime_error(who_ + ": ranks disagree on the next collective (" + where() + ")");
         return false;
       }

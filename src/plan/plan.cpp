@@ -30,9 +30,11 @@ std::string to_string(StepKind k) {
   return "?";
 }
 
-bool is_comm(StepKind k) {
+bool is_transfer(StepKind k) {
   return k == StepKind::sendrecv || k == StepKind::allgather || k == StepKind::reduce_scatter;
 }
+
+bool counts_as_comm(StepKind k) { return k != StepKind::gemm; }
 
 bool only_fills_output(const Plan& plan, int i) {
   const Step& c = plan.steps.at(static_cast<size_t>(i));

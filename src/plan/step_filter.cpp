@@ -4,8 +4,8 @@
 namespace collmm {
 
 bool skips(StepFilter filter, StepKind kind) {
-  const bool gemm = kind == StepKind::gemm;  // copies and adds go with the comm
-  return (filter == StepFilter::gemm_only && !gemm) || (filter == StepFilter::comm_only && gemm);
+  const bool comm = counts_as_comm(kind);  // copies and adds go with the comm
+  return (filter == StepFilter::gemm_only && comm) || (filter == StepFilter::comm_only && !comm);
 }
 
 }  // namespace collmm

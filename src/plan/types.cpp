@@ -8,28 +8,13 @@
 
 #include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
+#include "enum_names.hpp"
 
 namespace collmm {
 namespace {
 
 template <class E>
-struct Names {
-  std::vector<std::pair<E, const char*>> items;
-  std::string name(E e) const {
-    for (auto& [v, s] : items)
-      if (v == e) return s;
-    return "?";
-  }
-  E parse(const std::string& s, const char* what) const {
-    for (auto& [v, n] : items)
-      if (s == n) return v;
-    std::ostringstream msg;
-    msg << "unknown " << what << " '" << s << "' (expected one of:";
-    for (auto& [v, n] : items) msg << ' ' << n;
-    msg << ')';
-    throw UsageError(msg.str());
-  }
-};
+using Names = EnumNames<E>;
 
 const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}}};
 // The algorithms' names are their table's (collmm/algorithms.hpp).

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "collmm/cost_model.hpp"
-#include "collmm/executor.hpp"
+#include "collmm/rank_run.hpp"
+#include "collmm/step_filter.hpp"
 #include "collmm/timeline.hpp"
 
 namespace collmm::sim {

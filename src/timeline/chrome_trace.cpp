@@ -65,7 +65,7 @@ json chrome_trace(const std::vector<Timeline>& cases) {
     double end = 0;
     for (const TimelineEvent& e : t.events) {
       events.push_back({{"name", event_name(t.op, t.algo, e)},
-                        {"cat", e.is_comm() ? "comm" : "gemm"},
+                        {"cat", e.counts_as_comm() ? "comm" : "gemm"},
                         {"ph", "X"},
                         {"pid", e.rank},
                         {"tid", e.lane},

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "collmm/host_comm.hpp"
 #include "collmm/timeline.hpp"
 
 namespace collmm {

@@ -44,7 +44,7 @@ Overlap measure_overlap(const Timeline& t) {
   std::map<int, std::pair<Intervals, Intervals>> by_rank;  // rank -> (comm, gemm)
   for (const TimelineEvent& e : t.events) {
     auto& [comm, gemm] = by_rank[e.rank];
-    (e.is_comm() ? comm : gemm).push_back({e.start_us, e.end_us});
+    (e.counts_as_comm() ? comm : gemm).push_back({e.start_us, e.end_us});
   }
   Overlap o;
   double sum = 0;

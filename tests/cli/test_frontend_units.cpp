@@ -11,6 +11,7 @@
 #include "bench_model.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/agreement.hpp"
+#include "collmm/backends.hpp"
 #include "collmm/data.hpp"
 #include "collmm/sim.hpp"
 #include "harness.hpp"
@@ -299,13 +300,24 @@ TEST(ProfileFor, TakesTheExecutorsGemmLibrary) {
 }
 
 TEST(MakeExecutor, UnknownBackendIsAUsageError) {
+  EXPECT_THROW(parse_backend("tpu"), UsageError);
   BackendOptions o;
-  o.backend = "tpu";
-  EXPECT_THROW(make_executor(o, 0, nullptr), UsageError);
   if (!have_cuda_backend()) {
-    o.backend = "cuda";
+    o.backend = Backend::cuda;
     EXPECT_THROW(make_executor(o, 0, nullptr), UsageError);
   }
+}
+
+TEST(BackendOptions, EveryNameReadsBackAndOthersAreUsageErrors) {
+  for (Backend v : {Backend::cpu, Backend::cuda}) EXPECT_EQ(parse_backend(to_string(v)), v);
+  for (CudaTransport v : {CudaTransport::nccl, CudaTransport::local, CudaTransport::host})
+    EXPECT_EQ(parse_cuda_transport(to_string(v)), v);
+  for (LinkCopy v : {LinkCopy::engine, LinkCopy::sm}) EXPECT_EQ(parse_link_copy(to_string(v)), v);
+  for (GemmAlgo v : {GemmAlgo::heuristic, GemmAlgo::timed}) EXPECT_EQ(parse_gemm_algo(to_string(v)), v);
+  EXPECT_EQ(to_string(CudaTransport::host), "host");
+  EXPECT_THROW(parse_cuda_transport("mpi"), UsageError);
+  EXPECT_THROW(parse_link_copy("dma"), UsageError);
+  EXPECT_THROW(parse_gemm_algo("fastest"), UsageError);
 }
 
 }  // namespace

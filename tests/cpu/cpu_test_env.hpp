@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "collmm/backends.hpp"
 #include "collmm/data.hpp"
-#include "collmm/executor.hpp"
 
 namespace collmm::cpu_test {
 

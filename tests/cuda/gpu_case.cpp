@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "collmm/data.hpp"
+#include "collmm/played_peers.hpp"
 
 namespace collmm::test {
 

@@ -8,8 +8,8 @@
 
 #include "collmm/data.hpp"
 #include "cuda_check.hpp"
-#include "gemm_engine.hpp"
 #include "gpu_case.hpp"
+#include "lt_gemm.hpp"
 
 namespace collmm::cuda {
 namespace {
@@ -35,7 +35,7 @@ struct Case {
   BLayout layout;
   bool accumulate;
   int sm_target;
-  AlgoChoice choice;
+  GemmAlgo choice;
   int64_t m = 29, row0 = 7;
   bool fp8_scales = false;  // scales 2 (A) and 0.5 (B): the product is unchanged only if both apply
 };
@@ -108,7 +108,7 @@ TEST(CudaGemm, EveryDtypeLayoutAndAccumulate) {
   for (Dtype d : {Dtype::f64, Dtype::f32, Dtype::tf32, Dtype::f16, Dtype::bf16, Dtype::fp8_e4m3})
     for (BLayout l : {BLayout::kn, BLayout::nk}) {
       if (d == Dtype::fp8_e4m3 && l == BLayout::kn) continue;
-      for (bool acc : {false, true}) check({d, l, acc, 0, AlgoChoice::heuristic});
+      for (bool acc : {false, true}) check({d, l, acc, 0, GemmAlgo::heuristic});
     }
 }
 
@@ -116,20 +116,20 @@ TEST(CudaGemm, EveryDtypeLayoutAndAccumulate) {
 TEST(CudaGemm, Fp8RowCountsAndOffsets) {
   COLLMM_NEED_GPUS(1);
   for (int64_t m : {16, 29, 32})
-    for (int64_t row0 : {0, 7, 8, 16}) check({Dtype::fp8_e4m3, BLayout::nk, false, 0, AlgoChoice::heuristic, m, row0});
+    for (int64_t row0 : {0, 7, 8, 16}) check({Dtype::fp8_e4m3, BLayout::nk, false, 0, GemmAlgo::heuristic, m, row0});
 }
 
 TEST(CudaGemm, Fp8PerTensorScales) {
   COLLMM_NEED_GPUS(1);
-  check({Dtype::fp8_e4m3, BLayout::nk, false, 0, AlgoChoice::heuristic, 29, 7, true});
-  check({Dtype::fp8_e4m3, BLayout::nk, true, 0, AlgoChoice::heuristic, 32, 0, true});
+  check({Dtype::fp8_e4m3, BLayout::nk, false, 0, GemmAlgo::heuristic, 29, 7, true});
+  check({Dtype::fp8_e4m3, BLayout::nk, true, 0, GemmAlgo::heuristic, 32, 0, true});
 }
 
 TEST(CudaGemm, SmTargetAndTimedChoice) {
   COLLMM_NEED_GPUS(1);
-  check({Dtype::bf16, BLayout::kn, false, 100, AlgoChoice::heuristic});
-  check({Dtype::bf16, BLayout::kn, true, 0, AlgoChoice::timed});
-  check({Dtype::f16, BLayout::nk, false, 64, AlgoChoice::timed});
+  check({Dtype::bf16, BLayout::kn, false, 100, GemmAlgo::heuristic});
+  check({Dtype::bf16, BLayout::kn, true, 0, GemmAlgo::timed});
+  check({Dtype::f16, BLayout::nk, false, 64, GemmAlgo::timed});
 }
 
 TEST(CudaGemm, Fp8WithBAsKnIsAUsageError) {

@@ -7,7 +7,7 @@
 // usage errors. Skips (with the reason) where no GPU is usable.
 #include <gtest/gtest.h>
 
-#include "collmm/executor.hpp"
+#include "collmm/backends.hpp"
 #include "gpu_case.hpp"
 
 namespace collmm {
@@ -16,11 +16,11 @@ namespace {
 std::unique_ptr<Executor> host_executor(int world, int rank, const char* copy = "engine", bool graph = false,
                                         bool priority = false) {
   BackendOptions o;
-  o.backend = "cuda";
-  o.transport = "host";
+  o.backend = Backend::cuda;
+  o.transport = CudaTransport::host;
   o.world = world;
   o.rank = rank;
-  o.link_copy = copy;
+  o.link_copy = parse_link_copy(copy);
   o.graph = graph;
   o.comm_priority = priority;
   return make_cuda_executor(o, 0, nullptr);

@@ -3,7 +3,7 @@
 // replay, step filters, and the usage errors. Skips (with the reason) where no GPU is usable.
 #include <gtest/gtest.h>
 
-#include "collmm/executor.hpp"
+#include "collmm/backends.hpp"
 #include "gpu_case.hpp"
 
 namespace collmm {
@@ -11,9 +11,9 @@ namespace {
 
 std::unique_ptr<Executor> local_executor(int world, bool graph = false, const char* gemm_algo = "heuristic") {
   BackendOptions o;
-  o.gemm_algo = gemm_algo;
-  o.backend = "cuda";
-  o.transport = "local";
+  o.gemm_algo = parse_gemm_algo(gemm_algo);
+  o.backend = Backend::cuda;
+  o.transport = CudaTransport::local;
   o.world = world;
   o.graph = graph;
   return make_cuda_executor(o, 0, nullptr);
@@ -179,7 +179,7 @@ TEST(CudaLocal, UsageErrors) {
   EXPECT_THROW(ex->prepare(one, Dtype::bf16), UsageError);    // plans for 1 of 2 ranks
   EXPECT_THROW(ex->run(StepFilter::all, false), UsageError);  // nothing prepared
   BackendOptions bad;
-  bad.transport = "local";
+  bad.transport = CudaTransport::local;
   EXPECT_THROW(make_cuda_executor(bad, 0, nullptr), UsageError);  // world not given
   std::string why;
   auto shared = local_executor(test::usable_gpus(&why) + 1);  // two ranks share a GPU

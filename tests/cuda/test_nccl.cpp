@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "collmm/executor.hpp"
+#include "collmm/backends.hpp"
 #include "gpu_case.hpp"
 #include "mpi_host.hpp"
 
@@ -53,8 +53,8 @@ TEST(CudaNcclThreads, OneProcessDrivingGGpus) {
   for (int G : {2, gpus}) {
     for (bool graph : {false, true}) {
       BackendOptions o;
-      o.backend = "cuda";
-      o.transport = "nccl";
+      o.backend = Backend::cuda;
+      o.transport = CudaTransport::nccl;
       o.gpus = G;
       o.graph = graph;
       o.nccl_max_ctas = graph ? 8 : 0;
@@ -70,8 +70,8 @@ TEST(CudaNcclMpi, OneRankPerProcess) {
   if (!launched_by_mpi()) GTEST_SKIP() << "not started by mpirun";
   COLLMM_NEED_GPUS(2);
   BackendOptions o;
-  o.backend = "cuda";
-  o.transport = "nccl";
+  o.backend = Backend::cuda;
+  o.transport = CudaTransport::nccl;
   auto ex = make_cuda_executor(o, 0, nullptr);  // one executor: MPI is finalized with it
   ASSERT_EQ(ex->local_ranks().size(), 1u);
   every_op_and_algo(*ex, false);

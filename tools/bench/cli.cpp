@@ -10,9 +10,12 @@
 namespace collmm {
 namespace {
 
-// Names as typed; turned into enums after parsing, so that the messages come from types.cpp.
+// Names as typed; turned into enums after parsing, so that the messages come from the parse_*
+// functions (types.cpp, backend_options.cpp).
 struct Names {
   std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on";
+  std::string backend = to_string(BackendOptions{}.backend), transport = to_string(BackendOptions{}.transport),
+              link_copy = to_string(BackendOptions{}.link_copy);
 };
 
 // An integer lo..hi (hi: the type's own bound when not given), checked on the text, so that a
@@ -36,7 +39,7 @@ CLI::Validator at_least(long lo) { return in_range(lo); }
 
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
-  app.add_option("--backend", o.backend.backend, "cpu | cuda")->capture_default_str();
+  app.add_option("--backend", names.backend, "cpu | cuda")->capture_default_str();
   app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
   app.add_option(
          "--algo", names.algo,
@@ -136,7 +139,7 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->capture_default_str();
 
   const std::string cuda = "CUDA";
-  app.add_option("--transport", o.backend.transport,
+  app.add_option("--transport", names.transport,
                  "cuda: nccl | local (ranks emulated in one process) | host (one GPU rank, --rank of --world, whose "
                  "peers are played by pinned host memory: the link is PCIe)")
       ->group(cuda)
@@ -145,7 +148,7 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->group(cuda)
       ->check(at_least(0))
       ->capture_default_str();
-  app.add_option("--link-copy", o.backend.link_copy,
+  app.add_option("--link-copy", names.link_copy,
                  "cuda --transport host: engine (transfers by copy engines) | sm (by an SM copy kernel, as NCCL's "
                  "kernels move data)")
       ->group(cuda)
@@ -217,6 +220,9 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   o.plan.post = named("--post", parse_post, names.post);
   o.b_layout = named("--b-layout", parse_b_layout, names.b_layout);
   o.auto_measure.measure = named("--auto-measure", parse_auto_measure, names.auto_measure);
+  o.backend.backend = named("--backend", parse_backend, names.backend);
+  o.backend.transport = named("--transport", parse_cuda_transport, names.transport);
+  o.backend.link_copy = named("--link-copy", parse_link_copy, names.link_copy);
   if (o.debug_phase == "init") {  // the backend's own hooks
     o.backend.debug_fail_rank = o.debug_die_rank;
     o.backend.debug_hang_rank = o.debug_hang_rank;

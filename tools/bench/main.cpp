@@ -11,6 +11,7 @@
 #include "bench.hpp"
 #include "bench_calibrate.hpp"
 #include "cli.hpp"
+#include "collmm/backends.hpp"
 #include "report.hpp"
 
 namespace {
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
     say(e.what());
     return 2;
   } catch (const std::exception& e) {
-    say("cannot start the " + options.backend.backend + " backend: " + e.what());
+    say("cannot start the " + to_string(options.backend.backend) + " backend: " + e.what());
     return 1;
   }
 

@@ -15,7 +15,7 @@
 
 #include "collmm/plan.hpp"
 #include "cuda_check.hpp"
-#include "gemm_engine.hpp"
+#include "lt_gemm.hpp"
 
 using namespace collmm;
 using namespace collmm::cuda;
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     op.b = random_bf16(K * Nmax, 2);
     COLLMM_CUDA(cudaMalloc(&op.c, M * Nmax * 2));
     GemmEngine heur(0, kWorkspace), timed(0, kWorkspace), split2(0, kWorkspace);
-    timed.set_algo_choice(AlgoChoice::timed);
+    timed.set_algo_choice(GemmAlgo::timed);
     split2.set_sm_target(prop.multiProcessorCount / 2);  // two lanes share the SMs
     Lanes lane_sets[2] = {Lanes(1), Lanes(2)};
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
-#include "gemm_engine.hpp"
+#include "lt_gemm.hpp"
 
 namespace {
 
@@ -27,7 +27,7 @@ void* collmm_gemm_new(int device, int timed) {
     COLLMM_CUDA(cudaSetDevice(device));
     auto e = std::make_unique<Engine>();
     e->engine = std::make_unique<collmm::cuda::GemmEngine>(device, size_t(32) << 20);
-    e->engine->set_algo_choice(timed ? collmm::cuda::AlgoChoice::timed : collmm::cuda::AlgoChoice::heuristic);
+    e->engine->set_algo_choice(timed ? collmm::GemmAlgo::timed : collmm::GemmAlgo::heuristic);
     COLLMM_CUDA(cudaMalloc(&e->workspace, e->engine->workspace_bytes()));
     return e.release();
   } catch (const std::exception& ex) {

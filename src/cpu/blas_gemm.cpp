@@ -1,9 +1,9 @@
-// gemm_engine.cpp: OpenBLAS calls for the cpu backend's GEMMs and adds.
+// blas_gemm.cpp: OpenBLAS calls for the cpu backend's GEMMs and adds.
 //
 // bf16: cblas_sbgemm (bf16 A and B, f32 C) when the OpenBLAS build exports it (COLLMM_HAVE_SBGEMM,
 // found by CMake). Otherwise A's rows and B are widened to f32 (exact: bf16 is the top half of an
 // f32) and cblas_sgemm runs: the same products and f32 accumulation, at f32 speed.
-#include "gemm_engine.hpp"
+#include "blas_gemm.hpp"
 
 #include <cblas.h>
 

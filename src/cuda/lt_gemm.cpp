@@ -1,6 +1,6 @@
-// gemm_engine.cpp: the cuBLASLt GEMM engine (see gemm_engine.hpp): descriptor and algorithm
+// lt_gemm.cpp: the cuBLASLt GEMM engine (see lt_gemm.hpp): descriptor and algorithm
 // cache, the row-major mapping, SM count target, fp8 scales, optional timed algorithm choice.
-#include "gemm_engine.hpp"
+#include "lt_gemm.hpp"
 
 #include <algorithm>
 #include <string>
@@ -170,7 +170,7 @@ GemmEngine::Entry& GemmEngine::entry(const GemmArgs& g, cudaStream_t stream, voi
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   COLLMM_CUDA(cudaStreamIsCapturing(stream, &capturing));
-  const int wanted = choice_ == AlgoChoice::timed && capturing == cudaStreamCaptureStatusNone ? kTimedCandidates : 1;
+  const int wanted = choice_ == GemmAlgo::timed && capturing == cudaStreamCaptureStatusNone ? kTimedCandidates : 1;
   cublasLtMatmulHeuristicResult_t results[kTimedCandidates] = {};
   int found = 0;
   const cublasStatus_t st =

@@ -1,4 +1,4 @@
-// gemm_engine.hpp: the cpu backend's GEMM engine: OpenBLAS, row-major. f32 and f64 run sgemm and
+// blas_gemm.hpp: the cpu backend's GEMM engine: OpenBLAS, row-major. f32 and f64 run sgemm and
 // dgemm; bf16 inputs give an f32 output (sbgemm where the OpenBLAS build has it). Also the add of
 // the gemm_rs ring (axpy) and the BLAS thread count.
 #pragma once

@@ -1,4 +1,4 @@
-// gemm_engine.hpp: row-major GEMMs on cuBLASLt, C[m, n] (+)= A[m, k] @ B, for one device.
+// lt_gemm.hpp: row-major GEMMs on cuBLASLt, C[m, n] (+)= A[m, k] @ B, for one device.
 //
 // Row-major matrices are column-major transposes, so C^T = B^T A^T is handed to cuBLASLt with
 // cuBLASLt's "A" = our B and its "B" = our A: no copies, and each chunk GEMM writes straight into
@@ -16,6 +16,7 @@
 #include <map>
 #include <tuple>
 
+#include "collmm/backend_options.hpp"
 #include "collmm/element_types.hpp"
 
 namespace collmm::cuda {
@@ -41,11 +42,6 @@ struct GemmKey {
   }
 };
 
-// How the algorithm for a new shape is chosen: cuBLASLt's first heuristic answer, or the fastest
-// of its first 32 answers plus split-K variants of the first 4, timed on the real operands (run
-// once per key, at the first call; takes tens of milliseconds per key).
-enum class AlgoChoice { heuristic, timed };
-
 class GemmEngine {
  public:
   // `device` must be current when the engine is used. workspace_bytes: each lane's workspace size.
@@ -59,7 +55,10 @@ class GemmEngine {
   size_t workspace_bytes() const { return workspace_bytes_; }
   // SMs the GEMM kernels should plan for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); 0: all.
   void set_sm_target(int sms) { sm_target_ = sms; }
-  void set_algo_choice(AlgoChoice c) { choice_ = c; }
+  // How the algorithm for a new shape is chosen: cuBLASLt's first heuristic answer, or the fastest
+  // of its first 32 answers plus split-K variants of the first 4, timed on the real operands (run
+  // once per key, at the first call; takes tens of milliseconds per key).
+  void set_algo_choice(GemmAlgo c) { choice_ = c; }
   // fp8 per-tensor scales of A and B (D = scale_a * scale_b * A @ B). Without a call no scale
   // pointers are set (cuBLASLt's default scale 1). Must come before the first fp8 GEMM. cuBLASLt
   // 13.1 on the H200 refused (NOT_SUPPORTED) scale pointers 4 bytes apart: they lie 256 bytes apart.
@@ -67,7 +66,7 @@ class GemmEngine {
   bool supports(Dtype) const;
 
   // Enqueues one GEMM on `stream`. Throws UsageError for unsupported dtype/layout pairs.
-  // With AlgoChoice::timed a new key is tuned first: that runs candidate GEMMs into C, so the
+  // With GemmAlgo::timed a new key is tuned first: that runs candidate GEMMs into C, so the
   // first call of an accumulating GEMM is tuned with beta = 0 into a scratch output instead.
   void gemm(const GemmArgs&, cudaStream_t stream, void* workspace);
 
@@ -88,7 +87,7 @@ class GemmEngine {
 
   int device_ = 0, sm_count_ = 0, sm_target_ = 0;
   size_t workspace_bytes_ = 0;
-  AlgoChoice choice_ = AlgoChoice::heuristic;
+  GemmAlgo choice_ = GemmAlgo::heuristic;
   cublasLtHandle_t handle_ = nullptr;
   float* scales_ = nullptr;  // device: our A's scale at [0], our B's at [64] (256 bytes apart); null: none
   std::map<GemmKey, Entry> cache_;

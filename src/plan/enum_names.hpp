@@ -1,0 +1,33 @@
+// enum_names.hpp: an enum's values and the names a user types for them, read both ways: name()
+// prints one, parse() reads one back and throws UsageError naming the expected ones.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collmm/types.hpp"
+
+namespace collmm {
+
+template <class E>
+struct EnumNames {
+  std::vector<std::pair<E, const char*>> items;
+  std::string name(E e) const {
+    for (auto& [v, s] : items)
+      if (v == e) return s;
+    return "?";
+  }
+  E parse(const std::string& s, const char* what) const {
+    for (auto& [v, n] : items)
+      if (s == n) return v;
+    std::ostringstream msg;
+    msg << "unknown " << what << " '" << s << "' (expected one of:";
+    for (auto& [v, n] : items) msg << ' ' << n;
+    msg << ')';
+    throw UsageError(msg.str());
+  }
+};
+
+}  // namespace collmm
