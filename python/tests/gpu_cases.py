@@ -257,8 +257,10 @@ def main() -> int:
                          lambda w=w: run_world(w, capture_case, False, backend="nccl", timeout=600)))
             runs.append((f"{w} GPUs, NCCL, torch.compile reduce-overhead",
                          lambda w=w: run_world(w, compiled_case, False, backend="nccl", timeout=300)))
-    only = [part for part in os.environ.get("GPU_CASES", "").split("|") if part]  # parts of names: those cases only
-    runs = [(name, run) for name, run in runs if not only or any(part in name for part in only)]
+    # GPU_CASES="part|part$": the cases whose names hold a part (one ending in $: whose names end with it).
+    only = [part for part in os.environ.get("GPU_CASES", "").split("|") if part]
+    runs = [(name, run) for name, run in runs
+            if not only or any(name.endswith(part[:-1]) if part.endswith("$") else part in name for part in only)]
     failed = 0
     for name, run in runs:
         try:

@@ -175,8 +175,12 @@ std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
           continue;  // a candidate this shape does not allow
         }
         const LocalShape ls = local_shape(p, r);
+        // A GEMM is timed as every rank's GEMM of a sequential plan, which needs a row per rank: a
+        // smaller one (a piece of a few rows) is timed at `world` rows, its cost the same to within
+        // the launch's.
         for (const Step& s : plan.steps)
-          if (s.kind == StepKind::gemm && s.a.rows > 0) shapes.insert({s.a.rows, ls.gemm_n, ls.gemm_k});
+          if (s.kind == StepKind::gemm && s.a.rows > 0)
+            shapes.insert({std::max<int64_t>(s.a.rows, world), ls.gemm_n, ls.gemm_k});
       }
   }
   return shapes;
