@@ -34,6 +34,11 @@ namespace collmm {
 // absent other key is its default; a value out of the field's range is a UsageError naming the key.
 nlohmann::json to_json(const PlanOptions&);
 PlanOptions plan_options_from_json(const nlohmann::json&);
+// The Problem the same way: {"op": "ag_gemm", "m": 64, "n": 64, "k": 64, "world_size": 4, "b_layout": "kn"}.
+nlohmann::json to_json(const Problem&);
+// The keys a row of the front ends' JSON (collmm-bench's, collmm-sim's) starts with: the problem's
+// fields, "dtype", then the plan options' fields, each from its field list.
+nlohmann::json case_json(const Problem&, Dtype, const PlanOptions&);
 
 // One measurement: the shape, P and dtype, and the plan options it was run with. The shape and
 // the options together are its key in the cache.

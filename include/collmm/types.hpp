@@ -69,12 +69,14 @@ struct PlanOptions {
                        // left with nothing beside it
 };
 
-// One field of a value: its key in text and JSON, its name in messages, whether JSON must hold it,
-// and (integer fields) its range, the one set of limits that validate() and the tuning cache's
-// parser check. The default is the struct's own initialiser.
+// One field of a value: its key in text and JSON, its name in messages, its heading in the front
+// ends' tables (collmm/table_cells.hpp), whether JSON must hold it, and (integer fields) its range,
+// the one set of limits that validate() and the tuning cache's parser check. The default is the
+// struct's own initialiser.
 struct Field {
   const char* key;
   const char* label;
+  const char* head;
   bool required = false;
   int64_t lo = 0, hi = 0;
 };
@@ -87,19 +89,20 @@ template <class O, class F>
 void for_each_field(O& o, F&& f) {
   static_assert(std::is_same_v<std::remove_const_t<O>, PlanOptions> || std::is_same_v<std::remove_const_t<O>, Problem>);
   if constexpr (std::is_same_v<std::remove_const_t<O>, PlanOptions>) {
-    f(Field{"algo", "algorithm", true}, o.algo);
-    f(Field{"stages", "stages", false, 0, kNoLimit}, o.stages);
-    f(Field{"post", "post"}, o.post);
-    f(Field{"gemm_lanes", "gemm lanes", false, 1, kMaxGemmLanes}, o.gemm_lanes);
-    f(Field{"merge", "merge", false, 1, kMaxWorld}, o.merge);
-    f(Field{"pieces", "pieces", false, 1, kMaxPieces}, o.pieces);
+    f(Field{.key = "algo", .label = "algorithm", .head = "algo", .required = true}, o.algo);
+    f(Field{.key = "stages", .label = "stages", .head = "stages", .lo = 0, .hi = kNoLimit}, o.stages);
+    f(Field{.key = "post", .label = "post", .head = "post"}, o.post);
+    f(Field{.key = "gemm_lanes", .label = "gemm lanes", .head = "lanes", .lo = 1, .hi = kMaxGemmLanes}, o.gemm_lanes);
+    f(Field{.key = "merge", .label = "merge", .head = "merge", .lo = 1, .hi = kMaxWorld}, o.merge);
+    f(Field{.key = "pieces", .label = "pieces", .head = "pieces", .lo = 1, .hi = kMaxPieces}, o.pieces);
   } else {
-    f(Field{"world_size", "world size", true, 1, kMaxWorld}, o.world);
-    f(Field{"op", "op", true}, o.op);
-    f(Field{"m", "M", true, 1, kMaxSize}, o.m);
-    f(Field{"n", "N", true, 1, kMaxSize}, o.n);
-    f(Field{"k", "K", true, 1, kMaxSize}, o.k);
-    f(Field{"b_layout", "B layout"}, o.b_layout);
+    f(Field{.key = "op", .label = "op", .head = "op", .required = true}, o.op);
+    f(Field{.key = "m", .label = "M", .head = "M", .required = true, .lo = 1, .hi = kMaxSize}, o.m);
+    f(Field{.key = "n", .label = "N", .head = "N", .required = true, .lo = 1, .hi = kMaxSize}, o.n);
+    f(Field{.key = "k", .label = "K", .head = "K", .required = true, .lo = 1, .hi = kMaxSize}, o.k);
+    f(Field{.key = "world_size", .label = "world size", .head = "P", .required = true, .lo = 1, .hi = kMaxWorld},
+      o.world);
+    f(Field{.key = "b_layout", .label = "B layout", .head = "B"}, o.b_layout);
   }
 }
 // Every field's value as text: an enum's name, an integer's digits.
@@ -113,7 +116,15 @@ void parse_field(const std::string&, Op&);
 void parse_field(const std::string&, Algo&);
 void parse_field(const std::string&, Post&);
 void parse_field(const std::string&, BLayout&);
-// "" when `v` is within the field's range, else "<key> V is not LO..HI" (or ">= LO").
+// The length of an enum type's longest name (the argument only picks the type): a table column's width.
+size_t longest_name(Op);
+size_t longest_name(Algo);
+size_t longest_name(Post);
+size_t longest_name(BLayout);
+size_t longest_name(Dtype);
+// An integer field's range as text: "LO..HI", or "LO or more" without an upper limit.
+std::string range_text(const Field&);
+// "" when `v` is within the field's range, else "<key> V is not " and its range_text.
 std::string out_of_range(const Field&, int64_t v);
 
 bool operator==(const Problem&, const Problem&);
@@ -121,9 +132,11 @@ bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
 // "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1"
 std::string to_string(const PlanOptions&);
+// "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn"
+std::string to_string(const Problem&);
 // (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
-// The same for a whole run: the problem (world size, op, M, N, K, B layout), the dtype, then the
+// The same for a whole run: the problem (op, M, N, K, world size, B layout), the dtype, then the
 // options. What every executor and the Context check before a plan is prepared.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
 // `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row in

@@ -123,64 +123,12 @@ def _gather_blocks(t: torch.Tensor, dim: int, total: int, group: dist.ProcessGro
     return torch.cat([p.narrow(dim, 0, block_size(total, world, q)) for q, p in enumerate(parts)], dim)
 
 
-class ColumnParallelLinear(nn.Module):
-    """nn.Linear(in_features, out_features) with the output features split over `group` (this rank:
-    block r of them); input sequence-parallel (dim 0 split, any sizes), output full along dim 0.
+class _ParallelLinear(nn.Module):
+    """What both layers share: the weight [out_features, in_features] cut along dim `_split` (0: the
+    output features, 1: the input features) into this rank's block, which starts at `first`; the
+    bias, cut with the output features or held whole; from_linear and the full weight's load and gather."""
 
-    Args: in_features, out_features, bias (as nn.Linear), group (a ProcessGroup, its name, or None:
-    the default group), algo ("auto" or one of collmm.ALGOS), device, dtype.
-    forward(x, gathered_size=None): x is [s_r, ..., in_features]; the result [s, ..., N_r] with
-    s = sum of every rank's s_r. gathered_size (s) is only for torch.compile with uneven shards.
-    """
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, group: Group = None,
-                 algo: str = "auto", device=None, dtype=None):
-        super().__init__()
-        pg = process_group_of(group)
-        self.in_features, self.out_features = in_features, out_features
-        self.group_name, self.algo = group_name_of(pg), algo
-        rows = _block(out_features, pg)
-        self.first, self.local_out = rows.start, rows.stop - rows.start
-        self.weight = nn.Parameter(torch.empty(self.local_out, in_features, device=device, dtype=dtype))
-        self.bias = nn.Parameter(torch.zeros(self.local_out, device=device, dtype=dtype)) if bias else None
-        nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
-
-    @classmethod
-    def from_linear(cls, linear: nn.Linear, group: Group = None, algo: str = "auto") -> "ColumnParallelLinear":
-        """This rank's shard of `linear` (same on every rank): rows block r of its weight and bias."""
-        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group, algo,
-                    linear.weight.device, linear.weight.dtype)
-        layer._load_full(linear.weight, linear.bias)
-        return layer
-
-    def _load_full(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:
-        with torch.no_grad():
-            self.weight.copy_(weight[self.first:self.first + self.local_out])
-            if self.bias is not None:
-                self.bias.copy_(bias[self.first:self.first + self.local_out])
-
-    def _full(self) -> Dict[str, torch.Tensor]:
-        pg = process_group_of(self.group_name)
-        out = {"weight": _gather_blocks(self.weight.detach(), 0, self.out_features, pg)}
-        if self.bias is not None:
-            out["bias"] = _gather_blocks(self.bias.detach(), 0, self.out_features, pg)
-        return out
-
-    def forward(self, x: torch.Tensor, gathered_size: Optional[int] = None) -> torch.Tensor:
-        y = _AllGatherMatmul.apply(x, self.weight, self.group_name, self.algo, gathered_size)
-        return y + self.bias if self.bias is not None else y
-
-
-class RowParallelLinear(nn.Module):
-    """nn.Linear(in_features, out_features) with the input features split over `group` (this rank:
-    block r of them); input full along dim 0, output sequence-parallel (dim 0 split).
-
-    Args: in_features, out_features, bias (as nn.Linear: held whole by every rank, added to this
-    rank's rows after the reduce-scatter; its gradient is summed over the group), group (a
-    ProcessGroup, its name, or None), algo, device, dtype.
-    forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
-    = scatter_size (this rank's rows: any split of s), by default block_size(s, P, r).
-    """
+    _split = 0
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, group: Group = None,
                  algo: str = "auto", device=None, dtype=None):
@@ -188,15 +136,17 @@ class RowParallelLinear(nn.Module):
         pg = process_group_of(group)
         self.in_features, self.out_features = in_features, out_features
         self.group_name, self.algo, self._group = group_name_of(pg), algo, pg
-        cols = _block(in_features, pg)
-        self.first, self.local_in = cols.start, cols.stop - cols.start
-        self.weight = nn.Parameter(torch.empty(out_features, self.local_in, device=device, dtype=dtype))
-        self.bias = nn.Parameter(torch.zeros(out_features, device=device, dtype=dtype)) if bias else None
+        shape = [out_features, in_features]
+        block = _block(shape[self._split], pg)
+        self.first, shape[self._split] = block.start, block.stop - block.start
+        self.weight = nn.Parameter(torch.empty(*shape, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.zeros(shape[0], device=device, dtype=dtype)) if bias else None
         nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group: Group = None, algo: str = "auto") -> "RowParallelLinear":
-        """This rank's shard of `linear` (same on every rank): columns block r of its weight, its whole bias."""
+    def from_linear(cls, linear: nn.Linear, group: Group = None, algo: str = "auto"):
+        """This rank's shard of `linear` (same on every rank): its block of the weight, and of the bias
+        where the bias is cut."""
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group, algo,
                     linear.weight.device, linear.weight.dtype)
         layer._load_full(linear.weight, linear.bias)
@@ -204,15 +154,61 @@ class RowParallelLinear(nn.Module):
 
     def _load_full(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> None:
         with torch.no_grad():
-            self.weight.copy_(weight[:, self.first:self.first + self.local_in])
+            self.weight.copy_(weight.narrow(self._split, self.first, self.weight.shape[self._split]))
             if self.bias is not None:
-                self.bias.copy_(bias)
+                self.bias.copy_(bias.narrow(0, self.first, self.bias.shape[0]) if self._split == 0 else bias)
 
     def _full(self) -> Dict[str, torch.Tensor]:
-        out = {"weight": _gather_blocks(self.weight.detach(), 1, self.in_features, self._group)}
+        total = (self.out_features, self.in_features)[self._split]
+        out = {"weight": _gather_blocks(self.weight.detach(), self._split, total, self._group)}
         if self.bias is not None:
-            out["bias"] = self.bias.detach().clone()
+            bias = self.bias.detach()
+            out["bias"] = _gather_blocks(bias, 0, total, self._group) if self._split == 0 else bias.clone()
         return out
+
+
+class ColumnParallelLinear(_ParallelLinear):
+    """nn.Linear(in_features, out_features) with the output features split over `group` (this rank:
+    block r of them, `local_out` features); input sequence-parallel (dim 0 split, any sizes), output
+    full along dim 0.
+
+    Args: in_features, out_features, bias (as nn.Linear), group (a ProcessGroup, its name, or None:
+    the default group), algo ("auto" or one of collmm.ALGOS), device, dtype.
+    forward(x, gathered_size=None): x is [s_r, ..., in_features]; the result [s, ..., N_r] with
+    s = sum of every rank's s_r. gathered_size (s) is only for torch.compile with uneven shards.
+    from_linear(linear, group=None, algo="auto"): this rank's shard of `linear` (the same on every
+    rank): rows block r of its weight and bias.
+    """
+
+    _split = 0
+
+    @property
+    def local_out(self) -> int:
+        return self.weight.shape[0]
+
+    def forward(self, x: torch.Tensor, gathered_size: Optional[int] = None) -> torch.Tensor:
+        y = _AllGatherMatmul.apply(x, self.weight, self.group_name, self.algo, gathered_size)
+        return y + self.bias if self.bias is not None else y
+
+
+class RowParallelLinear(_ParallelLinear):
+    """nn.Linear(in_features, out_features) with the input features split over `group` (this rank:
+    block r of them, `local_in` features); input full along dim 0, output sequence-parallel (dim 0 split).
+
+    Args: in_features, out_features, bias (as nn.Linear: held whole by every rank, added to this
+    rank's rows after the reduce-scatter; its gradient is summed over the group), group (a
+    ProcessGroup, its name, or None), algo, device, dtype.
+    forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
+    = scatter_size (this rank's rows: any split of s), by default block_size(s, P, r).
+    from_linear(linear, group=None, algo="auto"): this rank's shard of `linear` (the same on every
+    rank): columns block r of its weight, its whole bias.
+    """
+
+    _split = 1
+
+    @property
+    def local_in(self) -> int:
+        return self.weight.shape[1]
 
     def forward(self, h: torch.Tensor, scatter_size: Optional[int] = None) -> torch.Tensor:
         y = _MatmulReduceScatter.apply(h, self.weight, self.group_name, self.algo, scatter_size)

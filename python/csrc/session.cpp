@@ -22,6 +22,7 @@
 #include "collmm/cost_model.hpp"
 #include "collmm/tuning.hpp"
 #include "host_executor.hpp"
+#include "torch_util.hpp"
 #include "trace.hpp"
 
 namespace collmm::torch_ext {
@@ -168,11 +169,10 @@ double Session::time_candidate(const Problem& problem, const PlanOptions& option
   ex->prepare({plan}, dtype);
   // Random A and B (GEMMs on zeros run faster than on real numbers), bound in place; C and the
   // scratch are the executor's own. All of it goes with the executor.
-  const at::ScalarType type = dtype == Dtype::f64 ? at::kDouble : dtype == Dtype::bf16 ? at::kBFloat16 : at::kFloat;
   std::vector<at::Tensor> inputs;
   for (int buf : {kBufA, kBufB}) {
     const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
-    inputs.push_back(at::randn({b.rows, b.cols}, at::TensorOptions().device(device_).dtype(type)));
+    inputs.push_back(at::randn({b.rows, b.cols}, at::TensorOptions().device(device_).dtype(scalar_type(dtype))));
     ex->bind(0, buf, inputs.back().data_ptr(), static_cast<size_t>(inputs.back().nbytes()));
   }
   auto run = [&] {  // one run, finished on the device (the ATen executor's CUDA work is asynchronous)

@@ -7,37 +7,21 @@ from torch import nn
 
 from collmm import ALGOS
 from dist_util import assert_close, block, seeded
+from mlp_check import check_mlp
 
 
 
 def mlp_cases(rank, world, device="cpu"):
-    from collmm.torch import ColumnParallelLinear, RowParallelLinear
-
     for algo in ALGOS:
         for shape in ((4 * world + 1, 6), (2 * world, 3, 6)):  # [M, K] with M uneven; [s, b, K]
-            what = f"mlp {algo} {shape} rank {rank}/{world}"
             k, hidden = shape[-1], 2 * world + 1
             torch.manual_seed(0)  # the same unsharded layers on every rank
             lin1 = nn.Linear(k, hidden, dtype=torch.float64).to(device)
             lin2 = nn.Linear(hidden, k, bias=False, dtype=torch.float64).to(device)
-            x_full = seeded(10, *shape, dtype=torch.float64).to(device).requires_grad_()
+            x_full = seeded(10, *shape, dtype=torch.float64).to(device)
             target = seeded(11, *shape, dtype=torch.float64).to(device)
-            y_full = lin2(torch.nn.functional.gelu(lin1(x_full)))
-            (y_full * target).sum().backward()
-
-            col = ColumnParallelLinear.from_linear(lin1, algo=algo)
-            row = RowParallelLinear.from_linear(lin2, algo=algo)
-            rows = block(shape[0], world, rank)
-            x = x_full.detach()[rows].clone().requires_grad_()
-            y = row(torch.nn.functional.gelu(col(x)))
-            (y * target[rows]).sum().backward()
-
-            hid = block(hidden, world, rank)
-            assert_close(y, y_full.detach()[rows], what + " y")
-            assert_close(x.grad, x_full.grad[rows], what + " dx")
-            assert_close(col.weight.grad, lin1.weight.grad[hid], what + " d col.weight")
-            assert_close(col.bias.grad, lin1.bias.grad[hid], what + " d col.bias")
-            assert_close(row.weight.grad, lin2.weight.grad[:, hid], what + " d row.weight")
+            check_mlp(lin1, lin2, x_full, target, block(shape[0], world, rank), rank, world, algo,
+                      f"mlp {algo} {shape} rank {rank}/{world}")
 
 
 def compile_cases(rank, world):

@@ -6,6 +6,7 @@ import torch.distributed as dist
 from torch import nn
 
 from dist_util import assert_close, block, seeded
+from mlp_check import check_mlp
 
 F64 = torch.float64
 
@@ -28,32 +29,16 @@ def seq_parallel_mlp(rank, world, device="cpu"):
     """[seq, batch, hidden] with seq % P != 0 and batch > 1 (collmm's split and an uneven one)
     through ColumnParallelLinear -> GELU -> RowParallelLinear, both with bias, against the unsharded
     model: output, input gradient, every weight and bias gradient."""
-    from collmm.torch import ColumnParallelLinear, RowParallelLinear
-
     seq, batch, width, hidden = 2 * world + 1, 3, 6, 2 * world + 1
     for algo in ("auto", "ring"):
         for sizes in ([block(seq, world, q).stop - block(seq, world, q).start for q in range(world)],
                       uneven_split(seq, world)):
-            what = f"mlp {algo} split {sizes} rank {rank}/{world}"
             torch.manual_seed(0)
             fc1, fc2 = nn.Linear(width, hidden, dtype=F64).to(device), nn.Linear(hidden, width, dtype=F64).to(device)
-            x_full = seeded(30, seq, batch, width, dtype=F64).to(device).requires_grad_()
+            x_full = seeded(30, seq, batch, width, dtype=F64).to(device)
             target = seeded(31, seq, batch, width, dtype=F64).to(device)
-            y_full = fc2(nn.functional.gelu(fc1(x_full)))
-            (y_full * target).sum().backward()
-
-            col, row = ColumnParallelLinear.from_linear(fc1, algo=algo), RowParallelLinear.from_linear(fc2, algo=algo)
-            mine = slice_of(sizes, rank)
-            x = x_full.detach()[mine].clone().requires_grad_()
-            y = row(nn.functional.gelu(col(x)), scatter_size=sizes[rank])
-            (y * target[mine]).sum().backward()
-            hid = block(hidden, world, rank)
-            assert_close(y, y_full.detach()[mine], what + " y")
-            assert_close(x.grad, x_full.grad[mine], what + " dx")
-            assert_close(col.weight.grad, fc1.weight.grad[hid], what + " d col.weight")
-            assert_close(col.bias.grad, fc1.bias.grad[hid], what + " d col.bias")
-            assert_close(row.weight.grad, fc2.weight.grad[:, hid], what + " d row.weight")
-            assert_close(row.bias.grad, fc2.bias.grad, what + " d row.bias (all-reduced)")
+            check_mlp(fc1, fc2, x_full, target, slice_of(sizes, rank), rank, world, algo,
+                      f"mlp {algo} split {sizes} rank {rank}/{world}", scatter_size=sizes[rank])
 
 
 def other_dims(rank, world):

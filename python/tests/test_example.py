@@ -41,6 +41,8 @@ def test_bench_table_under_torchrun(tmp_path):
     the torch baseline row of its op."""
     import json
 
+    from collmm import ALGOS  # "auto" and every algorithm the extension has
+
     bench = os.path.join(os.path.dirname(__file__), "..", "bench", "bench.py")
     out_json = tmp_path / "bench.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", bench,
@@ -50,6 +52,6 @@ def test_bench_table_under_torchrun(tmp_path):
     rows = json.loads(out_json.read_text())
     impls = {(r["op"], r["impl"]) for r in rows}
     for op in ("ag_gemm", "gemm_rs"):
-        for algo in ("auto", "sequential", "pipelined", "ring", "bidir"):
+        for algo in ALGOS:
             assert (op, f"collmm:{algo}") in impls, (op, algo, out.stdout)
     assert all(r["max_err"] < 1e-4 for r in rows), out.stdout

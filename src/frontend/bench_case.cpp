@@ -155,8 +155,8 @@ double gemm_busy_us(const Timeline& t) {
   return ranks.empty() ? 0 : busy / static_cast<double>(ranks.size());
 }
 
-// The number of steps (stages) a schedule has: 1 + its largest step index.
-int stages_of(const Plan& plan) {
+// The number of steps a schedule has: 1 + its largest step index.
+int steps_of(const Plan& plan) {
   int last = 0;
   for (const Step& s : plan.steps) last = std::max(last, s.index);
   return last + 1;
@@ -234,7 +234,7 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   HostComm& host = ex.host();
   std::vector<Plan> plans;
   for (int r : ex.local_ranks()) plans.push_back(make_plan(result.problem, plan_options, r));
-  result.stages = stages_of(plans.at(0));
+  result.steps = steps_of(plans.at(0));
   inject_fault(o, ex.local_ranks(), "setup");
   host.set_phase("the setup of " + name + " (the ranks' agreement on its plan)");
   ex.prepare(plans, o.dtype);

@@ -26,7 +26,7 @@ struct CaseResult {
   std::string chosen_by;  // --algo auto: "model" or "measured" (the tuning cache); "" otherwise
   Problem problem;
   Dtype dtype = Dtype::f32;
-  int stages = 1;         // steps (stages) the schedule splits the work into
+  int steps = 1;          // steps the schedule has (1 + its largest step index)
   double time_us = 0;     // median over iterations of the slowest rank
   double t_gemm_us = -1;  // only its GEMMs / only its comm (measured for the sequential case)
   double t_comm_us = -1;

@@ -2,10 +2,10 @@
 #include "report.hpp"
 
 #include <cmath>
-#include <functional>
 #include <iomanip>
 #include <sstream>
 
+#include "collmm/table_cells.hpp"
 #include "collmm/tuning.hpp"
 
 #ifndef COLLMM_VERSION
@@ -45,12 +45,6 @@ std::string efficiency_cell(double e) {
   return signed_fixed(e, 2);
 }
 
-struct Column {
-  const char* name;
-  int width;
-  std::function<std::string(const CaseResult&)> cell;
-};
-
 // Whether any rank communicated (a one-rank job's copy counts): the overlap is undefined otherwise.
 bool has_comm(const CaseResult& r) {
   for (const RankOverlap& o : r.overlap.ranks)
@@ -58,31 +52,29 @@ bool has_comm(const CaseResult& r) {
   return false;
 }
 
-std::vector<Column> columns(bool predicted) {
-  std::vector<Column> cols{
-      {"op", 8, [](const CaseResult& r) { return to_string(r.op); }},
-      {"algo", 16, [](const CaseResult& r) { return r.label.empty() ? to_string(r.algo) : r.label; }},
-      {"M", 7, [](const CaseResult& r) { return std::to_string(r.problem.m); }},
-      {"N", 7, [](const CaseResult& r) { return std::to_string(r.problem.n); }},
-      {"K", 7, [](const CaseResult& r) { return std::to_string(r.problem.k); }},
-      {"P", 4, [](const CaseResult& r) { return std::to_string(r.problem.world); }},
-      {"dtype", 6, [](const CaseResult& r) { return to_string(r.dtype); }},
-      {"stages", 7, [](const CaseResult& r) { return std::to_string(r.stages); }},
-      {"time_us", 11, [](const CaseResult& r) { return fixed(r.time_us, 1); }},
-      {"TFLOP/s", 9, [](const CaseResult& r) { return fixed(r.tflops, 4); }},
-      {"t_gemm_us", 11, [](const CaseResult& r) { return fixed(r.t_gemm_us, 1); }},
-      {"t_comm_us", 11, [](const CaseResult& r) { return fixed(r.t_comm_us, 1); }},
-      {"speedup", 8, [](const CaseResult& r) { return fixed(r.speedup, 2); }},
-      {"E", 7, [](const CaseResult& r) { return efficiency_cell(r.efficiency); }},
-      {"hidden%", 8, [](const CaseResult& r) { return has_comm(r) ? fixed(100 * r.overlap.mean_fraction, 1) : "N/A"; }},
-      {"#wrong", 7, [](const CaseResult& r) { return r.checked ? std::to_string(r.wrong) : "N/A"; }},
-      {"max_rel_err", 12, [](const CaseResult& r) { return r.checked ? sci(r.max_rel_err) : "N/A"; }},
-  };
+// A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell says "auto:" for
+// the --algo auto pick), the steps its plan has, then the measured figures.
+std::vector<Cell> cells(const CaseResult& r, bool predicted) {
+  std::vector<Cell> c = case_cells(r.problem, r.dtype, r.plan);
+  for (Cell& cell : c)
+    if (cell.head == "algo" && r.label.rfind("auto:", 0) == 0) cell.text = "auto:" + cell.text;
+  c.insert(c.end(), {
+                        {"steps", 6, std::to_string(r.steps)},
+                        {"time_us", 11, fixed(r.time_us, 1)},
+                        {"TFLOP/s", 9, fixed(r.tflops, 4)},
+                        {"t_gemm_us", 11, fixed(r.t_gemm_us, 1)},
+                        {"t_comm_us", 11, fixed(r.t_comm_us, 1)},
+                        {"speedup", 8, fixed(r.speedup, 2)},
+                        {"E", 7, efficiency_cell(r.efficiency)},
+                        {"hidden%", 8, has_comm(r) ? fixed(100 * r.overlap.mean_fraction, 1) : "N/A"},
+                        {"#wrong", 7, r.checked ? std::to_string(r.wrong) : "N/A"},
+                        {"max_rel_err", 12, r.checked ? sci(r.max_rel_err) : "N/A"},
+                    });
   if (predicted) {
-    cols.push_back({"pred_us", 11, [](const CaseResult& r) { return fixed(r.predicted_us, 1); }});
-    cols.push_back({"pred/meas", 10, [](const CaseResult& r) { return fixed(r.predicted_us / r.time_us, 2); }});
+    c.push_back({"pred_us", 11, fixed(r.predicted_us, 1)});
+    c.push_back({"pred/meas", 10, fixed(r.predicted_us / r.time_us, 2)});
   }
-  return cols;
+  return c;
 }
 
 nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
@@ -92,8 +84,7 @@ nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::js
 void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo& info) {
   out << "# collmm-bench " << COLLMM_VERSION << ": backend " << info.backend << ", " << info.world << " ranks in "
       << info.procs << " process" << (info.procs == 1 ? "" : "es") << ", warm-up " << o.warmup << ", iterations "
-      << o.iters << ", seed " << o.seed << ", check " << (o.check ? "on" : "off") << ", post " << to_string(o.plan.post)
-      << ", B layout " << to_string(o.b_layout) << ", gemm lanes " << o.plan.gemm_lanes << "\n";
+      << o.iters << ", seed " << o.seed << ", check " << (o.check ? "on" : "off") << "\n";
   if (!info.timing_note.empty()) out << "# note: " << info.timing_note << "\n";
   out << "# time_us: median over iterations of the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us:\n"
          "# the sequential plan's GEMMs alone and its comm alone, timed interleaved with it, iteration by\n"
@@ -104,19 +95,13 @@ void print_table_header(std::ostream& out, const BenchOptions& o, const RunInfo&
          "# the step times of the median timed iteration.\n";
   if (info.predicted)
     out << "# pred_us: the same plans through the cost model, profile " << o.profile << " (collmm/sim.hpp).\n";
-  out << "#\n#";
-  for (const Column& c : columns(info.predicted)) out << std::setw(c.width) << c.name;
-  out << "\n" << std::flush;
+  out << "#\n";
+  print_heads(out, cells(CaseResult{}, info.predicted));
+  out << std::flush;
 }
 
 void print_table_row(std::ostream& out, const CaseResult& r, bool predicted) {
-  out << " ";
-  for (const Column& c : columns(predicted)) {
-    const std::string cell = c.cell(r);
-    if (cell.size() >= static_cast<size_t>(c.width)) out << " ";  // a wide value never runs into its neighbour
-    out << std::setw(c.width) << cell;
-  }
-  out << "\n";
+  print_texts(out, cells(r, predicted));
   if (!std::isnan(r.t_gemm_plan_us))
     out << "#   GEMM rate beside the comm: " << fixed(r.t_gemm_plan_us / r.gemm_busy_us, 3)
         << " of alone (its GEMMs alone " << fixed(r.t_gemm_plan_us, 1) << " us, busy " << fixed(r.gemm_busy_us, 1)
@@ -156,29 +141,22 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
     for (const RankOverlap& o : r.overlap.ranks)
       per_rank.push_back(o.comm_us > 0 ? nlohmann::json(o.fraction) : nlohmann::json());
     const bool comm = has_comm(r);
-    rows.push_back({{"op", to_string(r.op)},
-                    {"algo", to_string(r.algo)},
-                    {"m", r.problem.m},
-                    {"n", r.problem.n},
-                    {"k", r.problem.k},
-                    {"world_size", r.problem.world},
-                    {"dtype", to_string(r.dtype)},
-                    {"stages", r.stages},
-                    {"time_us", number_or_null(r.time_us)},
-                    {"tflops", number_or_null(r.tflops)},
-                    {"t_gemm_us", number_or_null(r.t_gemm_us)},
-                    {"t_comm_us", number_or_null(r.t_comm_us)},
-                    {"speedup_vs_sequential", number_or_null(r.speedup)},
-                    {"overlap_efficiency", number_or_null(r.efficiency)},
-                    {"wrong", r.checked ? nlohmann::json(r.wrong) : nlohmann::json()},
-                    {"max_rel_err", r.checked ? number_or_null(r.max_rel_err) : nlohmann::json()},
-                    {"label", r.label.empty() ? to_string(r.algo) : r.label},
-                    {"gemm_lanes", r.plan.gemm_lanes},
-                    {"merge", r.plan.merge},
-                    {"options", to_json(r.plan)},  // every plan option, post included
-                    {"overlap_hidden_fraction", comm ? number_or_null(r.overlap.mean_fraction) : nlohmann::json()},
-                    {"overlap_hidden_fraction_min", comm ? number_or_null(r.overlap.min_fraction) : nlohmann::json()},
-                    {"overlap_hidden_fraction_per_rank", per_rank}});
+    rows.push_back(case_json(r.problem, r.dtype, r.plan));
+    rows.back().update(
+        {{"steps", r.steps},
+         {"time_us", number_or_null(r.time_us)},
+         {"tflops", number_or_null(r.tflops)},
+         {"t_gemm_us", number_or_null(r.t_gemm_us)},
+         {"t_comm_us", number_or_null(r.t_comm_us)},
+         {"speedup_vs_sequential", number_or_null(r.speedup)},
+         {"overlap_efficiency", number_or_null(r.efficiency)},
+         {"wrong", r.checked ? nlohmann::json(r.wrong) : nlohmann::json()},
+         {"max_rel_err", r.checked ? number_or_null(r.max_rel_err) : nlohmann::json()},
+         {"label", r.label.empty() ? to_string(r.algo) : r.label},
+         {"options", to_json(r.plan)},  // the plan options again, as the tuning cache writes them
+         {"overlap_hidden_fraction", comm ? number_or_null(r.overlap.mean_fraction) : nlohmann::json()},
+         {"overlap_hidden_fraction_min", comm ? number_or_null(r.overlap.min_fraction) : nlohmann::json()},
+         {"overlap_hidden_fraction_per_rank", per_rank}});
     if (info.predicted) rows.back()["predicted_us"] = number_or_null(r.predicted_us);
     if (!r.chosen_by.empty()) rows.back()["chosen_by"] = r.chosen_by;
     if (!std::isnan(r.t_gemm_plan_us)) {

@@ -27,11 +27,12 @@ void print_table_row(std::ostream&, const CaseResult&, bool predicted = false);
 // '# Out of bounds values : N FAILED|OK' and the average speedup of the overlapped algorithms.
 void print_table_summary(std::ostream&, const std::vector<CaseResult>&);
 
-// {"collmm_version", "backend", "world_size", "results": [{"op", "algo", "m", ...}]}; undefined
-// figures (NaN, or #wrong without --check) are null. Beside those keys each row has "label",
-// "gemm_lanes", "options" (every plan option, as the tuning cache writes them), "overlap_hidden_fraction" (mean over
-// ranks with comm), "_min", "_per_rank", and with --profile "predicted_us"; an --algo auto row has "chosen_by" ("model"
-// or "measured").
+// {"collmm_version", "backend", "world_size", "results": [...]}: a row starts with case_json's keys
+// (collmm/tuning.hpp: the problem's fields, "dtype", the plan options' fields), then "steps" (the
+// plan's step count) and the figures; undefined figures (NaN, or #wrong without --check) are null.
+// Beside those keys each row has "label", "options" (the plan options as the tuning cache writes
+// them), "overlap_hidden_fraction" (mean over ranks with comm), "_min", "_per_rank", and with
+// --profile "predicted_us"; an --algo auto row has "chosen_by" ("model" or "measured").
 nlohmann::json results_json(const RunInfo&, const std::vector<CaseResult>&);
 
 // Total #wrong over checked cases.

@@ -1,7 +1,9 @@
 // enum_names.hpp: an enum's values and the names a user types for them, read both ways: name()
-// prints one, parse() reads one back and throws UsageError naming the expected ones.
+// prints one, parse() reads one back and throws UsageError naming the expected ones; longest() sizes
+// a table column.
 #pragma once
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -27,6 +29,12 @@ struct EnumNames {
     for (auto& [v, n] : items) msg << ' ' << n;
     msg << ')';
     throw UsageError(msg.str());
+  }
+  // The longest name: a table column wide enough for every value.
+  size_t longest() const {
+    size_t n = 0;
+    for (auto& [v, s] : items) n = std::max(n, std::string(s).size());
+    return n;
   }
 };
 

@@ -83,11 +83,19 @@ void parse_field(const std::string& s, Op& v) { v = parse_op(s); }
 void parse_field(const std::string& s, Algo& v) { v = parse_algo(s); }
 void parse_field(const std::string& s, Post& v) { v = parse_post(s); }
 void parse_field(const std::string& s, BLayout& v) { v = parse_b_layout(s); }
+size_t longest_name(Op) { return kOps.longest(); }
+size_t longest_name(Algo) { return algo_names().longest(); }
+size_t longest_name(Post) { return kPosts.longest(); }
+size_t longest_name(BLayout) { return kLayouts.longest(); }
+size_t longest_name(Dtype) { return kDtypes.longest(); }
+
+std::string range_text(const Field& f) {
+  return std::to_string(f.lo) + (f.hi == kNoLimit ? " or more" : ".." + std::to_string(f.hi));
+}
 
 std::string out_of_range(const Field& f, int64_t v) {
   if (v >= f.lo && v <= f.hi) return "";
-  return std::string(f.key) + " " + std::to_string(v) + " is not " + std::to_string(f.lo) +
-         (f.hi == kNoLimit ? " or more" : ".." + std::to_string(f.hi));
+  return std::string(f.key) + " " + std::to_string(v) + " is not " + range_text(f);
 }
 
 namespace {
@@ -101,6 +109,16 @@ bool same_fields(const V& a, const V& b) {
   return x == y;
 }
 
+// "key=value" of every field, space-separated.
+template <class V>
+std::string fields_text(const V& value) {
+  std::string text;
+  for_each_field(value, [&](const Field& f, const auto& v) {
+    text += (text.empty() ? "" : " ") + std::string(f.key) + "=" + field_text(v);
+  });
+  return text;
+}
+
 template <class V>
 void append_agreement_keys(const V& value, std::vector<std::pair<std::string, std::string>>& keys) {
   for_each_field(value, [&](const Field& f, const auto& v) { keys.emplace_back(f.label, field_text(v)); });
@@ -112,13 +130,8 @@ bool operator==(const Problem& a, const Problem& b) { return same_fields(a, b); 
 bool operator==(const PlanOptions& a, const PlanOptions& b) { return same_fields(a, b); }
 bool operator!=(const PlanOptions& a, const PlanOptions& b) { return !(a == b); }
 
-std::string to_string(const PlanOptions& o) {
-  std::string text;
-  for_each_field(o, [&](const Field& f, const auto& v) {
-    text += (text.empty() ? "" : " ") + std::string(f.key) + "=" + field_text(v);
-  });
-  return text;
-}
+std::string to_string(const PlanOptions& o) { return fields_text(o); }
+std::string to_string(const Problem& p) { return fields_text(p); }
 
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions& o) {
   std::vector<std::pair<std::string, std::string>> keys;
@@ -178,11 +191,10 @@ int64_t edge_rows(const Problem& p, const PlanOptions& o) {
 
 void validate(const Problem& p, const PlanOptions& o) {
   std::ostringstream msg;
-  if (p.world < 1 || p.world > kMaxWorld) msg << "world size must be 1.." << kMaxWorld << " (got " << p.world << "). ";
-  if (p.m < 1 || p.n < 1 || p.k < 1)
-    msg << "M, N and K must all be >= 1 (got M=" << p.m << " N=" << p.n << " K=" << p.k << "). ";
-  if (p.m > kMaxSize || p.n > kMaxSize || p.k > kMaxSize)
-    msg << "M, N and K must all be <= " << kMaxSize << " (got M=" << p.m << " N=" << p.n << " K=" << p.k << "). ";
+  for_each_field(p, [&](const Field& f, const auto& v) {
+    if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>)
+      if (!out_of_range(f, v).empty()) msg << f.label << " must be " << range_text(f) << " (got " << v << "). ";
+  });
   if (!msg.str().empty()) throw UsageError(msg.str());
   for (auto [x, y, name] : {std::tuple{p.m, p.k, "M*K"}, std::tuple{p.k, p.n, "K*N"}, std::tuple{p.m, p.n, "M*N"}}) {
     int64_t product = 0;

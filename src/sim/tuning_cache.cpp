@@ -71,9 +71,7 @@ TuningEntry entry_from_json(const json& e) {
   try {
     validate(p, t.options);
   } catch (const UsageError& e) {
-    throw UsageError("its plan options cannot apply to its own shape (" + to_string(p.op) +
-                     " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) + " K=" + std::to_string(p.k) +
-                     " P=" + std::to_string(p.world) + "): " + e.what());
+    throw UsageError("its plan options cannot apply to its own shape (" + to_string(p) + "): " + e.what());
   }
   return t;
 }
@@ -120,6 +118,19 @@ bool same_shape(const TuningEntry& a, const TuningEntry& b) { return a.problem =
 
 json to_json(const PlanOptions& o) {
   json j = json::object();
+  fields_to_json(o, j);
+  return j;
+}
+
+json to_json(const Problem& p) {
+  json j = json::object();
+  fields_to_json(p, j);
+  return j;
+}
+
+json case_json(const Problem& p, Dtype dtype, const PlanOptions& o) {
+  json j = to_json(p);
+  j["dtype"] = to_string(dtype);
   fields_to_json(o, j);
   return j;
 }

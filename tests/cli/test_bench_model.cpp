@@ -1,4 +1,4 @@
-// test_bench_model.cpp: collmm-bench's issue-4 options under mpirun: --timeline (a well-formed SVG
+// test_bench_model.cpp: collmm-bench's model options under mpirun: --timeline (a well-formed SVG
 // with one box per executed step of the timed iteration), the measured overlap in the JSON,
 // --profile (predicted_us), --algo auto (a printed choice and its auto:<algo> row), --tune-cache
 // (records, then a "measured" pick) and --calibrate (a profile load_profile reads).

@@ -22,16 +22,23 @@ const int64_t M = 67, N = 45, K = 38;  // none divides by 4
 const char* kOps[] = {"ag_gemm", "gemm_rs"};
 const char* kAlgos[] = {"sequential", "pipelined", "ring", "bidir"};
 
-// Table rows (lines not starting with '#') split into words.
-std::vector<std::vector<std::string>> table_rows(const std::string& out, const std::string& first_word) {
-  std::vector<std::vector<std::string>> rows;
+// Table rows (lines whose first word is `first_word`) as heading -> cell, the headings read off the
+// table's header line ("#  op  M  N ...").
+std::vector<std::map<std::string, std::string>> table_rows(const std::string& out, const std::string& first_word) {
+  std::vector<std::map<std::string, std::string>> rows;
+  std::vector<std::string> heads;
   std::istringstream in(out);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream words(line);
     std::vector<std::string> w;
     for (std::string x; words >> x;) w.push_back(x);
-    if (!w.empty() && w[0] == first_word) rows.push_back(w);
+    if (w.size() > 1 && w[0] == "#" && w[1] == "op") heads.assign(w.begin() + 1, w.end());
+    if (w.empty() || w[0] != first_word) continue;
+    EXPECT_EQ(w.size(), heads.size()) << "a row with a cell per heading: " << line;
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < w.size() && i < heads.size(); ++i) row[heads[i]] = w[i];
+    rows.push_back(row);
   }
   return rows;
 }
@@ -58,11 +65,18 @@ TEST_F(BenchRun, PassesWithARowPerOpAndAlgo) {
     const auto rows = table_rows(result_.output, op);
     ASSERT_EQ(rows.size(), 4u) << result_.output;
     for (size_t i = 0; i < rows.size(); ++i) {
-      ASSERT_EQ(rows[i].size(), 17u) << result_.output;
-      EXPECT_EQ(rows[i][1], kAlgos[i]);
-      EXPECT_EQ(rows[i][2], std::to_string(M));
-      EXPECT_EQ(rows[i][5], std::to_string(P));
-      EXPECT_EQ(rows[i][15], "0") << "#wrong of " << op << " " << kAlgos[i];
+      EXPECT_EQ(rows[i].at("algo"), kAlgos[i]);
+      EXPECT_EQ(rows[i].at("M"), std::to_string(M));
+      EXPECT_EQ(rows[i].at("P"), std::to_string(P));
+      EXPECT_EQ(rows[i].at("B"), "kn");
+      EXPECT_EQ(rows[i].at("post"), "comm-first");
+      EXPECT_EQ(rows[i].at("#wrong"), "0") << "#wrong of " << op << " " << kAlgos[i];
+      // steps: the plan's step count; stages: the option (0, the default, where pipelined takes it).
+      const std::string algo = kAlgos[i];
+      if (algo == "sequential" || algo == "ring") {
+        EXPECT_EQ(rows[i].at("steps"), algo == "ring" ? std::to_string(P) : "1");
+      }
+      EXPECT_EQ(rows[i].at("stages"), "0");
     }
   }
   EXPECT_NE(result_.output.find("# Out of bounds values : 0 OK"), std::string::npos) << result_.output;
@@ -74,12 +88,15 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_EQ(j.at("world_size"), P);
   EXPECT_TRUE(j.at("collmm_version").is_string());
-  const std::set<std::string> keys{"op", "algo", "m", "n", "k", "world_size", "dtype", "stages", "time_us", "tflops",
-                                   "t_gemm_us", "t_comm_us", "speedup_vs_sequential", "overlap_efficiency", "wrong",
-                                   "max_rel_err",
-                                   // (no --profile here, so no "predicted_us")
-                                   "label", "gemm_lanes", "merge", "options", "overlap_hidden_fraction",
-                                   "overlap_hidden_fraction_min", "overlap_hidden_fraction_per_rank"};
+  std::set<std::string> keys{"dtype", "steps", "time_us", "tflops", "t_gemm_us", "t_comm_us", "speedup_vs_sequential",
+                             "overlap_efficiency", "wrong", "max_rel_err",
+                             // (no --profile here, so no "predicted_us")
+                             "label", "options", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
+                             "overlap_hidden_fraction_per_rank"};
+  // Every field of the problem and of the plan options is a key of its own (their field lists).
+  for (const char* key :
+       {"op", "m", "n", "k", "world_size", "b_layout", "algo", "stages", "post", "gemm_lanes", "merge", "pieces"})
+    keys.insert(key);
   ASSERT_EQ(j.at("results").size(), 8u);
   std::set<std::string> cases;
   for (const json& r : j.at("results")) {
@@ -88,6 +105,7 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
     EXPECT_EQ(got, keys);
     EXPECT_EQ(r.at("options").at("post"), "comm-first");
     EXPECT_EQ(r.at("options").at("algo"), r.at("algo"));
+    EXPECT_EQ(r.at("post"), "comm-first");
     cases.insert(r.at("op").get<std::string>() + " " + r.at("algo").get<std::string>());
     EXPECT_EQ(r.at("m"), M);
     EXPECT_EQ(r.at("world_size"), P);
@@ -101,7 +119,8 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
       EXPECT_DOUBLE_EQ(r.at("speedup_vs_sequential").get<double>(), 1.0);
     }
     if (r.at("algo") == "ring") {
-      EXPECT_EQ(r.at("stages"), P);
+      EXPECT_EQ(r.at("steps"), P);  // the ring's plan has P steps; its stages option is 0 (unused)
+      EXPECT_EQ(r.at("stages"), 0);
     }
   }
   EXPECT_EQ(cases.size(), 8u);
@@ -194,8 +213,9 @@ TEST(BenchDtypes, Bf16TransposedBOnThreeRanks) {
                                           dir,
                                       60);
   ASSERT_EQ(r.rc, 0) << r.output;
-  EXPECT_EQ(table_rows(r.output, "ag_gemm").at(0).at(15), "0");
-  EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at(15), "0");
+  EXPECT_EQ(table_rows(r.output, "ag_gemm").at(0).at("#wrong"), "0");
+  EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at("#wrong"), "0");
+  EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at("B"), "nk");
   const Npy b = read_npy(dir + "/ag_gemm-ring-rank0-B.npy");
   EXPECT_EQ(b.descr, "<f4");
   EXPECT_EQ(b.rows, 3);  // N_0 = 3 of N = 7: B_0 is [N_0, K] in the nk layout

@@ -1,5 +1,6 @@
-// test_golden.cpp: the ring keeps the seed's chunk order and posting order, the gemm_rs rings keep
-// their memory bound, and impossible options are usage errors before any plan exists.
+// test_golden.cpp: the ring keeps the chunk order and posting order of the ATen ring it follows, the
+// gemm_rs rings keep their memory bound, and impossible options are usage errors before any plan
+// exists.
 #include <gtest/gtest.h>
 
 #include "collmm/plan_check.hpp"

@@ -1,10 +1,10 @@
 // table.cpp: collmm-sim's predicted table and JSON.
 #include "table.hpp"
 
+#include "collmm/table_cells.hpp"
 #include "collmm/tuning.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <iomanip>
 #include <sstream>
 
@@ -17,36 +17,21 @@ std::string fixed(double v, int precision) {
   return s.str();
 }
 
-struct Column {
-  const char* name;
-  int width;
-  std::function<std::string(const Prediction&)> cell;
-};
-
-const std::vector<Column>& columns() {
-  static const std::vector<Column> cols{
-      {"op", 8, [](const Prediction& p) { return to_string(p.problem.op); }},
-      {"algo", 11, [](const Prediction& p) { return to_string(p.options.algo); }},
-      {"M", 7, [](const Prediction& p) { return std::to_string(p.problem.m); }},
-      {"N", 7, [](const Prediction& p) { return std::to_string(p.problem.n); }},
-      {"K", 7, [](const Prediction& p) { return std::to_string(p.problem.k); }},
-      {"P", 5, [](const Prediction& p) { return std::to_string(p.problem.world); }},
-      {"dtype", 6, [](const Prediction& p) { return to_string(p.dtype); }},
-      {"stages", 7, [](const Prediction& p) { return std::to_string(p.options.stages); }},
-      {"lanes", 6, [](const Prediction& p) { return std::to_string(p.options.gemm_lanes); }},
-      {"merge", 6, [](const Prediction& p) { return std::to_string(p.options.merge); }},
-      {"pieces", 7, [](const Prediction& p) { return std::to_string(p.options.pieces); }},
-      {"time_us", 11, [](const Prediction& p) { return fixed(p.time_us, 1); }},
-      {"TFLOP/s", 9, [](const Prediction& p) { return fixed(p.tflops_per_rank, 1); }},
-      {"t_gemm_us", 11, [](const Prediction& p) { return fixed(p.t_gemm_us, 1); }},
-      {"t_comm_us", 11, [](const Prediction& p) { return fixed(p.t_comm_us, 1); }},
-      {"max_us", 11, [](const Prediction& p) { return fixed(std::max(p.t_gemm_us, p.t_comm_us), 1); }},
-      {"speedup", 8, [](const Prediction& p) { return fixed(p.speedup, 2); }},
-      {"E", 6, [](const Prediction& p) { return fixed(p.overlap_efficiency, 2); }},
-      {"hidden", 7, [](const Prediction& p) { return fixed(p.hidden_comm_mean, 2); }},
-      {"hid_min", 8, [](const Prediction& p) { return fixed(p.hidden_comm_min, 2); }},
-  };
-  return cols;
+// A row's cells: the case's (its fields, collmm/table_cells.hpp), then the predicted figures.
+std::vector<Cell> cells(const Prediction& p) {
+  std::vector<Cell> c = case_cells(p.problem, p.dtype, p.options);
+  c.insert(c.end(), {
+                        {"time_us", 11, fixed(p.time_us, 1)},
+                        {"TFLOP/s", 9, fixed(p.tflops_per_rank, 1)},
+                        {"t_gemm_us", 11, fixed(p.t_gemm_us, 1)},
+                        {"t_comm_us", 11, fixed(p.t_comm_us, 1)},
+                        {"max_us", 11, fixed(std::max(p.t_gemm_us, p.t_comm_us), 1)},
+                        {"speedup", 8, fixed(p.speedup, 2)},
+                        {"E", 6, fixed(p.overlap_efficiency, 2)},
+                        {"hidden", 7, fixed(p.hidden_comm_mean, 2)},
+                        {"hid_min", 8, fixed(p.hidden_comm_min, 2)},
+                    });
+  return c;
 }
 
 }  // namespace
@@ -60,15 +45,13 @@ void print_prediction_header(std::ostream& out, const Profile& prof) {
   out << "# time_us: the slowest rank. TFLOP/s: per rank. t_gemm_us, t_comm_us: the sequential plan's\n"
          "# GEMMs alone and its comm alone (as collmm-bench); max_us: the larger. speedup: T_sequential / time.\n"
          "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm). hidden / hid_min: comm time\n"
-         "# covered by GEMM on the same rank, mean over ranks / worst rank.\n#\n#";
-  for (const Column& c : columns()) out << std::setw(c.width) << c.name;
-  out << "\n";
+         "# covered by GEMM on the same rank, mean over ranks / worst rank.\n#\n";
+  print_heads(out, cells(Prediction{}));
 }
 
 void print_prediction_row(std::ostream& out, const Prediction& p) {
-  out << " ";
-  for (const Column& c : columns()) out << std::setw(c.width) << c.cell(p);
-  out << "\n" << std::flush;
+  print_texts(out, cells(p));
+  out << std::flush;
 }
 
 void print_prediction_summary(std::ostream& out, const std::vector<Prediction>& rows) {
@@ -92,14 +75,8 @@ void print_prediction_summary(std::ostream& out, const std::vector<Prediction>& 
 nlohmann::json predictions_json(const Profile& prof, const std::vector<Prediction>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const Prediction& p : rows) {
-    nlohmann::json row = to_json(p.options);
-    row.update({{"op", to_string(p.problem.op)},
-                {"m", p.problem.m},
-                {"n", p.problem.n},
-                {"k", p.problem.k},
-                {"world_size", p.problem.world},
-                {"dtype", to_string(p.dtype)},
-                {"time_us", p.time_us},
+    nlohmann::json row = case_json(p.problem, p.dtype, p.options);
+    row.update({{"time_us", p.time_us},
                 {"tflops", p.tflops_per_rank},
                 {"t_gemm_us", p.t_gemm_us},
                 {"t_comm_us", p.t_comm_us},

@@ -1,0 +1,31 @@
+"""The check both the layers' cases and the shard-and-train cases make (no pytest here): the unsharded
+fc1 -> GELU -> fc2 against ColumnParallelLinear -> GELU -> RowParallelLinear built from them, on this
+rank's rows of the input: the output, the input gradient and every weight and bias gradient."""
+from torch import nn
+
+from dist_util import assert_close, block
+
+
+def check_mlp(fc1: nn.Linear, fc2: nn.Linear, x_full, target, mine: slice, rank: int, world: int, algo: str,
+              what: str, scatter_size=None) -> None:
+    """x_full and target are the whole input and the loss's weights; `mine` is this rank's rows of
+    them (scatter_size: their count, where the split is not collmm's)."""
+    from collmm.torch import ColumnParallelLinear, RowParallelLinear
+
+    x_full = x_full.detach().requires_grad_()
+    y_full = fc2(nn.functional.gelu(fc1(x_full)))
+    (y_full * target).sum().backward()
+
+    col, row = ColumnParallelLinear.from_linear(fc1, algo=algo), RowParallelLinear.from_linear(fc2, algo=algo)
+    x = x_full.detach()[mine].clone().requires_grad_()
+    y = row(nn.functional.gelu(col(x)), scatter_size=scatter_size)
+    (y * target[mine]).sum().backward()
+
+    hid = block(fc1.out_features, world, rank)
+    assert_close(y, y_full.detach()[mine], what + " y")
+    assert_close(x.grad, x_full.grad[mine], what + " dx")
+    assert_close(col.weight.grad, fc1.weight.grad[hid], what + " d col.weight")
+    assert_close(col.bias.grad, fc1.bias.grad[hid], what + " d col.bias")
+    assert_close(row.weight.grad, fc2.weight.grad[:, hid], what + " d row.weight")
+    if fc2.bias is not None:
+        assert_close(row.bias.grad, fc2.bias.grad, what + " d row.bias (all-reduced)")
