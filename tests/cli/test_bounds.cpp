@@ -4,7 +4,8 @@
 //   (their process's CPU over the wait is printed, under 10% of a core);
 // - a run slower than --timeout on this rank's own GEMM is reported as such, not as a dead peer;
 // - process 0's local work (a large tuning cache, another job's lock on it) is not a peer's hang;
-// - a process killed between an output's open and its write leaves the previous file whole;
+// - a process killed between an output's open and its write leaves the previous file whole (--json,
+//   --trace, --timeline, --tune-cache, --calibrate's profile, --save's directory);
 // - the same limits on the command line and in the tuning cache, profile fields range-checked;
 // - collmm-sim refuses before simulating what would take minutes or GBs; a run under ulimit -v
 //   is refused with the limit named.
@@ -117,22 +118,79 @@ TEST(BoundedWait, ProcessZerosLocalWorkIsNotAPeersHang) {
   EXPECT_TRUE(has(r, "measured rows recorded in " + cache)) << r.output;
 }
 
-// Process 0 killed between opening an output under its temporary name and writing it: the file
-// of the previous run is still there, whole.
-TEST(AtomicOutputs, AKillBetweenOpenAndWriteLeavesTheOldFile) {
-  for (const std::string option : {"--json", "--trace", "--timeline"}) {
-    const std::string dir = fresh_dir("atomic" + option);
-    const std::string path = dir + "/out";
-    { std::ofstream(path) << "the previous run's output\n"; }
-    const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring " + option + " " + path +
-                                            " --debug-die-rank 0 --debug-phase write",
-                                        60);
-    std::printf("bound: %s, process 0 killed before its write: exit %d, old file %s\n", option.c_str(), r.rc,
-                read_file(path) == "the previous run's output\n" ? "intact" : "LOST");
-    EXPECT_NE(r.rc, 0) << r.output;
-    EXPECT_EQ(read_file(path), "the previous run's output\n") << option << "\n" << r.output;
+// Process 0 killed between opening an output under its temporary name and writing it (the
+// "write" fault point, inside write_file_atomically): the previous file is still there, byte for
+// byte, and nothing but the empty temporary (and the tuning cache's lock file) is left beside it.
+// A second run without the kill replaces the file, so the check can fail.
+struct Output {
+  const char* option;  // the output's option
+  const char* job;     // the rest of the job
+  int ranks = 2;       // --calibrate: one rank, whose profile (GEMMs alone) no load can make refused
+};
+
+// What a previous run left: a valid file of the kind where the job reads it (the tuning cache) or
+// where it is easy to make (a profile), else any text.
+std::string previous_output(const std::string& option, const std::string& dir) {
+  if (option == "--tune-cache")
+    return R"({"entries": [{"op": "gemm_rs", "m": 128, "n": 64, "k": 64, "world_size": 2, "dtype": "f32", )"
+           R"("algo": "ring", "time_us": 10}]})"
+           "\n";
+  if (option == "--calibrate") {
+    const std::string saved = dir + "/saved-profile.json";
+    const CommandResult r =
+        run_command(std::string(COLLMM_SIM) + " -P 2 --profile cpu-2core --save-profile " + saved, 30);
+    if (r.rc != 0) throw std::runtime_error("collmm-sim --save-profile failed:\n" + r.output);
+    const std::string text = read_file(saved);
+    std::filesystem::remove(saved);
+    return text;
   }
+  return "the previous run's output\n";
 }
+
+class AtomicOutput : public ::testing::TestWithParam<Output> {};
+
+TEST_P(AtomicOutput, AKillBetweenOpenAndWriteLeavesTheOldFile) {
+  const std::string option = GetParam().option;
+  const std::string dir = fresh_dir("atomic" + option);
+  const std::string name = "out";
+  const std::string path = dir + "/" + name;
+  const std::string previous = previous_output(option, dir);
+  { std::ofstream(path, std::ios::binary) << previous; }
+  const std::string job = mpirun(GetParam().ranks) + " " + bench() + " " + GetParam().job + " " + option + " " + path;
+  CommandResult r = run_command(job + " --debug-die-rank 0 --debug-phase write", 120);
+  const bool intact = read_file(path) == previous;
+  std::printf("bound: %s, process 0 killed between the open and the write: exit %d after %.2f s, old file %s\n",
+              option.c_str(), r.rc, r.seconds, intact ? "intact" : "LOST");
+  EXPECT_EQ(r.rc, 137) << r.output;
+  EXPECT_TRUE(has(r, "exited on signal 9")) << "process 0 was not killed at the write:\n" << r.output;
+  EXPECT_TRUE(intact) << option << "\n" << r.output;
+  int temporaries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (file == name || (option == "--tune-cache" && file == name + ".lock")) continue;
+    EXPECT_EQ(file.rfind(name + ".tmp.", 0), 0u) << "unexpected " << file;
+    EXPECT_EQ(std::filesystem::file_size(entry.path()), 0u) << file << " was written before the kill";
+    ++temporaries;
+  }
+  EXPECT_EQ(temporaries, 1) << "the kill was not between the temporary's open and its write";
+
+  r = run_command(job, 120);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(read_file(path), previous) << "a run without the kill did not replace " << option << "'s file";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, AtomicOutput,
+    ::testing::Values(Output{"--json", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--trace", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--timeline", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--tune-cache", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--calibrate", "--op ag_gemm --algo ring -m 48 -n 40 -k 36 -w 1 -i 10 --threads 1", 1}),
+    [](const ::testing::TestParamInfo<Output>& info) {
+      std::string n = info.param.option + 2;
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 // --save fills DIR.partial and swaps it in at the end: a killed run leaves DIR as it was, a
 // finished one replaces it whole (no file of the run before).
@@ -143,6 +201,7 @@ TEST(AtomicOutputs, SaveDirectoryIsReplacedWhole) {
   CommandResult r = run_command(
       mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir + " --debug-die-rank 1 --debug-phase write", 60);
   EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_TRUE(has(r, "exited on signal 9")) << "process 1 was not killed at its first write:\n" << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir + "/old.npy"));
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
   r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir, 60);
