@@ -379,5 +379,38 @@ TEST(Calibrate, ASeriesSlowedByLoadIsTimedAgainAndABadOneRefused) {
   EXPECT_DOUBLE_EQ(issued.allgather.latency_us, 4000.0);
 }
 
+// Every number a profile file holds has its range, checked when it is read: each set to -1 (below
+// every range), and each floating-point figure but a measured point set to 1e10 (above every
+// range: 1e9 GB/s, TFLOP/s or us, a slowdown of 100), is refused naming its field.
+TEST(Profile, EveryFigureOutOfRangeIsRefused) {
+  for (const char* name : {"h200-nvlink", "cpu-2core"}) {
+    nlohmann::json good = to_json(builtin_profile(name));
+    good["collectives"]["allgather"]["points"] = {{65536, 10}, {1048576, 50}};
+    ASSERT_NO_THROW(profile_from_json(good)) << name;
+    int tried = 0;
+    const nlohmann::json fields = good.flatten();
+    for (const auto& [pointer, value] : fields.items()) {
+      if (!value.is_number()) continue;
+      const bool point = pointer.find("/points/") != std::string::npos;
+      std::vector<double> bad{-1.0};
+      if (value.is_number_float() && !point) bad.push_back(1e10);
+      std::string field = pointer.substr(pointer.rfind('/') + 1);
+      if (point) field = "points";
+      for (double v : bad) {
+        nlohmann::json j = good;
+        j[nlohmann::json::json_pointer(pointer)] = v;
+        ++tried;
+        try {
+          profile_from_json(j);
+          ADD_FAILURE() << name << ": " << pointer << " = " << v << " was accepted";
+        } catch (const UsageError& e) {
+          EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << pointer << " = " << v << ": " << e.what();
+        }
+      }
+    }
+    EXPECT_GT(tried, 20) << name;
+  }
+}
+
 }  // namespace
 }  // namespace collmm
