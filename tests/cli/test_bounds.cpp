@@ -4,8 +4,8 @@
 //   (their process's CPU over the wait is printed, under 10% of a core);
 // - a run slower than --timeout on this rank's own GEMM is reported as such, not as a dead peer;
 // - process 0's local work (a large tuning cache, another job's lock on it) is not a peer's hang;
-// - a process killed between an output's open and its write leaves the previous file whole (--json,
-//   --trace, --timeline, --tune-cache, --calibrate's profile, --save's directory);
+// - a process killed between an output's open and its rename leaves the previous file whole
+//   (--json, --trace, --timeline, --tune-cache, --calibrate's profile, --save's directory);
 // - the same limits on the command line and in the tuning cache, profile fields range-checked;
 // - collmm-sim refuses before simulating what would take minutes or GBs; a run under ulimit -v
 //   is refused with the limit named.
@@ -118,10 +118,11 @@ TEST(BoundedWait, ProcessZerosLocalWorkIsNotAPeersHang) {
   EXPECT_TRUE(has(r, "measured rows recorded in " + cache)) << r.output;
 }
 
-// Process 0 killed between opening an output under its temporary name and writing it (the
-// "write" fault point, inside write_file_atomically): the previous file is still there, byte for
-// byte, and nothing but the empty temporary (and the tuning cache's lock file) is left beside it.
-// A second run without the kill replaces the file, so the check can fail.
+// Process 0 killed between opening an output under its temporary name and renaming it into place
+// (the fault points of write_file_atomically: "write", before its bytes; "rename", after them and
+// their flush): the previous file is still there, byte for byte, and nothing but the temporary
+// (empty, or whole) and the tuning cache's lock file is left beside it. A run without the kill
+// then replaces the file, so the check can fail.
 struct Output {
   const char* option;  // the output's option
   const char* job;     // the rest of the job
@@ -149,32 +150,36 @@ std::string previous_output(const std::string& option, const std::string& dir) {
 
 class AtomicOutput : public ::testing::TestWithParam<Output> {};
 
-TEST_P(AtomicOutput, AKillBetweenOpenAndWriteLeavesTheOldFile) {
+TEST_P(AtomicOutput, AKillBeforeTheRenameLeavesTheOldFile) {
   const std::string option = GetParam().option;
-  const std::string dir = fresh_dir("atomic" + option);
   const std::string name = "out";
-  const std::string path = dir + "/" + name;
-  const std::string previous = previous_output(option, dir);
-  { std::ofstream(path, std::ios::binary) << previous; }
-  const std::string job = mpirun(GetParam().ranks) + " " + bench() + " " + GetParam().job + " " + option + " " + path;
-  CommandResult r = run_command(job + " --debug-die-rank 0 --debug-phase write", 120);
-  const bool intact = read_file(path) == previous;
-  std::printf("bound: %s, process 0 killed between the open and the write: exit %d after %.2f s, old file %s\n",
-              option.c_str(), r.rc, r.seconds, intact ? "intact" : "LOST");
-  EXPECT_EQ(r.rc, 137) << r.output;
-  EXPECT_TRUE(has(r, "exited on signal 9")) << "process 0 was not killed at the write:\n" << r.output;
-  EXPECT_TRUE(intact) << option << "\n" << r.output;
-  int temporaries = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string file = entry.path().filename().string();
-    if (file == name || (option == "--tune-cache" && file == name + ".lock")) continue;
-    EXPECT_EQ(file.rfind(name + ".tmp.", 0), 0u) << "unexpected " << file;
-    EXPECT_EQ(std::filesystem::file_size(entry.path()), 0u) << file << " was written before the kill";
-    ++temporaries;
+  const std::string job = mpirun(GetParam().ranks) + " " + bench() + " " + GetParam().job + " " + option + " ";
+  std::string path, previous;
+  for (const std::string point : {"write", "rename"}) {
+    const std::string dir = fresh_dir("atomic" + option + "-" + point);
+    path = dir + "/" + name;
+    previous = previous_output(option, dir);
+    { std::ofstream(path, std::ios::binary) << previous; }
+    const CommandResult r = run_command(job + path + " --debug-die-rank 0 --debug-phase " + point, 120);
+    const bool intact = read_file(path) == previous;
+    std::printf("bound: %s, process 0 killed before the %s: exit %d after %.2f s, old file %s\n", option.c_str(),
+                point.c_str(), r.rc, r.seconds, intact ? "intact" : "LOST");
+    EXPECT_EQ(r.rc, 137) << r.output;
+    EXPECT_TRUE(has(r, "exited on signal 9")) << "process 0 was not killed before the " << point << ":\n" << r.output;
+    EXPECT_TRUE(intact) << option << " " << point << "\n" << r.output;
+    int temporaries = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string file = entry.path().filename().string();
+      if (file == name || (option == "--tune-cache" && file == name + ".lock")) continue;
+      EXPECT_EQ(file.rfind(name + ".tmp.", 0), 0u) << "unexpected " << file;
+      // Killed before the write: nothing in it; before the rename: the whole new file.
+      const uintmax_t bytes = std::filesystem::file_size(entry.path());
+      EXPECT_TRUE(point == "write" ? bytes == 0 : bytes > 0) << file << ": " << bytes << " bytes";
+      ++temporaries;
+    }
+    EXPECT_EQ(temporaries, 1) << "the kill was not between the temporary's open and its rename";
   }
-  EXPECT_EQ(temporaries, 1) << "the kill was not between the temporary's open and its write";
-
-  r = run_command(job, 120);
+  const CommandResult r = run_command(job + path, 120);
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(read_file(path), previous) << "a run without the kill did not replace " << option << "'s file";
 }
@@ -223,7 +228,8 @@ TEST(OneSetOfLimits, CountsOutOfRangeAreRefusedByName) {
 }
 
 // What the command line refuses the cache refuses, and the other way round: a run with
-// --merge 2000 records nothing; an entry that cannot apply to its own shape is refused as an entry.
+// --merge 2000 records nothing; an entry that cannot apply to its own shape is refused as an entry,
+// by collmm-bench and by collmm-sim.
 TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
   const std::string dir = fresh_dir("poison");
   const std::string cache = dir + "/cache.json";
@@ -238,6 +244,14 @@ TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
   }
   r = run_command(
       mpirun(2) + " " + bench() + " --op gemm_rs -m 64 -n 64 -k 64 -w 1 -i 2 --algo auto --tune-cache " + cache, 60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
+  // collmm-sim: the same limit on its command line, the same refusal of the entry.
+  const std::string sim = COLLMM_SIM;
+  r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op ag_gemm --algo ring --merge 2000", 30);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "merge 2000 is not 1..1024")) << r.output;
+  r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op gemm_rs --algo auto --tuning-cache " + cache, 30);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
 }
