@@ -118,7 +118,7 @@ CalibrationTimes measure(const CalibrationSpec& spec, const GemmTimer& gemm, con
     std::vector<double> us;
     if (again) again(what, 1);
     for (double bytes : sizes) us.push_back(time(bytes));
-    for (int round = 2; round <= kCalibrationRounds && !flat_ok && !(slope_of(sizes, us) > 0); ++round) {
+    for (int round = 2; round <= kCalibrationRounds && !flat_ok && slope_of(sizes, us) <= 0; ++round) {
       if (again) again(what, round);
       for (size_t i = 0; i < sizes.size(); ++i) us[i] = std::min(us[i], time(sizes[i]));
     }
