@@ -1,5 +1,6 @@
 // test_bounds.cpp: every phase of a job bounded, every output atomic, one set of limits.
 // - a rank stopped before MPI_Init or inside MPI_Finalize: the others end the job by --timeout;
+//   one stopped after its peers exited: mpirun --timeout ends it;
 // - a rank stopped before its first point-to-point transfer: the others nap while they wait
 //   (their process's CPU over the wait is printed, under 10% of a core);
 // - a run slower than --timeout on this rank's own GEMM is reported as such, not as a dead peer;
@@ -61,6 +62,23 @@ INSTANTIATE_TEST_SUITE_P(Points, BoundedStop,
                                            Stop{"mpi_finalize", "MPI_Finalize did not finish within 3 s (--timeout)"},
                                            Stop{"sendrecv", "timed out after 3 s: no answer from a peer"}),
                          [](const ::testing::TestParamInfo<Stop>& info) { return std::string(info.param.point); });
+
+// A rank stopped after its peers have exited (its process stops itself once collmm-bench is done)
+// has nobody left to notice: only the launcher can end the job, with Open MPI's own limit
+// (mpirun --timeout, as the README says and scripts/build-env.sh's mpirun_cmd passes).
+TEST(BoundedStop, ARankStoppedAfterItsPeersExitedIsEndedByTheLauncher) {
+  const std::string run = bench() + kJob + " --algo ring";
+  const CommandResult r =
+      run_command(std::string(COLLMM_MPIEXEC) + " --oversubscribe --allow-run-as-root --timeout 6 -np 1 " + run +
+                      " : -np 1 sh -c '" + run + " >/dev/null; kill -STOP $$'",
+                  60);
+  std::printf("bound: rank 1 stopped after its peers exited, mpirun --timeout 6: job gone after %.2f s, exit %d\n",
+              r.seconds, r.rc);
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_NE(r.rc, 124) << "the job had to be stopped from outside:\n" << r.output;
+  EXPECT_LT(r.seconds, 6 + kStartup) << r.output;
+  EXPECT_TRUE(has(r, "time limit for job execution has been reached")) << r.output;
+}
 
 // The ranks left waiting inside a transfer nap: their whole process (every lane) uses under 10%
 // of one core over the --timeout they wait.
