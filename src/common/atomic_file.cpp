@@ -44,6 +44,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
     ::unlink(tmp.c_str());
     fail("write", tmp, err);
   }
+  fault_point("rename");  // tests: so must a process killed here, its temporary whole
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());

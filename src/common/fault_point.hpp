@@ -2,8 +2,9 @@
 // --debug-hang-rank and --debug-phase): a process told to kill itself (SIGKILL) or to stop
 // (SIGSTOP) at a named point does so when it gets there. The points outside the bench's own
 // phases: "mpi_init" (before MPI_Init), "mpi_finalize" (after the bounded barrier, before
-// MPI_Finalize), "sendrecv" (the cpu transport's first point-to-point group, before it is posted)
-// and "write" (an output file opened under its temporary name, before its bytes are written).
+// MPI_Finalize), "sendrecv" (the cpu transport's first point-to-point group, before it is posted),
+// "write" (an output file opened under its temporary name, before its bytes are written) and
+// "rename" (the temporary written and flushed, before it is renamed into place).
 #pragma once
 
 #include <string>

@@ -20,14 +20,19 @@ namespace collmm {
 namespace {
 
 // Times one plan per rank of the job (built for every local rank) with a filter; one whole
-// iteration first so that every buffer holds data.
-double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const PlanOptions& po, StepFilter filter) {
+// iteration first so that every buffer holds data. The median of --iters timed runs (of the slowest
+// rank each), or, for a series timed again because load made it not grow (`least`), the least of
+// 3 x --iters runs: on a loaded machine most runs of a small transfer wait a scheduler tick (4 ms
+// here) for a peer, and more runs give the clean one more chances.
+double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const PlanOptions& po, StepFilter filter,
+                 bool least = false) {
   std::vector<Plan> plans;
   for (int r : ex.local_ranks()) plans.push_back(make_plan(p, po, r));
   ex.prepare(plans, o.dtype);
   upload_inputs(ex, plans, o.seed, o.dtype);  // the bench's random inputs: GEMMs on zeros run faster
   ex.run(StepFilter::all, false);
-  return time_iterations(ex, filter, o.warmup, o.iters);
+  const std::vector<double> us = iteration_times(ex, filter, o.warmup, least ? 3 * o.iters : o.iters);
+  return least ? *std::min_element(us.begin(), us.end()) : median(us);
 }
 
 // The add steps' durations of the gemm_rs ring's comm alone (timestamps on), median over --iters
@@ -270,6 +275,7 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
                    : line("#   the times below are the device's share: measured less the host's issue lead at %.2f us "
                           "per operation\n",
                           issue_h, 0));
+  bool again = false;  // in a series' extra round (round_hook below): its runs' least time
   auto net = [&](double t, const Problem& p, const PlanOptions& po, StepFilter f) {
     return replay ? t : device_us(t, p, po, f, host);
   };
@@ -288,7 +294,8 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
     const int64_t rows = std::max<int64_t>(1, int64_t(bytes / (cols * double(dtype_size(o.dtype)))));
     const Problem p = ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn);
     const PlanOptions po = plan_options_of(o, Algo::ring);
-    const double us = net(time_plan(ex, o, p, po, StepFilter::comm_only), p, po, StepFilter::comm_only) / (world - 1);
+    const double us =
+        net(time_plan(ex, o, p, po, StepFilter::comm_only, again), p, po, StepFilter::comm_only) / (world - 1);
     if (printer) out << line("#   sendrecv step %12.0f bytes  %12.1f us  %8.2f GB/s\n", bytes, us, bytes / (us * 1e3));
     return us;
   };
@@ -301,7 +308,7 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
                           ? ag_gemm_problem(rows * world, world, int64_t(cols), world, BLayout::kn)
                           : gemm_rs_problem(rows * world, int64_t(cols), world, world);
     const PlanOptions po = plan_options_of(o, Algo::sequential);
-    const double us = net(time_plan(ex, o, p, po, StepFilter::comm_only), p, po, StepFilter::comm_only);
+    const double us = net(time_plan(ex, o, p, po, StepFilter::comm_only, again), p, po, StepFilter::comm_only);
     if (printer) {
       char buf[200];
       std::snprintf(buf, sizeof buf, "#   %-14s %12.0f bytes per part  %12.1f us  %8.2f GB/s per ring step\n",
@@ -320,8 +327,16 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
     return us;
   };
   auto issue_timer = [&] { return measured_host; };
+  // A series timed again (its times did not grow with the size): its runs' least time, said so.
+  auto round_hook = [&](const char* what, int round) {
+    again = round > 1;
+    if (printer && again)
+      out << "#   " << what << " times do not grow with the size (load on the machine?): timed again, round " << round
+          << " of " << kCalibrationRounds << ", each size keeping its least time\n";
+  };
   Measured m;
-  m.times = measure(spec, gemm_timer, comm_timer, collective_timer, add_timer, issue_timer);
+  m.times = measure(spec, gemm_timer, comm_timer, collective_timer, add_timer, issue_timer, round_hook);
+  again = false;
   if (replay) hooks->replay_graphs(o.backend.graph);  // the ring below is timed the bench's own way
   if (fits_contention(ex, spec))
     m.ring_us = time_plan(ex, o, problem_of(o, Op::ag_gemm, world), plan_options_of(o, Algo::ring), StepFilter::all);

@@ -31,6 +31,9 @@ constexpr int kCalibrateMinIters = 10;
 //  - link (P > 1): per message size, the ag_gemm ring plan with StepFilter::comm_only whose chunk
 //    is that many bytes, time / (P - 1) per sendrecv step; sizes 64 KiB x 16^i up to 16 MiB (or
 //    the bench's largest chunk). P = 1 has no link: the base profile's figures are kept (said so).
+//  - a link or collective series whose times do not grow with the size (load on the machine) is
+//    timed again, up to kCalibrationRounds in all, each extra round's runs by their least time, and
+//    each size keeps its least over the rounds; if it still does not grow the fit refuses it.
 //  - collectives (P > 1): the sequential plans' comm alone (StepFilter::comm_only): ag_gemm's
 //    allgather and gemm_rs's reduce-scatter, parts of 64 KiB x 16^i up to the bench's own blocks (1 MiB at least)
 //    and of those blocks; fitted per kind as the library runs them (Profile::allgather / reduce_scatter).

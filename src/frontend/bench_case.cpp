@@ -183,7 +183,7 @@ void inject_fault(const BenchOptions& o, const std::vector<int>& local_ranks, co
   }
 }
 
-double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
+std::vector<double> iteration_times(Executor& ex, StepFilter filter, int warmup, int iters) {
   for (int w = 0; w < warmup; ++w) ex.run(filter, false);
   std::vector<double> slowest_here;
   for (int it = 0; it < iters; ++it) {
@@ -191,7 +191,11 @@ double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
     for (const RankRun& run : ex.run(filter, false)) slowest = std::max(slowest, run.total_us);
     slowest_here.push_back(slowest);
   }
-  return median(slowest_per_iteration(ex.host(), slowest_here));
+  return slowest_per_iteration(ex.host(), slowest_here);
+}
+
+double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
+  return median(iteration_times(ex, filter, warmup, iters));
 }
 
 double median(std::vector<double> v) {

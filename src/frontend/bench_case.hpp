@@ -76,8 +76,9 @@ CaseResult run_case(Executor&, const BenchOptions&, Op, const PlanOptions&, cons
 // process drives the named rank, it kills itself (SIGKILL) or stops (SIGSTOP).
 void inject_fault(const BenchOptions&, const std::vector<int>& local_ranks, const std::string& phase);
 
-// warmup + iters iterations with this filter; the median over the timed ones of the slowest rank
-// of the job (collective). Used by the cases and by --calibrate.
+// warmup + iters iterations with this filter; the slowest rank of the job in each timed one
+// (collective), and their median. Used by the cases and by --calibrate.
+std::vector<double> iteration_times(Executor&, StepFilter, int warmup, int iters);
 double time_iterations(Executor&, StepFilter, int warmup, int iters);
 
 // Fills t_gemm_us, t_comm_us (from the sequential case), tflops, speedup and efficiency.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 
@@ -38,34 +39,53 @@ void check_positive(const std::vector<double>& us, const char* what) {
     if (!(t > 0)) throw std::runtime_error(std::string("calibration: ") + what + " timer gave a non-positive time");
 }
 
-// Least squares t = latency + bytes / bw over the sizes; the latency is clipped at 0. flat_ok: times
-// that do not grow with the size (what is left once the host's issue cost is taken off a transfer
-// the host, not the device, paced) give latency = their mean and a bandwidth that costs nothing.
-Line fit_line(const std::vector<double>& sizes, const std::vector<double>& us, const char* what, bool flat_ok) {
-  check_positive(us, what);
+// Least-squares slope of t against the size; NaN with fewer than two different sizes.
+double slope_of(const std::vector<double>& sizes, const std::vector<double>& us) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   const double n = double(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i)
     sx += sizes[i], sy += us[i], sxx += sizes[i] * sizes[i], sxy += sizes[i] * us[i];
   const double den = n * sxx - sx * sx;
-  if (!(den > 0)) throw UsageError(std::string("calibration needs at least two different ") + what + " sizes");
-  const double slope = (n * sxy - sx * sy) / den, intercept = (sy - slope * sx) / n;
+  return den > 0 ? (n * sxy - sx * sy) / den : std::nan("");
+}
+
+// Least squares t = latency + bytes / bw over the sizes; the latency is clipped at 0. flat_ok: times
+// that do not grow with the size (what is left once the host's issue cost is taken off a transfer
+// the host, not the device, paced) give latency = their mean and a bandwidth that costs nothing.
+Line fit_line(const std::vector<double>& sizes, const std::vector<double>& us, const std::string& what, bool flat_ok) {
+  check_positive(us, what.c_str());
+  const double slope = slope_of(sizes, us);
+  if (std::isnan(slope)) throw UsageError("calibration needs at least two different " + what + " sizes");
+  double sx = 0, sy = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) sx += sizes[i], sy += us[i];
+  const double n = double(sizes.size()), intercept = (sy - slope * sx) / n;
   if (!(slope > 0) && flat_ok) return {sy / n, kFlatGbps};
-  if (!(slope > 0)) throw std::runtime_error(std::string("calibration: ") + what + " times do not grow with the size");
+  if (!(slope > 0)) {
+    std::string times;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%.0f bytes %.1f us", i ? ", " : "", sizes[i], us[i]);
+      times += buf;
+    }
+    throw std::runtime_error("calibration: " + what + " times do not grow with the size (" + times +
+                             "; each size's least over " + std::to_string(kCalibrationRounds) +
+                             " rounds): the machine is too loaded or noisy to calibrate; calibrate on an idle machine");
+  }
   return {std::max(0.0, intercept), 1.0 / slope / 1e3};  // bytes per us -> GB/s
 }
 
 // A library collective's per-step line over the part sizes, and its measured points, each capped
 // by the next larger size's time: a smaller part cannot take longer than a larger one, so a slower
 // small size is noise (seen on the 2-core machine: 64 KiB parts 4.0 ms, 1 MiB parts 1.5 ms).
-CollectiveCost fit_collective(const CalibrationSpec& spec, const std::vector<double>& us, bool flat_ok) {
+CollectiveCost fit_collective(const CalibrationSpec& spec, const std::vector<double>& us, const char* what,
+                              bool flat_ok) {
   std::vector<double> step_us;
   std::map<double, double> points;  // part bytes -> us per ring step
   for (size_t i = 0; i < us.size(); ++i) {
     step_us.push_back(us[i] / double(spec.world - 1));
     points[spec.collective_bytes[i]] = step_us.back();
   }
-  const Line l = fit_line(spec.collective_bytes, step_us, "collective", flat_ok);
+  const Line l = fit_line(spec.collective_bytes, step_us, std::string(what) + " (per ring step)", flat_ok);
   std::vector<std::pair<double, double>> kept(points.begin(), points.end());
   for (size_t i = kept.size(); i-- > 1;) kept[i - 1].second = std::min(kept[i - 1].second, kept[i].second);
   return {l.gbps, l.latency_us, kept};
@@ -77,8 +97,13 @@ bool collectives_asked(const CalibrationSpec& spec) {
 
 }  // namespace
 
+bool flat_times_ok(const CalibrationSpec& spec, const HostCost& measured) {
+  return (measured.issue_us > 0 ? measured.issue_us : spec.base.host.issue_us) > 0;
+}
+
 CalibrationTimes measure(const CalibrationSpec& spec, const GemmTimer& gemm, const CommTimer& comm,
-                         const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue) {
+                         const CollectiveTimer& coll, const AddTimer& add, const IssueTimer& issue,
+                         const RoundHook& again) {
   if (spec.gemm_shapes.empty()) throw UsageError("calibration needs at least one GEMM shape");
   if (spec.comm_bytes.size() == 1) throw UsageError("calibration needs at least two message sizes (or none)");
   if (coll && collectives_asked(spec) && spec.collective_bytes.size() < 2)
@@ -87,10 +112,23 @@ CalibrationTimes measure(const CalibrationSpec& spec, const GemmTimer& gemm, con
   for (const GemmShape& s : spec.gemm_shapes) t.gemm_us.push_back(gemm(s[0], s[1], s[2]));
   if (issue) t.host = issue();
   if (spec.comm_bytes.empty()) return t;  // one rank: no link to time
-  for (double bytes : spec.comm_bytes) t.comm_us.push_back(comm(bytes));
+  // A series whose times do not grow with the size is timed again; each size keeps its least time.
+  const bool flat_ok = flat_times_ok(spec, t.host);
+  auto series = [&](const char* what, const std::vector<double>& sizes, const std::function<double(double)>& time) {
+    std::vector<double> us;
+    if (again) again(what, 1);
+    for (double bytes : sizes) us.push_back(time(bytes));
+    for (int round = 2; round <= kCalibrationRounds && !flat_ok && slope_of(sizes, us) <= 0; ++round) {
+      if (again) again(what, round);
+      for (size_t i = 0; i < sizes.size(); ++i) us[i] = std::min(us[i], time(sizes[i]));
+    }
+    return us;
+  };
+  t.comm_us = series("message", spec.comm_bytes, comm);
   if (coll && collectives_asked(spec)) {
-    for (double bytes : spec.collective_bytes) t.allgather_us.push_back(coll(StepKind::allgather, bytes));
-    for (double bytes : spec.collective_bytes) t.reduce_scatter_us.push_back(coll(StepKind::reduce_scatter, bytes));
+    t.allgather_us = series("allgather", spec.collective_bytes, [&](double b) { return coll(StepKind::allgather, b); });
+    t.reduce_scatter_us =
+        series("reduce_scatter", spec.collective_bytes, [&](double b) { return coll(StepKind::reduce_scatter, b); });
   }
   if (add)
     for (double bytes : spec.add_bytes) t.add_us.push_back(add(bytes));
@@ -135,7 +173,7 @@ Profile fit_profile(const CalibrationSpec& spec, const CalibrationTimes& t) {
     return p;
   }
 
-  const bool flat_ok = p.host.issue_us > 0;  // the times are then the device's share only
+  const bool flat_ok = flat_times_ok(spec, t.host);
   if (t.comm_us.size() != spec.comm_bytes.size()) throw UsageError("calibration needs one time per message size");
   const Line link = fit_line(spec.comm_bytes, t.comm_us, "message", flat_ok);
   p.links.intra_gbps = link.gbps;
@@ -151,8 +189,8 @@ Profile fit_profile(const CalibrationSpec& spec, const CalibrationTimes& t) {
     if (t.allgather_us.size() != spec.collective_bytes.size() ||
         t.reduce_scatter_us.size() != spec.collective_bytes.size())
       throw UsageError("calibration needs one time per collective size");
-    p.allgather = fit_collective(spec, t.allgather_us, flat_ok);
-    p.reduce_scatter = fit_collective(spec, t.reduce_scatter_us, flat_ok);
+    p.allgather = fit_collective(spec, t.allgather_us, "allgather", flat_ok);
+    p.reduce_scatter = fit_collective(spec, t.reduce_scatter_us, "reduce_scatter", flat_ok);
     p.notes += "allgather and reduce-scatter measured as the library runs them (" +
                std::to_string(spec.collective_bytes.size()) + " sizes); ";
   }

@@ -84,14 +84,31 @@ std::vector<GemmShape> calibration_shapes(int64_t largest);
 // 64 KiB, 1 MiB, 16 MiB, ... up to `largest` bytes.
 std::vector<double> calibration_sizes(double largest);
 
+// How many times in all `measure` times a message or collective series whose times do not grow
+// with the size (where the fits need them to: flat_times_ok false) before it leaves the series to
+// fit_profile's refusal. Load on the machine only adds time (a rank preempted while its peer waits
+// costs a scheduler slice, 4-8 ms on the 2-core CI machine, whatever the size), so each size keeps
+// its least time over the rounds: the lower envelope, which load cannot raise once one round ran clean.
+constexpr int kCalibrationRounds = 4;
+
+// Called before each round of a message or collective series (what: "message", "allgather" or
+// "reduce_scatter"; round: 1..kCalibrationRounds), so that a front end can say when a series is
+// timed again and time the extra rounds' runs by their least rather than their median.
+using RoundHook = std::function<void(const char* what, int round)>;
+
 // Throws UsageError for a spec without shapes or with a single size (messages, collectives).
 // Times in the spec's order: GEMM shapes, host issue, then (world > 1, comm_bytes given) message
 // sizes, allgather and reduce-scatter over collective_bytes, adds over add_bytes. A timer that is
-// not given is not called, and its times stay empty.
+// not given is not called, and its times stay empty. A message or collective series whose times
+// do not grow with the size is timed again (kCalibrationRounds above; `again` told before each round).
 CalibrationTimes measure(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
-                         const AddTimer& = {}, const IssueTimer& = {});
+                         const AddTimer& = {}, const IssueTimer& = {}, const RoundHook& again = {});
+// Whether the link and collective fits accept times that do not grow with the size: where a host
+// issue cost is measured (or the base profile has one), the times are the device's share of a
+// transfer the host paced, a flat latency.
+bool flat_times_ok(const CalibrationSpec&, const HostCost& measured);
 // Throws std::runtime_error when a time is not positive or link or collective times do not grow
-// with the size (where no host issue cost was measured; with one they are a flat latency).
+// with the size (unless flat_times_ok), naming the times.
 Profile fit_profile(const CalibrationSpec&, const CalibrationTimes&);
 Profile calibrate(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
                   const AddTimer& = {}, const IssueTimer& = {});

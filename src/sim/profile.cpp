@@ -214,8 +214,6 @@ Profile read_profile_fields(const json& j) {
       cost->gbps = get<double>(e, "gbps", 0);  // 0 (absent): the ring model over the links
       cost->latency_us = get<double>(e, "latency_us", 0);
       cost->points = get<std::vector<std::pair<double, double>>>(e, "points", {});
-      if (cost->gbps < 0 || cost->latency_us < 0)
-        throw UsageError("profile '" + p.name + "': collectives." + key + " figures must be >= 0");
       for (size_t i = 0; i < cost->points.size(); ++i)
         if (!(cost->points[i].first > 0 && cost->points[i].second > 0) ||
             (i > 0 && !(cost->points[i].first > cost->points[i - 1].first)))
@@ -226,11 +224,7 @@ Profile read_profile_fields(const json& j) {
     p.host.issue_us = get<double>(h, "issue_us", 0);
     p.host.shared = get<bool>(h, "shared", false);
     p.host.gemm_issue_us = get<double>(h, "gemm_issue_us", 0);
-    if (!(p.host.gemm_issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.gemm_issue_us must be >= 0");
-    if (!(p.host.issue_us >= 0)) throw UsageError("profile '" + p.name + "': host.issue_us must be >= 0");
-    if (p.contention.gemm_slowdown < 1 || p.contention.comm_slowdown < 1)
-      throw UsageError("profile '" + p.name + "': slowdown factors must be >= 1");
-    return p;
+    return p;  // the figures' ranges: check_ranges, with each field's name
   } catch (const json::exception& e) {
     throw UsageError(std::string("profile JSON: ") + e.what());
   }

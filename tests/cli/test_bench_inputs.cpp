@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -32,6 +33,7 @@ TEST_P(BenchBadInput, IsRefusedOnEveryRankBeforeAnyWork) {
       << R"({"entries":[{"op":"ag_gemm","m":64,"n":64,"k":64,"world_size":2,"dtype":"f32","algo":"ring",)"
       << R"("gemm_lanes":100000,"time_us":5}]})";
   std::ofstream(dir + "/corrupt.json") << R"({"entries": [{"op": "ag_gemm", "m")";
+  std::filesystem::create_directories(dir + "/t-gemm_rs-ring.svg");  // one case's --timeline file
   std::string args = b.args;
   for (size_t at; (at = args.find("DIR")) != std::string::npos;) args.replace(at, 3, dir);
   if (args.find("-i ") == std::string::npos) args += " -i 2";
@@ -58,6 +60,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"-m 64 -n 64 -k 64 --json /nonexistent/r.json", "--json /nonexistent/r.json: cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --trace DIR", "--trace DIR: cannot be written (it is a directory)"},
         BadInput{"-m 64 -n 64 -k 64 --timeline /nonexistent/t.svg", "--timeline /nonexistent/t.svg: cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --op all --algo all --timeline DIR/t.svg",
+                 "--timeline DIR/t-gemm_rs-ring.svg: cannot be written (it is a directory)"},
         BadInput{"-m 64 -n 64 -k 64 --tune-cache /nonexistent/c.json",
                  "--tune-cache /nonexistent/c.json: cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --calibrate /nonexistent/p.json -i 20",

@@ -4,7 +4,10 @@
 // (records, then a "measured" pick) and --calibrate (a profile load_profile reads).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -175,20 +178,43 @@ TEST(BenchAuto, TimesTheBestCandidatesAndRunsTheFastest) {
   EXPECT_NE(bad.output.find("--auto-measure: auto-measure must be on or off"), std::string::npos) << bad.output;
 }
 
+// The machine's load from others: the 1-minute load average less the job's own `ranks`, against
+// the cores. At or above them every rank of a job waits scheduler slices (ms) for its peers.
+bool overloaded_by_others(int ranks, double& load) {
+  std::ifstream in("/proc/loadavg");
+  load = 0;
+  in >> load;
+  return load - ranks >= double(std::thread::hardware_concurrency());
+}
+
+// Two ranks: a profile whose link and collective figures are fitted to times that grow with the
+// size. On a machine other jobs overload, those times are scheduler slices and may not grow even in
+// the least of every round: the bench must then say so, after all its rounds; on any other machine
+// the refusal is a failure.
 TEST(BenchCalibrate, WritesALoadableProfile) {
   const std::string dir = fresh_dir("bench_calibrate");
   const CommandResult two = calibrate_run(2, "--op all --calibrate " + dir + "/cal.json");
-  ASSERT_EQ(two.rc, 0) << two.output;
-  const collmm::Profile p = collmm::load_profile(dir + "/cal.json");
-  EXPECT_EQ(p.gemm.model, collmm::GemmModel::table);
-  EXPECT_GE(p.gemm.table.size(), 6u);
-  for (const collmm::GemmPoint& g : p.gemm.table) EXPECT_GT(g.tflops, 0);
-  EXPECT_GT(p.links.intra_gbps, 0);
-  EXPECT_GE(p.contention.gemm_slowdown, 1);
-  // The profile drives a prediction.
-  const CommandResult use = bench_run(2, "--op ag_gemm --algo ring --profile " + dir + "/cal.json");
-  ASSERT_EQ(use.rc, 0) << use.output;
-  EXPECT_NE(use.output.find("pred/meas"), std::string::npos) << use.output;
+  double load = 0;
+  const bool refused =
+      two.rc != 0 && two.output.find("the machine is too loaded or noisy to calibrate") != std::string::npos;
+  if (refused && overloaded_by_others(2, load)) {
+    std::printf("calibrate: refused at 2 ranks on a machine at load %.1f on %u cores: %s\n", load,
+                std::thread::hardware_concurrency(),
+                two.output.find("round 4 of 4") != std::string::npos ? "after every round" : "ROUNDS MISSING");
+    EXPECT_NE(two.output.find("round 4 of 4"), std::string::npos) << two.output;
+  } else {
+    ASSERT_EQ(two.rc, 0) << "load average " << load << "\n" << two.output;
+    const collmm::Profile p = collmm::load_profile(dir + "/cal.json");
+    EXPECT_EQ(p.gemm.model, collmm::GemmModel::table);
+    EXPECT_GE(p.gemm.table.size(), 6u);
+    for (const collmm::GemmPoint& g : p.gemm.table) EXPECT_GT(g.tflops, 0);
+    EXPECT_GT(p.links.intra_gbps, 0);
+    EXPECT_GE(p.contention.gemm_slowdown, 1);
+    // The profile drives a prediction.
+    const CommandResult use = bench_run(2, "--op ag_gemm --algo ring --profile " + dir + "/cal.json");
+    ASSERT_EQ(use.rc, 0) << use.output;
+    EXPECT_NE(use.output.find("pred/meas"), std::string::npos) << use.output;
+  }
 
   // One rank: no link to time, said so; still a loadable profile.
   const CommandResult one = calibrate_run(1, "--op ag_gemm --calibrate " + dir + "/one.json");

@@ -1,10 +1,12 @@
 // test_bounds.cpp: every phase of a job bounded, every output atomic, one set of limits.
 // - a rank stopped before MPI_Init or inside MPI_Finalize: the others end the job by --timeout;
+//   one stopped after its peers exited: mpirun --timeout ends it;
 // - a rank stopped before its first point-to-point transfer: the others nap while they wait
 //   (their process's CPU over the wait is printed, under 10% of a core);
 // - a run slower than --timeout on this rank's own GEMM is reported as such, not as a dead peer;
 // - process 0's local work (a large tuning cache, another job's lock on it) is not a peer's hang;
-// - a process killed between an output's open and its write leaves the previous file whole;
+// - a process killed between an output's open and its rename leaves the previous file whole
+//   (--json, --trace, --timeline, --tune-cache, --calibrate's profile, --save's directory);
 // - the same limits on the command line and in the tuning cache, profile fields range-checked;
 // - collmm-sim refuses before simulating what would take minutes or GBs; a run under ulimit -v
 //   is refused with the limit named.
@@ -60,6 +62,23 @@ INSTANTIATE_TEST_SUITE_P(Points, BoundedStop,
                                            Stop{"mpi_finalize", "MPI_Finalize did not finish within 3 s (--timeout)"},
                                            Stop{"sendrecv", "timed out after 3 s: no answer from a peer"}),
                          [](const ::testing::TestParamInfo<Stop>& info) { return std::string(info.param.point); });
+
+// A rank stopped after its peers have exited (its process stops itself once collmm-bench is done)
+// has nobody left to notice: only the launcher can end the job, with Open MPI's own limit
+// (mpirun --timeout, as the README says and scripts/build-env.sh's mpirun_cmd passes).
+TEST(BoundedStop, ARankStoppedAfterItsPeersExitedIsEndedByTheLauncher) {
+  const std::string run = bench() + kJob + " --algo ring";
+  const CommandResult r =
+      run_command(std::string(COLLMM_MPIEXEC) + " --oversubscribe --allow-run-as-root --timeout 6 -np 1 " + run +
+                      " : -np 1 sh -c '" + run + " >/dev/null; kill -STOP $$'",
+                  60);
+  std::printf("bound: rank 1 stopped after its peers exited, mpirun --timeout 6: job gone after %.2f s, exit %d\n",
+              r.seconds, r.rc);
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_NE(r.rc, 124) << "the job had to be stopped from outside:\n" << r.output;
+  EXPECT_LT(r.seconds, 6 + kStartup) << r.output;
+  EXPECT_TRUE(has(r, "time limit for job execution has been reached")) << r.output;
+}
 
 // The ranks left waiting inside a transfer nap: their whole process (every lane) uses under 10%
 // of one core over the --timeout they wait.
@@ -117,22 +136,84 @@ TEST(BoundedWait, ProcessZerosLocalWorkIsNotAPeersHang) {
   EXPECT_TRUE(has(r, "measured rows recorded in " + cache)) << r.output;
 }
 
-// Process 0 killed between opening an output under its temporary name and writing it: the file
-// of the previous run is still there, whole.
-TEST(AtomicOutputs, AKillBetweenOpenAndWriteLeavesTheOldFile) {
-  for (const std::string option : {"--json", "--trace", "--timeline"}) {
-    const std::string dir = fresh_dir("atomic" + option);
-    const std::string path = dir + "/out";
-    { std::ofstream(path) << "the previous run's output\n"; }
-    const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring " + option + " " + path +
-                                            " --debug-die-rank 0 --debug-phase write",
-                                        60);
-    std::printf("bound: %s, process 0 killed before its write: exit %d, old file %s\n", option.c_str(), r.rc,
-                read_file(path) == "the previous run's output\n" ? "intact" : "LOST");
-    EXPECT_NE(r.rc, 0) << r.output;
-    EXPECT_EQ(read_file(path), "the previous run's output\n") << option << "\n" << r.output;
+// Process 0 killed between opening an output under its temporary name and renaming it into place
+// (the fault points of write_file_atomically: "write", before its bytes; "rename", after them and
+// their flush): the previous file is still there, byte for byte, and nothing but the temporary
+// (empty, or whole) and the tuning cache's lock file is left beside it. A run without the kill
+// then replaces the file, so the check can fail.
+struct Output {
+  const char* option;  // the output's option
+  const char* job;     // the rest of the job
+  int ranks = 2;       // --calibrate: one rank, whose profile (GEMMs alone) no load can make refused
+};
+
+// What a previous run left: a valid file of the kind where the job reads it (the tuning cache) or
+// where it is easy to make (a profile), else any text.
+std::string previous_output(const std::string& option, const std::string& dir) {
+  if (option == "--tune-cache")
+    return R"({"entries": [{"op": "gemm_rs", "m": 128, "n": 64, "k": 64, "world_size": 2, "dtype": "f32", )"
+           R"("algo": "ring", "time_us": 10}]})"
+           "\n";
+  if (option == "--calibrate") {
+    const std::string saved = dir + "/saved-profile.json";
+    const CommandResult r =
+        run_command(std::string(COLLMM_SIM) + " -P 2 --profile cpu-2core --save-profile " + saved, 30);
+    if (r.rc != 0) throw std::runtime_error("collmm-sim --save-profile failed:\n" + r.output);
+    const std::string text = read_file(saved);
+    std::filesystem::remove(saved);
+    return text;
   }
+  return "the previous run's output\n";
 }
+
+class AtomicOutput : public ::testing::TestWithParam<Output> {};
+
+TEST_P(AtomicOutput, AKillBeforeTheRenameLeavesTheOldFile) {
+  const std::string option = GetParam().option;
+  const std::string name = "out";
+  const std::string job = mpirun(GetParam().ranks) + " " + bench() + " " + GetParam().job + " " + option + " ";
+  std::string path, previous;
+  for (const std::string point : {"write", "rename"}) {
+    const std::string dir = fresh_dir("atomic" + option + "-" + point);
+    path = dir + "/" + name;
+    previous = previous_output(option, dir);
+    { std::ofstream(path, std::ios::binary) << previous; }
+    const CommandResult r = run_command(job + path + " --debug-die-rank 0 --debug-phase " + point, 120);
+    const bool intact = read_file(path) == previous;
+    std::printf("bound: %s, process 0 killed before the %s: exit %d after %.2f s, old file %s\n", option.c_str(),
+                point.c_str(), r.rc, r.seconds, intact ? "intact" : "LOST");
+    EXPECT_EQ(r.rc, 137) << r.output;
+    EXPECT_TRUE(has(r, "exited on signal 9")) << "process 0 was not killed before the " << point << ":\n" << r.output;
+    EXPECT_TRUE(intact) << option << " " << point << "\n" << r.output;
+    int temporaries = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string file = entry.path().filename().string();
+      if (file == name || (option == "--tune-cache" && file == name + ".lock")) continue;
+      EXPECT_EQ(file.rfind(name + ".tmp.", 0), 0u) << "unexpected " << file;
+      // Killed before the write: nothing in it; before the rename: the whole new file.
+      const uintmax_t bytes = std::filesystem::file_size(entry.path());
+      EXPECT_TRUE(point == "write" ? bytes == 0 : bytes > 0) << file << ": " << bytes << " bytes";
+      ++temporaries;
+    }
+    EXPECT_EQ(temporaries, 1) << "the kill was not between the temporary's open and its rename";
+  }
+  const CommandResult r = run_command(job + path, 120);
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(read_file(path), previous) << "a run without the kill did not replace " << option << "'s file";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, AtomicOutput,
+    ::testing::Values(Output{"--json", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--trace", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--timeline", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--tune-cache", "--op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 3"},
+                      Output{"--calibrate", "--op ag_gemm --algo ring -m 48 -n 40 -k 36 -w 1 -i 10 --threads 1", 1}),
+    [](const ::testing::TestParamInfo<Output>& info) {
+      std::string n = info.param.option + 2;
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 // --save fills DIR.partial and swaps it in at the end: a killed run leaves DIR as it was, a
 // finished one replaces it whole (no file of the run before).
@@ -143,6 +224,7 @@ TEST(AtomicOutputs, SaveDirectoryIsReplacedWhole) {
   CommandResult r = run_command(
       mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir + " --debug-die-rank 1 --debug-phase write", 60);
   EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_TRUE(has(r, "exited on signal 9")) << "process 1 was not killed at its first write:\n" << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir + "/old.npy"));
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
   r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir, 60);
@@ -164,7 +246,8 @@ TEST(OneSetOfLimits, CountsOutOfRangeAreRefusedByName) {
 }
 
 // What the command line refuses the cache refuses, and the other way round: a run with
-// --merge 2000 records nothing; an entry that cannot apply to its own shape is refused as an entry.
+// --merge 2000 records nothing; an entry that cannot apply to its own shape is refused as an entry,
+// by collmm-bench and by collmm-sim.
 TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
   const std::string dir = fresh_dir("poison");
   const std::string cache = dir + "/cache.json";
@@ -179,6 +262,14 @@ TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
   }
   r = run_command(
       mpirun(2) + " " + bench() + " --op gemm_rs -m 64 -n 64 -k 64 -w 1 -i 2 --algo auto --tune-cache " + cache, 60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
+  // collmm-sim: the same limit on its command line, the same refusal of the entry.
+  const std::string sim = COLLMM_SIM;
+  r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op ag_gemm --algo ring --merge 2000", 30);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "merge 2000 is not 1..1024")) << r.output;
+  r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op gemm_rs --algo auto --tuning-cache " + cache, 30);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "calibrate.hpp"
 #include "collmm/cost_model.hpp"
@@ -324,6 +325,91 @@ TEST(Calibrate, FlatTransfersAfterTheIssueCostAreALatency) {
   EXPECT_DOUBLE_EQ(p.links.intra_latency_us, 4.5);
   EXPECT_GT(p.links.intra_gbps, 1e5);
   EXPECT_THROW(calibrate(spec, gemm, flat), std::runtime_error);
+}
+
+// Load on the machine only adds time: a series whose first round does not grow with the size (its
+// small parts each waited a scheduler slice) is timed again and each size keeps its least time, so
+// the fit is the machine's. A series that never grows is refused after kCalibrationRounds rounds,
+// naming its times; where flat times are a latency (a host issue cost measured) nothing is retimed.
+TEST(Calibrate, ASeriesSlowedByLoadIsTimedAgainAndABadOneRefused) {
+  const int P = 2;
+  CalibrationSpec spec = spec_over("cpu-2core", Dtype::f32);
+  spec.comm_bytes = calibration_sizes(16e6);
+  spec.world = P;
+  spec.collective_bytes = {3456, 65536, 1048576};
+  auto line = [&](StepKind kind, double part) {
+    return kind == StepKind::allgather ? (P - 1) * (20 + part / 6e3) : (P - 1) * (70 + part / 1.5e3);
+  };
+  std::map<double, int> allgather_calls;
+  auto loaded = [&](StepKind kind, double part) {  // the allgather's first round: 8, 4, 4.1 ms
+    if (kind == StepKind::allgather && allgather_calls[part]++ == 0)
+      return part < 1e4 ? 8000.0 : part < 1e5 ? 4000.0 : 4100.0;
+    return line(kind, part);
+  };
+  std::vector<std::pair<std::string, int>> rounds;
+  auto note = [&](const char* what, int round) { rounds.push_back({what, round}); };
+  const CalibrationTimes t = measure(spec, linear_gemm, linear_comm, loaded, {}, {}, note);
+  const std::vector<std::pair<std::string, int>> expected{
+      {"message", 1}, {"allgather", 1}, {"allgather", 2}, {"reduce_scatter", 1}};
+  EXPECT_EQ(rounds, expected);
+  const Profile p = fit_profile(spec, t);
+  EXPECT_NEAR(p.allgather.gbps, 6, 1e-9);
+  EXPECT_NEAR(p.allgather.latency_us, 20, 1e-6);
+  EXPECT_NEAR(p.reduce_scatter.gbps, 1.5, 1e-9);
+
+  int flat_calls = 0;
+  auto flat = [&](StepKind kind, double part) {
+    if (kind != StepKind::allgather) return line(kind, part);
+    ++flat_calls;
+    return 4000.0;
+  };
+  try {
+    calibrate(spec, linear_gemm, linear_comm, flat);
+    ADD_FAILURE() << "a collective whose times never grow was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("allgather (per ring step) times do not grow with the size (3456 bytes "
+                                         "4000.0 us, 65536 bytes 4000.0 us, 1048576 bytes 4000.0 us"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(flat_calls, kCalibrationRounds * 3);
+  flat_calls = 0;
+  const Profile issued = calibrate(spec, linear_gemm, linear_comm, flat, {}, [] { return HostCost{10.0}; });
+  EXPECT_EQ(flat_calls, 3);
+  EXPECT_DOUBLE_EQ(issued.allgather.latency_us, 4000.0);
+}
+
+// Every number a profile file holds has its range, checked when it is read: each set to -1 (below
+// every range), and each floating-point figure but a measured point set to 1e10 (above every
+// range: 1e9 GB/s, TFLOP/s or us, a slowdown of 100), is refused naming its field.
+TEST(Profile, EveryFigureOutOfRangeIsRefused) {
+  for (const char* name : {"h200-nvlink", "cpu-2core"}) {
+    nlohmann::json good = to_json(builtin_profile(name));
+    good["collectives"]["allgather"]["points"] = {{65536, 10}, {1048576, 50}};
+    ASSERT_NO_THROW(profile_from_json(good)) << name;
+    int tried = 0;
+    const nlohmann::json fields = good.flatten();
+    for (const auto& [pointer, value] : fields.items()) {
+      if (!value.is_number()) continue;
+      const bool point = pointer.find("/points/") != std::string::npos;
+      std::vector<double> bad{-1.0};
+      if (value.is_number_float() && !point) bad.push_back(1e10);
+      std::string field = pointer.substr(pointer.rfind('/') + 1);
+      if (point) field = "points";
+      for (double v : bad) {
+        nlohmann::json j = good;
+        j[nlohmann::json::json_pointer(pointer)] = v;
+        ++tried;
+        try {
+          profile_from_json(j);
+          ADD_FAILURE() << name << ": " << pointer << " = " << v << " was accepted";
+        } catch (const UsageError& e) {
+          EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << pointer << " = " << v << ": " << e.what();
+        }
+      }
+    }
+    EXPECT_GT(tried, 20) << name;
+  }
 }
 
 }  // namespace
