@@ -9,7 +9,6 @@ fingerprint) and check="first" (later calls of a known problem exchange nothing)
 all_gather_into_tensor + matmul of the same problem. Median microseconds of the slowest rank.
 """
 import argparse
-import os
 import statistics
 import time
 
@@ -17,22 +16,17 @@ import torch
 import torch.distributed as dist
 
 import collmm
+import launch
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    launch.add_args(p)
     p.add_argument("--iters", type=int, default=200)
-    p.add_argument("--share-gpu", action="store_true", help="every rank on GPU 0 (NCCL_HOSTID per rank)")
     args = p.parse_args()
-    if args.device == "cuda":
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        if args.share_gpu:
-            os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
-        torch.cuda.set_device(0 if args.share_gpu else local_rank)
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    args.nccl_only = args.device == "cuda"  # the channels' costs on an NCCL-only group
+    device = launch.init(args)
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device(args.device, torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
     a, b = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
     gathered = torch.empty(8 * world, 8, device=device)
     rows = []

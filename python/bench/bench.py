@@ -26,7 +26,6 @@ nothing).
 """
 import argparse
 import json
-import os
 import statistics
 import time
 
@@ -34,13 +33,14 @@ import torch
 import torch.distributed as dist
 
 import collmm
+import launch
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f64": torch.float64}
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    launch.add_args(p)
     p.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     p.add_argument("-m", type=int, nargs="+", default=[1024])
     p.add_argument("-n", type=int, default=1024)
@@ -51,9 +51,6 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", default=None)
     p.add_argument("--check", default="every", choices=["every", "first"])
-    p.add_argument("--nccl-only", action="store_true", help="an NCCL-only group (CUDA)")
-    p.add_argument("--share-gpu", action="store_true",
-                   help="every rank on GPU 0 (NCCL_HOSTID per rank, device-notes.md): correctness, not timings")
     return p.parse_args()
 
 
@@ -161,16 +158,7 @@ def cases(args, device, dtype, rank, world, group):
 
 def main():
     args = parse_args()
-    device = torch.device(args.device)
-    if device.type == "cuda":
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        if args.share_gpu:
-            os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
-        torch.cuda.set_device(0 if args.share_gpu else local_rank)
-        device = torch.device("cuda", torch.cuda.current_device())
-        dist.init_process_group("nccl" if args.nccl_only else "cpu:gloo,cuda:nccl")
-    else:
-        dist.init_process_group("gloo")
+    device = launch.init(args)
     rank, world, group = dist.get_rank(), dist.get_world_size(), dist.group.WORLD
     if any(m % world for m in args.m) or args.n % world or args.k % world:
         raise SystemExit(f"M, N and K must divide by P = {world}")

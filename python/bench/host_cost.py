@@ -15,7 +15,6 @@ them, except every 10 calls so that the launch queue stays short). Rows:
 op with the ring, check first: what the call spends its host time on.
 """
 import argparse
-import os
 import statistics
 import time
 
@@ -23,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 import collmm
+import launch
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
@@ -45,26 +45,14 @@ def host_us(fn, device, iters):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    launch.add_args(p)
     p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
-    p.add_argument("-m", type=int, default=2048)
-    p.add_argument("-n", type=int, default=4096)
-    p.add_argument("-k", type=int, default=4096)
+    for dim, size in (("-m", 2048), ("-n", 4096), ("-k", 4096)):
+        p.add_argument(dim, type=int, default=size)
     p.add_argument("--iters", type=int, default=100)
-    p.add_argument("--share-gpu", action="store_true", help="every rank on GPU 0 (NCCL_HOSTID per rank)")
-    p.add_argument("--nccl-only", action="store_true", help="init_process_group(\"nccl\") (else cpu:gloo,cuda:nccl)")
     p.add_argument("--profile", action="store_true")
     args = p.parse_args()
-    if args.device == "cuda":
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        if args.share_gpu:
-            os.environ.update(NCCL_HOSTID=f"h{local_rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
-        torch.cuda.set_device(0 if args.share_gpu else local_rank)
-        dist.init_process_group("nccl" if args.nccl_only else "cpu:gloo,cuda:nccl")
-        device = torch.device("cuda", torch.cuda.current_device())
-    else:
-        dist.init_process_group("gloo")
-        device = torch.device("cpu")
+    device = launch.init(args)
     rank, world = dist.get_rank(), dist.get_world_size()
     m, n, k, dtype = args.m, args.n, args.k, DTYPES[args.dtype]
     if m % world or n % world or k % world:

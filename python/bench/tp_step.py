@@ -24,6 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 import collmm
+import launch
 from collmm.torch import ColumnParallelLinear, RowParallelLinear
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f64": torch.float64}
@@ -95,7 +96,7 @@ class PlainMLP(nn.Module):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    launch.add_args(p)
     p.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--batch", type=int, default=1)
@@ -106,21 +107,13 @@ def parse_args():
     p.add_argument("--algo", default="auto")
     p.add_argument("--trace", default=None, help="path prefix for collmm.trace's files of one collmm step")
     p.add_argument("--json", default=None)
-    p.add_argument("--share-gpu", action="store_true",
-                   help="every rank on GPU 0 (NCCL_HOSTID per rank): correctness, not timings")
     return p.parse_args()
 
 
 def main():
     args = parse_args()
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.device == "cuda":
-        device = torch.device("cuda", 0 if args.share_gpu else local)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
+    args.nccl_only = True  # torchrun's usual group on CUDA
+    device = launch.init(args)
     group = dist.group.WORLD
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.seq % world or args.hidden % world:

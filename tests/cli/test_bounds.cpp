@@ -269,7 +269,7 @@ TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
   r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op ag_gemm --algo ring --merge 2000", 30);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_TRUE(has(r, "merge 2000 is not 1..1024")) << r.output;
-  r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op gemm_rs --algo auto --tuning-cache " + cache, 30);
+  r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op gemm_rs --algo auto --tune-cache " + cache, 30);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
 }

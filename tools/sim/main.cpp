@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
   app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();
   app.add_option("--trace", o.trace, "Chrome-trace JSON of the predicted iterations");
   app.add_option("--json", o.json, "the predicted table as JSON");
-  app.add_option("--tuning-cache", o.tuning_cache, "measured tuning cache JSON that refines --algo auto");
+  app.add_option("--tune-cache", o.tuning_cache,
+                 "measured tuning cache JSON that refines --algo auto (collmm-bench --tune-cache writes it)");
   app.add_option("--save-profile", o.save_profile, "write the profile used as JSON (a start for your own)");
   try {
     app.parse(argc, argv);
