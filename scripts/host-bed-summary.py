@@ -85,17 +85,15 @@ def targets(paths):
         seq = rows[0]  # the baseline: collmm-bench runs it first
         if name.startswith("auto-") or re.search(r"-s\d+$", name) or not autos or seq.get("t_gemm_us") is None:
             continue
-        pieces = [r for (f, n), rs in runs.items() if f == folder and re.fullmatch(re.escape(name) + r"-s\d+", n)
-                  for r in rs]
+        piece_runs = [n for (f, n) in runs if f == folder and re.fullmatch(re.escape(name) + r"-s\d+", n)]
+        pieces = [r for n in piece_runs for r in runs[(folder, n)]]
         auto = autos[0]
         tg, tc = seq["t_gemm_us"], seq["t_comm_us"]
         top = max(tg, tc)
         best = min(rows + pieces + [auto], key=lambda r: r["time_us"])
         if folder not in samples:
             samples[folder] = clock_samples(folder)
-        moved = clocks_moved(folder, [name, "auto-" + name] + [n for (f, n) in runs if f == folder and
-                                                               re.fullmatch(re.escape(name) + r"-s\d+", n)],
-                             samples[folder])
+        moved = clocks_moved(folder, [name, "auto-" + name] + piece_runs, samples[folder])
 
         def verdict(ok, applies=True):
             if not applies:
