@@ -55,11 +55,35 @@ def _with_first(a: torch.Tensor, dim: int, first: int, last: int) -> torch.Tenso
     return a.new_empty(shape).movedim(0, dim)
 
 
+# torch.compile's caches (AOTAutograd's and inductor's FX graph cache) key a compiled graph on its
+# code and inputs, not on the process group behind a group name: a graph compiled at world 1 would
+# be loaded at world 2 (the same shard shapes, the group named "0" in both) with the fake kernel's
+# world-1 sizes baked in. A fake kernel whose sizes come from a group (no gathered_size /
+# scatter_size) therefore adds that group's size (and, for the scatter's default split, this rank)
+# to torch.compile's cache_key_tag. Dynamo runs the fake kernels while it traces, before either
+# cache computes its key, so the compile that first meets a group is keyed on it.
+_COLLMM_TAG = " collmm:"
+_cache_key_groups: set = set()
+
+
+def _key_compile_caches_on(entry: str) -> None:
+    if entry in _cache_key_groups:
+        return
+    _cache_key_groups.add(entry)
+    config = getattr(torch.compiler, "config", None)
+    if config is None or not hasattr(config, "cache_key_tag"):
+        return
+    user_tag = config.cache_key_tag.split(_COLLMM_TAG)[0]
+    config.cache_key_tag = user_tag + _COLLMM_TAG + ",".join(sorted(_cache_key_groups))
+
+
 @torch.library.register_fake("collmm::fused_all_gather_matmul")
 def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
                                   gathered_size=None, pieces=1):
     _same_device(A_shard, Bs, "A_shard", "Bs")
     world = process_group_of(group_name).size()
+    if gathered_size is None:
+        _key_compile_caches_on(f"{group_name}/{world}")
     d = gather_dim % A_shard.dim()
     rows = gathered_size if gathered_size is not None else A_shard.shape[d] * world
     A = _with_first(A_shard, d, rows, A_shard.shape[-1]) if return_A else None
@@ -71,6 +95,8 @@ def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, 
                                       pieces=1):
     _same_device(A, [B], "A", "B")
     group = process_group_of(group_name)
+    if scatter_size is None:
+        _key_compile_caches_on(f"{group_name}/{group.size()}/r{group.rank()}")
     d = scatter_dim % A.dim()
     rows = scatter_size if scatter_size is not None else block_size(A.shape[d], group.size(), group.rank())
     return _with_first(A, d, rows, B.shape[1])

@@ -52,3 +52,26 @@ def compile_cases(rank, world):
     a, b = seeded(13, 2, 5), seeded(14, 5, 3)
     gathered, (c,) = op(a, b)
     assert_close(c, gathered @ b, "compiled op")
+
+
+def compile_cache_case(rank, world):
+    """A step of both ops compiled by inductor, whose compile caches (AOTAutograd's, the FX graph
+    cache) sit in a directory the caller shares between runs. Every rank's inputs have the same
+    shapes at every world, so a step compiled at another world (the group's name is the same) or
+    by another rank (x's scatter gives ranks different sizes) would be found by the caches' keys
+    unless collmm keys them on the group. The compiled step equals the eager one."""
+    group = dist.group.WORLD.group_name
+    k, n = 12, 4
+    a = seeded(15, 8 * world, k)[block(8 * world, world, rank)]
+    b = seeded(16, k, n)
+    w = seeded(17, n * world, k)[block(n * world, world, rank)]
+    x = seeded(18, 7, n)
+
+    def step(a, b, w, x):
+        _, (h,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, return_A=False, algo="ring")
+        return (torch.ops.collmm.fused_matmul_reduce_scatter(torch.relu(h), w, "sum", 0, group, algo="ring"),
+                torch.ops.collmm.fused_matmul_reduce_scatter(x, w, "sum", 0, group, algo="sequential"))
+
+    got, want = torch.compile(step, fullgraph=True)(a, b, w, x), step(a, b, w, x)
+    for g, e, name in zip(got, want, ("ag then rs", "rs of x")):
+        assert_close(g, e, f"compiled {name}, rank {rank}/{world}")

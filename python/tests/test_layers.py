@@ -5,7 +5,7 @@ hidden split, and with [s, b, K] inputs."""
 import pytest
 
 from dist_util import run_world
-from layer_cases import compile_cases, mlp_cases
+from layer_cases import compile_cache_case, compile_cases, mlp_cases
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
@@ -16,3 +16,11 @@ def test_mlp_forward_backward(world):
 @pytest.mark.parametrize("world", [1, 2])
 def test_compile_fullgraph(world):
     run_world(world, compile_cases)
+
+
+def test_compile_cache_keyed_on_group(tmp_path, monkeypatch):
+    """inductor's caches shared by a world-1 run and two world-2 runs (TORCHINDUCTOR_CACHE_DIR): no
+    run loads a graph compiled for another world or rank (the fake kernels' sizes come from the group)."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    for world in (1, 2, 2):
+        run_world(world, compile_cache_case)
