@@ -1,7 +1,7 @@
 """Where a call's host time goes: collmm's ops per algorithm beside the c10d calls they are made of.
 
     torchrun --nproc-per-node P python/bench/host_cost.py [--device cpu|cuda [--share-gpu]] [--nccl-only]
-             [-m M -n N -k K] [--dtype bf16] [--iters I] [--profile]
+             [-m M -n N -k K] [--dtype bf16] [--iters I] [--rows REGEX] [--profile]
 
 Every row is the median time (us) for a call to return to Python, of the slowest rank, in steady
 state (warmed up; on CUDA the device is kept busy behind the calls, never waited for between
@@ -11,10 +11,13 @@ them, except every 10 calls so that the launch queue stays short). Rows:
   torch ag+mm / mm+rs  the plain path
   collmm <op> <algo> check=<every|first>
                        the op with each algorithm (ring with 2 pieces too) and each check
+--rows: only the rows whose label matches REGEX (with many --iters: a row to profile natively, e.g.
+under py-spy record --native --subprocesses).
 --profile: a torch.profiler table of the host's time (self CPU) per function over 20 calls of the
 op with the ring, check first: what the call spends its host time on.
 """
 import argparse
+import re
 import statistics
 import time
 
@@ -50,6 +53,7 @@ def main():
     for dim, size in (("-m", 2048), ("-n", 4096), ("-k", 4096)):
         p.add_argument(dim, type=int, default=size)
     p.add_argument("--iters", type=int, default=100)
+    p.add_argument("--rows", default="", help="only the rows whose label matches this regex")
     p.add_argument("--profile", action="store_true")
     args = p.parse_args()
     device = launch.init(args)
@@ -94,6 +98,8 @@ def main():
               f"{dist.get_backend()}, torch {torch.__version__}")
     for row in rows:
         label, fn = row[0], row[-1]
+        if not re.search(args.rows, label):
+            continue
         collmm.set_check(row[1] if len(row) == 3 else "every")
         t = torch.tensor([host_us(fn, device, args.iters)], dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)

@@ -1,7 +1,6 @@
-"""The ops' fake (meta) kernels, their autograd formulas, and Python wrappers that take a group or
-its name.
+"""The ops' fake (meta) kernels and Python wrappers that take a group or its name.
 
-The kernels themselves are C++ (python/csrc/ops.cpp). A fake kernel gives the shapes of the
+The kernels themselves are C++ (python/csrc/ops.cpp), their autograd too (python/csrc/autograd.cpp). A fake kernel gives the shapes of the
 outputs without data, for torch.compile (inductor included) and FakeTensor tracing. One rank cannot
 know the other ranks' sizes: the fake all-gather assumes every rank holds as many as this one unless
 ``gathered_size`` gives the total, and the fake reduce-scatter gives this rank ``scatter_size``
@@ -102,70 +101,8 @@ def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, 
     return _with_first(A, d, rows, B.shape[1])
 
 
-# Autograd: the backward of each op is the other op (as in the layers, collmm.torch).
-#   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard))
-#     dA_shard = this rank's block of sum_q (sum_i dC_i @ B_i^T + dA)   fused_matmul_reduce_scatter
-#     dB_i     = A^T @ dC_i                                              (A: returned, or gathered again)
-#   matmul reduce-scatter  C_r = block r of sum_q A_q @ B_q   (avg: / P)
-#     dA = all_gather(dC) @ B^T,  dB = A^T @ all_gather(dC)              fused_all_gather_matmul
-
-
-def _ag_setup(ctx, inputs, keyword_only_inputs, output):
-    A_shard, Bs, gather_dim, group_name = inputs
-    return_A, algo = keyword_only_inputs.get("return_A", True), keyword_only_inputs.get("algo", "auto")
-    ctx.dim, ctx.group_name, ctx.algo = gather_dim % A_shard.dim(), group_name, algo
-    ctx.shard_size = A_shard.shape[ctx.dim]
-    ctx.save_for_backward(A_shard, output[0] if return_A else None, *Bs)
-
-
-def _ag_backward(ctx, grad_A, grad_Cs):
-    A_shard, A, *Bs = ctx.saved_tensors
-    K = A_shard.shape[-1]
-    xs, ys = [], []  # dA_shard = reduce_scatter(cat(xs, -1) @ cat(ys, 0))
-    for dC, B in zip(grad_Cs, Bs):
-        if dC is not None:
-            xs.append(dC)
-            ys.append(B.t())
-    if grad_A is not None:
-        xs.append(grad_A)
-        ys.append(torch.eye(K, dtype=A_shard.dtype, device=A_shard.device))
-    dA_shard = None
-    if xs:
-        dA_shard = torch.ops.collmm.fused_matmul_reduce_scatter(
-            torch.cat(xs, -1).contiguous(), torch.cat(ys, 0), "sum", ctx.dim, ctx.group_name, algo=ctx.algo,
-            scatter_size=ctx.shard_size)
-    dBs = [None] * len(Bs)
-    if any(dC is not None for dC in grad_Cs) and ctx.needs_input_grad[1]:
-        if A is None:  # not returned by the forward: gathered again
-            A, _ = torch.ops.collmm.fused_all_gather_matmul(
-                A_shard, [A_shard.new_zeros(K, 1)], ctx.dim, ctx.group_name, return_A=True, algo=ctx.algo)
-        flat = A.reshape(-1, K)
-        dBs = [None if dC is None else flat.t() @ dC.reshape(-1, dC.shape[-1]) for dC in grad_Cs]
-    return dA_shard, dBs, None, None
-
-
-def _rs_setup(ctx, inputs, keyword_only_inputs, output):
-    A, B, reduce_op, scatter_dim, group_name = inputs
-    algo = keyword_only_inputs.get("algo", "auto")
-    ctx.dim, ctx.group_name, ctx.algo = scatter_dim % A.dim(), group_name, algo
-    ctx.full_size = A.shape[ctx.dim]
-    ctx.scale = 1.0 / process_group_of(group_name).size() if reduce_op == "avg" else 1.0
-    ctx.save_for_backward(A, B)
-
-
-def _rs_backward(ctx, dC):
-    A, B = ctx.saved_tensors
-    gathered, (dA,) = torch.ops.collmm.fused_all_gather_matmul(
-        dC.contiguous(), [B.t()], ctx.dim, ctx.group_name, return_A=True, algo=ctx.algo,
-        gathered_size=ctx.full_size)
-    dB = A.reshape(-1, A.shape[-1]).t() @ gathered.reshape(-1, gathered.shape[-1])
-    if ctx.scale != 1.0:
-        dA, dB = dA * ctx.scale, dB * ctx.scale
-    return dA, dB, None, None, None
-
-
-torch.library.register_autograd("collmm::fused_all_gather_matmul", _ag_backward, setup_context=_ag_setup)
-torch.library.register_autograd("collmm::fused_matmul_reduce_scatter", _rs_backward, setup_context=_rs_setup)
+# Autograd: each op's backward is the other op (python/csrc/autograd.cpp, C++ so that a call that needs
+# no gradient pays no Python).
 
 
 def fused_all_gather_matmul(

@@ -58,16 +58,19 @@ std::optional<LayoutFit> layout_fit(const at::Tensor& b) {
 
 // The layout every rank reads its B with: the one that some rank's B needs (kn when none does).
 BLayout agreed_layout(const std::vector<std::vector<double>>& all, size_t at, const std::string& what) {
+  bool any_kn = false, any_nk = false;
+  for (const auto& q : all) {
+    any_kn = any_kn || q[at] == static_cast<double>(kn_only);
+    any_nk = any_nk || q[at] == static_cast<double>(nk_only);
+  }
+  if (!(any_kn && any_nk)) return any_nk ? BLayout::nk : BLayout::kn;
   std::ostringstream kn, nk;
   for (size_t q = 0; q < all.size(); ++q) {
     if (all[q][at] == static_cast<double>(kn_only)) kn << (kn.str().empty() ? "" : ", ") << q;
     if (all[q][at] == static_cast<double>(nk_only)) nk << (nk.str().empty() ? "" : ", ") << q;
   }
-  if (!kn.str().empty() && !nk.str().empty())
-    throw UsageError("ranks disagree on " + what + " layout: rank(s) " + kn.str() +
-                     " pass a row-major [K, N], rank(s) " + nk.str() +
-                     " the transpose of a row-major [N, K] (w.t()); pass the same kind on every rank");
-  return nk.str().empty() ? BLayout::kn : BLayout::nk;
+  throw UsageError("ranks disagree on " + what + " layout: rank(s) " + kn.str() + " pass a row-major [K, N], rank(s) " +
+                   nk.str() + " the transpose of a row-major [N, K] (w.t()); pass the same kind on every rank");
 }
 
 // `dim` of a tensor of `rank` dims in [0, rank - 1) (not the last: K), or -1.
@@ -130,6 +133,10 @@ int64_t agreed_split(const std::vector<std::vector<double>>& all, size_t at, con
   int64_t total = 0;
   for (const auto& q : all) total += static_cast<int64_t>(q[at]);
   const int p = static_cast<int>(all.size());
+  bool split = true;
+  for (int q = 0; q < p; ++q)
+    split = split && static_cast<int64_t>(all[static_cast<size_t>(q)][at]) == block_size(total, p, q);
+  if (split) return total;
   std::ostringstream got, want;
   bool fits = true;
   for (int q = 0; q < p; ++q) {
@@ -143,6 +150,20 @@ int64_t agreed_split(const std::vector<std::vector<double>>& all, size_t at, con
                      " over " + std::to_string(p) + " ranks (" + want.str() +
                      ": the first total % P ranks hold one more)");
   return total;
+}
+
+// A tensor's part of a CallKey: device, dtype, dims, sizes and strides.
+void add_to_key(CallKey& key, const at::Tensor& t) {
+  key.push_back(static_cast<int64_t>(t.device().type()));
+  key.push_back(t.device().index());
+  key.push_back(static_cast<int64_t>(t.scalar_type()));
+  key.push_back(t.dim());
+  key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+  key.insert(key.end(), t.strides().begin(), t.strides().end());
+}
+void add_to_key(CallKey& key, std::string_view text) {
+  key.push_back(static_cast<int64_t>(text.size()));
+  key.insert(key.end(), text.begin(), text.end());
 }
 
 void bind(Executor& ex, int buffer, const at::Tensor& t) {
@@ -169,6 +190,7 @@ auto user_errors_as_value_errors(F fn) -> decltype(fn()) {
 
 // `t` [rows, cols] as [rows / prod(inner), inner..., cols] with its first dim moved to `dim`.
 at::Tensor shaped(const at::Tensor& t, at::IntArrayRef inner, int64_t dim) {
+  if (inner.empty() && dim == 0) return t;
   std::vector<int64_t> sizes{t.size(0) / std::max<int64_t>(1, c10::multiply_integers(inner))};
   sizes.insert(sizes.end(), inner.begin(), inner.end());
   sizes.push_back(t.size(1));
@@ -178,17 +200,21 @@ at::Tensor shaped(const at::Tensor& t, at::IntArrayRef inner, int64_t dim) {
 // Every rank's size along the gathered (scattered) dim, as agreed (the first number each rank sent):
 // as plan rows (times `rest`, the rows per slice), their sum and a "3, 3, 2" text for messages.
 struct RankSizes {
-  std::vector<int64_t> rows;
+  std::vector<int64_t> sizes, rows;
   int64_t total = 0;
-  std::string text;
+  std::string text() const {
+    std::string t;
+    for (size_t q = 0; q < sizes.size(); ++q) t += (q ? ", " : "") + std::to_string(sizes[q]);
+    return t;
+  }
 };
 RankSizes rank_sizes(const std::vector<std::vector<double>>& all, int64_t rest) {
   RankSizes r;
-  for (size_t q = 0; q < all.size(); ++q) {
-    const auto size = static_cast<int64_t>(all[q][0]);
+  for (const auto& q : all) {
+    const auto size = static_cast<int64_t>(q[0]);
+    r.sizes.push_back(size);
     r.rows.push_back(size * rest);
     r.total += size;
-    r.text += (q ? ", " : "") + std::to_string(size);
   }
   return r;
 }
@@ -201,47 +227,58 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
-    const Agreement host{s.session, "fused_all_gather_matmul"};
-    std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
-    const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
-    if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
-    for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
-      misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
-    if (misfit.empty()) misfit = check_algo(algo, pieces);
-    // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
+    CallKey key{0, gather_dim, return_a, gathered_size.value_or(-1), pieces};
+    add_to_key(key, algo);
+    add_to_key(key, a_shard);
+    for (const at::Tensor& b : bs) add_to_key(key, b);
+    const CallMemo* memo = s.session.recall(key);  // a call like this one ran: nothing to check or agree
+    std::string misfit;
+    if (!memo) {
+      misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
+      const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
+      if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
+      for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
+        misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
+      if (misfit.empty()) misfit = check_algo(algo, pieces);
+    }
     const bool ok = misfit.empty();
+    const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     const int64_t dim = ok ? leading_dim(gather_dim, a_shard.dim()) : 0;
-    const at::Tensor a = ok ? a_shard.movedim(dim, 0).contiguous() : a_shard;  // the gathered dim first
+    const at::Tensor a = ok && dim > 0 ? a_shard.movedim(dim, 0).contiguous() : a_shard;  // the gathered dim first
     const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const int64_t slices = ok ? a.size(0) : 0, n_r = ok ? bs[0].size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
-    const auto all = agree_and_gather(
-        host, misfit,
-        {{"op", "fused_all_gather_matmul"},
-         {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-         {"K (A_shard's last dim)", std::to_string(k)},
-         {"gather_dim", std::to_string(dim)},
-         {"A_shard's dims between gather_dim and K", dims(inner)},
-         {"dtype", to_string(dtype)},
-         {"number of Bs", std::to_string(bs.size())},
-         {"algo", algo},
-         {"pieces", std::to_string(pieces)},
-         {"return_A", return_a ? "True" : "False"},
-         {"gathered_size", optional_int(gathered_size)}},
-        {static_cast<double>(slices), static_cast<double>(n_r), static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
+    // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
+    const auto all = memo ? memo->all
+                          : agree_and_gather(Agreement{s.session, "fused_all_gather_matmul"}, misfit,
+                                             {{"op", "fused_all_gather_matmul"},
+                                              {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                              {"K (A_shard's last dim)", std::to_string(k)},
+                                              {"gather_dim", std::to_string(dim)},
+                                              {"A_shard's dims between gather_dim and K", dims(inner)},
+                                              {"dtype", to_string(dtype)},
+                                              {"number of Bs", std::to_string(bs.size())},
+                                              {"algo", algo},
+                                              {"pieces", std::to_string(pieces)},
+                                              {"return_A", return_a ? "True" : "False"},
+                                              {"gathered_size", optional_int(gathered_size)}},
+                                             {static_cast<double>(slices), static_cast<double>(n_r),
+                                              static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
     const int64_t rest = c10::multiply_integers(inner);
     const RankSizes agreed = rank_sizes(all, rest);
     const std::vector<int64_t>& rows = agreed.rows;
     const int64_t total = agreed.total;
     if (gathered_size && *gathered_size != total)
       throw UsageError("gathered_size is " + std::to_string(*gathered_size) + ", but the ranks' A_shard sizes along " +
-                       "gather_dim (" + agreed.text + ") add up to " + std::to_string(total));
+                       "gather_dim (" + agreed.text() + ") add up to " + std::to_string(total));
     const RowSplit split(rows);
     const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
     const BLayout layout = agreed_layout(all, 2, "Bs[0]");
     const Problem problem{
         .op = Op::ag_gemm, .m = split.plan_rows(), .n = n, .k = k, .world = s.session.world(), .b_layout = layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+    Prepared& prepared =
+        memo ? *memo->prepared : s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+    if (!memo) s.session.remember(key, all, prepared);
     const Plan& plan = prepared.plan;
     Executor& ex = *prepared.executor;
     // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
@@ -277,17 +314,25 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
   return user_errors_as_value_errors([&]() -> at::Tensor {
     const std::string algo(algo_view), reduce_op(reduce_op_view);
     SessionLock s = session_for(std::string(group_name), a_in.device());
-    const Agreement host{s.session, "fused_matmul_reduce_scatter"};
     const int p = s.session.world(), r = s.session.rank();
-    std::string misfit = check_a(a_in, "A", scatter_dim, "scatter_dim");
+    CallKey key{1, scatter_dim, scatter_size.value_or(-1), pieces};
+    add_to_key(key, algo);
+    add_to_key(key, reduce_op);
+    add_to_key(key, a_in);
+    add_to_key(key, b);
+    const CallMemo* memo = s.session.recall(key);  // a call like this one ran: nothing to check or agree
+    std::string misfit;
     const int64_t k_r = a_in.dim() ? a_in.size(-1) : 0;
-    if (misfit.empty()) misfit = check_b(b, a_in, "B", k_r);
-    if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
-      misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
-    if (misfit.empty()) misfit = check_algo(algo, pieces);
+    if (!memo) {
+      misfit = check_a(a_in, "A", scatter_dim, "scatter_dim");
+      if (misfit.empty()) misfit = check_b(b, a_in, "B", k_r);
+      if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
+        misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
+      if (misfit.empty()) misfit = check_algo(algo, pieces);
+    }
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(scatter_dim, a_in.dim()) : 0;
-    const at::Tensor a = ok ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
+    const at::Tensor a = ok && dim > 0 ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
     const int64_t slices = ok ? a.size(0) : 0;
     const int64_t mine = scatter_size ? *scatter_size : block_size(slices, p, r);
     if (ok && (mine < 0 || mine > slices))
@@ -295,31 +340,34 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const Dtype dtype = misfit.empty() ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const int64_t n = ok ? b.size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
-    const auto all = agree_and_gather(host, misfit,
-                                      {{"op", "fused_matmul_reduce_scatter"},
-                                       {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                       {"scatter_dim", std::to_string(dim)},
-                                       {"A's size along scatter_dim", std::to_string(slices)},
-                                       {"A's dims between scatter_dim and K", dims(inner)},
-                                       {"N (B's columns)", std::to_string(n)},
-                                       {"dtype", to_string(dtype)},
-                                       {"reduce_op", reduce_op},
-                                       {"algo", algo},
-                                       {"pieces", std::to_string(pieces)}},
-                                      {static_cast<double>(mine), static_cast<double>(k_r),
-                                       static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
+    const auto all = memo ? memo->all
+                          : agree_and_gather(Agreement{s.session, "fused_matmul_reduce_scatter"}, misfit,
+                                             {{"op", "fused_matmul_reduce_scatter"},
+                                              {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                              {"scatter_dim", std::to_string(dim)},
+                                              {"A's size along scatter_dim", std::to_string(slices)},
+                                              {"A's dims between scatter_dim and K", dims(inner)},
+                                              {"N (B's columns)", std::to_string(n)},
+                                              {"dtype", to_string(dtype)},
+                                              {"reduce_op", reduce_op},
+                                              {"algo", algo},
+                                              {"pieces", std::to_string(pieces)}},
+                                             {static_cast<double>(mine), static_cast<double>(k_r),
+                                              static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
     const int64_t rest = c10::multiply_integers(inner);
     const RankSizes agreed = rank_sizes(all, rest);
     const std::vector<int64_t>& rows = agreed.rows;
     const int64_t total = agreed.total;
     if (total != slices)
-      throw UsageError("scatter_size over the ranks is " + agreed.text + ": adds up to " + std::to_string(total) +
+      throw UsageError("scatter_size over the ranks is " + agreed.text() + ": adds up to " + std::to_string(total) +
                        ", not A's " + std::to_string(slices) + " along scatter_dim");
     const int64_t k = agreed_split(all, 1, "the columns of A (rows of B)");
     const BLayout layout = agreed_layout(all, 2, "B");
     const RowSplit split(rows);
     const Problem problem{.op = Op::gemm_rs, .m = split.plan_rows(), .n = n, .k = k, .world = p, .b_layout = layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+    Prepared& prepared =
+        memo ? *memo->prepared : s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+    if (!memo) s.session.remember(key, all, prepared);
     Executor& ex = *prepared.executor;
     at::Tensor c =
         at::empty({block_size(split.plan_rows(), p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));

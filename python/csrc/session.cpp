@@ -143,9 +143,20 @@ std::vector<std::vector<double>> Session::agree(const std::string& call, const s
                      std::to_string(known_.size()) +
                      " known): run one eager call of every shape, dtype, layout and algo before capturing");
   auto all = agree_and_gather(*host_, misfit, keys, mine);
-  if (known_.size() >= kMaxKnown) known_.clear();  // the same on every rank
+  if (known_.size() >= kMaxKnown) known_.clear(), memos_.clear();  // the same on every rank
   known_.insert_or_assign(print, all);
   return all;
+}
+
+const CallMemo* Session::recall(const CallKey& key) const {
+  if (!g_check_first && !capturing()) return nullptr;
+  auto it = memos_.find(key);
+  return it == memos_.end() ? nullptr : &it->second;
+}
+
+void Session::remember(const CallKey& key, const std::vector<std::vector<double>>& all, Prepared& prepared) {
+  if (memos_.size() >= kMaxKnown) memos_.clear();
+  memos_.insert_or_assign(key, CallMemo{all, &prepared});
 }
 
 PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces) {
@@ -196,7 +207,10 @@ Prepared& Session::prepare(const Problem& problem, const PlanOptions& options, D
     throw UsageError("under CUDA graph capture, a plan not prepared yet (" + key +
                      "): run one eager call of every shape before capturing (the session keeps " +
                      std::to_string(kMaxPrepared) + ")");
-  if (prepared_.size() >= kMaxPrepared) prepared_.erase(prepared_.begin());  // the same one on every rank
+  if (prepared_.size() >= kMaxPrepared) {  // the same one on every rank
+    prepared_.erase(prepared_.begin());
+    memos_.clear();  // they point into prepared_
+  }
   Prepared p{make_executor(), make_plan(problem, options, rank_)};
   p.executor->prepare({p.plan}, dtype);
   return prepared_.emplace(key, std::move(p)).first->second;

@@ -31,6 +31,16 @@ struct Prepared {
   Plan plan;
 };
 
+// A call's inputs as numbers: every property of its tensors and arguments that its checks, its
+// agreement's keys and numbers, and its plan depend on (the op, sizes, strides, dtype, device,
+// dims, algo, pieces, sizes given). Two calls with the same CallKey check, agree and plan alike.
+using CallKey = std::vector<int64_t>;
+// What a call with that key settled before data moved: every rank's agreed numbers, the plan.
+struct CallMemo {
+  std::vector<std::vector<double>> all;
+  Prepared* prepared = nullptr;
+};
+
 class Session {
  public:
   Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind, Channel channel, const std::string& name);
@@ -47,6 +57,13 @@ class Session {
   std::vector<std::vector<double>> agree(const std::string& call, const std::string& misfit,
                                          const std::vector<std::pair<std::string, std::string>>& keys,
                                          const std::vector<double>& mine);
+  // The memo of a call with this key where the call may skip its checks, agreement and planning:
+  // where it would exchange nothing (a fingerprint agreed before, under check "first" or CUDA graph
+  // capture) and a call with this key ran before. Else null: the call does all of it, then
+  // remember()s it. Every memo's fingerprint is among the agreed ones, so whether a call exchanges
+  // is decided as agree() decides it, the same on every rank.
+  const CallMemo* recall(const CallKey& key) const;
+  void remember(const CallKey& key, const std::vector<std::vector<double>>& all, Prepared& prepared);
   // Runs a prepared plan on the tensors bound to it; while collmm.trace is on, with step times,
   // every rank's steps gathered over the group and recorded (trace.hpp).
   void run(Prepared& prepared, Dtype dtype);
@@ -81,6 +98,7 @@ class Session {
   std::map<std::string, Prepared> prepared_;
   AutoChooser auto_;
   std::map<std::string, std::vector<std::vector<double>>> known_;  // agreed fingerprints, their gathered numbers
+  std::map<CallKey, CallMemo> memos_;  // cleared with known_ and whenever a prepared plan is dropped
 };
 
 // One op call's agreement, for the ops: agree_and_gather(Agreement, ...) is Session::agree.

@@ -35,6 +35,14 @@ def channel_case(rank, world, channel, check):
             y = torch.ops.collmm.fused_matmul_reduce_scatter(h_full[:, cols].contiguous(), w[cols], "sum", 0, group,
                                                              algo=algo)
             assert_close(y, (h_full.double() @ w.double()).float()[block(6 * world, world, rank)], "rs")
+    # What a call settled is reused for inputs of the same properties only: fresh data, a B with the
+    # strides of w.t() (read as nk) and another dtype, all of the same shapes, each get their answer.
+    for name, a_i, a_full_i, b_i in (("fresh data", a + 1, a_full + 1, seeded(7, *b.shape)),
+                                     ("B as w.t()", a, a_full, b.t().contiguous().t()),
+                                     ("float64", a.double(), a_full.double(), b.double())):
+        for _ in range(2):
+            _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a_i, [b_i], 0, group, algo="ring")
+            assert_close(c, (a_full_i.double() @ b_i.double()).to(c.dtype), f"{channel} {check} {name}")
     if world > 1:
         bad_k = 17 if rank == world - 1 else 16
         try:

@@ -1,0 +1,171 @@
+// autograd.cpp: the ops' autograd kernels. Each op's backward is the other op:
+//   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard))
+//     dA_shard = this rank's block of sum_q (sum_i dC_i @ B_i^T + dA)   fused_matmul_reduce_scatter
+//     dB_i     = A^T @ dC_i                                              (A: returned, or gathered again)
+//   matmul reduce-scatter  C_r = block r of sum_q A_q @ B_q   (avg: / P)
+//     dA = all_gather(dC) @ B^T,  dB = A^T @ all_gather(dC)              fused_all_gather_matmul
+// In C++ so that a call that needs no gradient (inference, torch.no_grad, inputs that do not require
+// one) goes straight to the kernel: a Python autograd kernel cost each such call 10-15 us of host
+// time on the CI machine. torch.compile traces these as it traces any C++ autograd Function.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
+
+namespace collmm::torch_ext {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using AgResult = std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>>;
+
+AgResult call_ag(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group,
+                 bool return_a, c10::string_view algo, std::optional<int64_t> gathered_size, int64_t pieces) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("collmm::fused_all_gather_matmul", "")
+                             .typed<AgResult(const at::Tensor&, at::TensorList, int64_t, c10::string_view, bool,
+                                             c10::string_view, std::optional<int64_t>, int64_t)>();
+  return op.call(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+}
+
+at::Tensor call_rs(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op, int64_t scatter_dim,
+                   c10::string_view group, c10::string_view algo, std::optional<int64_t> scatter_size, int64_t pieces) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("collmm::fused_matmul_reduce_scatter", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, int64_t,
+                                               c10::string_view, c10::string_view, std::optional<int64_t>, int64_t)>();
+  return op.call(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+}
+
+bool grad_needed(std::initializer_list<at::TensorList> lists) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (at::TensorList list : lists)
+    for (const at::Tensor& t : list)
+      if (t.requires_grad()) return true;
+  return false;
+}
+
+int64_t dim_of(int64_t dim, const at::Tensor& t) { return t.dim() ? (dim % t.dim() + t.dim()) % t.dim() : 0; }
+
+struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim,
+                               c10::string_view group, bool return_a, c10::string_view algo,
+                               std::optional<int64_t> gathered_size, int64_t pieces) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [a, cs] = call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+    const int64_t dim = dim_of(gather_dim, a_shard);
+    ctx->set_materialize_grads(false);
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["group"] = std::string(group);
+    ctx->saved_data["algo"] = std::string(algo);
+    ctx->saved_data["shard_size"] = a_shard.size(dim);
+    ctx->saved_data["return_a"] = return_a;
+    std::vector<at::Tensor> saved{a_shard, a.value_or(at::Tensor())};
+    saved.insert(saved.end(), bs.begin(), bs.end());
+    ctx->save_for_backward(saved);
+    variable_list out;  // A (when returned: an output may not be undefined), then each C
+    if (a) out.push_back(*a);
+    out.insert(out.end(), cs.begin(), cs.end());
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!ctx->saved_data["return_a"].toBool()) grads.insert(grads.begin(), at::Tensor());  // no dA
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& a_shard = saved[0];
+    at::Tensor a = saved[1];
+    const std::vector<at::Tensor> bs(saved.begin() + 2, saved.end());
+    const int64_t dim = ctx->saved_data["dim"].toInt(), k = a_shard.size(-1);
+    const std::string group = ctx->saved_data["group"].toStringRef(), algo = ctx->saved_data["algo"].toStringRef();
+    // dA_shard = reduce_scatter(cat(xs, -1) @ cat(ys, 0)): each dC_i with B_i^T, dA with I.
+    std::vector<at::Tensor> xs, ys;
+    bool any_dc = false;
+    for (size_t i = 0; i < bs.size(); ++i)
+      if (grads[i + 1].defined()) {
+        xs.push_back(grads[i + 1]);
+        ys.push_back(bs[i].t());
+        any_dc = true;
+      }
+    if (grads[0].defined()) {
+      xs.push_back(grads[0]);
+      ys.push_back(at::eye(k, a_shard.options()));
+    }
+    variable_list out(2 + bs.size() + 5);  // A_shard, each B, then the arguments that are not tensors
+    if (!xs.empty())
+      out[0] = call_rs(at::cat(xs, -1).contiguous(), at::cat(ys, 0), "sum", dim, group, algo,
+                       ctx->saved_data["shard_size"].toInt(), 1);
+    bool any_b = false;
+    for (size_t i = 0; i < bs.size(); ++i) any_b = any_b || ctx->needs_input_grad(i + 1);
+    if (any_dc && any_b) {
+      if (!a.defined())  // not returned by the forward: gathered again
+        a = std::get<0>(call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, std::nullopt, 1)).value();
+      const at::Tensor flat = a.reshape({-1, k});
+      for (size_t i = 0; i < bs.size(); ++i)
+        if (grads[i + 1].defined()) out[i + 1] = flat.t().mm(grads[i + 1].reshape({-1, grads[i + 1].size(-1)}));
+    }
+    return out;
+  }
+};
+
+struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
+                            int64_t scatter_dim, c10::string_view group, c10::string_view algo,
+                            std::optional<int64_t> scatter_size, int64_t pieces) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    at::Tensor c = call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+    const int64_t dim = dim_of(scatter_dim, a);
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["group"] = std::string(group);
+    ctx->saved_data["algo"] = std::string(algo);
+    ctx->saved_data["full_size"] = a.size(dim);
+    ctx->saved_data["scale"] =
+        reduce_op == "avg" ? 1.0 / c10d::resolve_process_group(std::string(group))->getSize() : 1.0;
+    ctx->save_for_backward({a, b});
+    return c;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &a = saved[0], &b = saved[1];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    auto [gathered, da] =
+        call_ag(grads[0].contiguous(), {b.t()}, ctx->saved_data["dim"].toInt(), ctx->saved_data["group"].toStringRef(),
+                true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt(), 1);
+    at::Tensor db = a.reshape({-1, a.size(-1)}).t().mm(gathered->reshape({-1, gathered->size(-1)}));
+    at::Tensor d_a = da[0];
+    if (scale != 1.0) d_a = d_a * scale, db = db * scale;
+    return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+AgResult all_gather_matmul_autograd(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim,
+                                    c10::string_view group, bool return_a, c10::string_view algo,
+                                    std::optional<int64_t> gathered_size, int64_t pieces) {
+  if (!grad_needed({a_shard, bs})) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+  }
+  variable_list out = AllGatherMatmul::apply(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+  std::optional<at::Tensor> a;
+  if (return_a) a = out[0];
+  return {a, std::vector<at::Tensor>(out.begin() + (return_a ? 1 : 0), out.end())};
+}
+
+at::Tensor matmul_reduce_scatter_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
+                                          int64_t scatter_dim, c10::string_view group, c10::string_view algo,
+                                          std::optional<int64_t> scatter_size, int64_t pieces) {
+  if (!grad_needed({a, b})) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+  }
+  return MatmulReduceScatter::apply(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+}
+
+}  // namespace
+}  // namespace collmm::torch_ext
+
+TORCH_LIBRARY_IMPL(collmm, Autograd, m) {
+  m.impl("fused_all_gather_matmul", &collmm::torch_ext::all_gather_matmul_autograd);
+  m.impl("fused_matmul_reduce_scatter", &collmm::torch_ext::matmul_reduce_scatter_autograd);
+}
