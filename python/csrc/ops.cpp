@@ -1,6 +1,7 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul and
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops,
-// plus `algo`, `pieces` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know) and their CPU and
+// plus `algo`, `pieces` and `piece_sizes` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know)
+// and their CPU and
 // CUDA kernels: every rank checks its own tensors, the ranks agree on the problem (python/csrc/session.hpp,
 // collmm/agreement.hpp: one exchange of the same size for both ops, the op's name among what they agree on), then
 // collmm's plan runs on the caller's tensors through the session's executor. A user error raises
@@ -111,12 +112,18 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
   return e.str();
 }
 
-std::string check_algo(const std::string& algo, int64_t pieces) {
+std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes) {
   if (pieces < 1 || pieces > kMaxPieces)
     return "pieces must be 1.." + std::to_string(kMaxPieces) + " (got " + std::to_string(pieces) + ")";
+  try {
+    parse_piece_sizes(piece_sizes);
+  } catch (const UsageError& e) {
+    return std::string("piece_sizes: ") + e.what();
+  }
   if (algo == "auto")
-    return pieces == 1 ? ""
-                       : "pieces applies to a named algorithm (" + names_taking(&AlgoRow::takes_pieces) + "), not auto";
+    return pieces == 1 && piece_sizes == "equal" ? ""
+                                                 : "pieces and piece_sizes apply to a named algorithm (" +
+                                                       names_taking(&AlgoRow::takes_pieces) + "), not auto";
   try {
     parse_algo(algo);
   } catch (const UsageError& e) {
@@ -197,9 +204,10 @@ std::string optional_int(std::optional<int64_t> v) { return v ? std::to_string(*
 
 std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
     const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
-    c10::string_view algo_view, std::optional<int64_t> gathered_size, int64_t pieces) {
+    c10::string_view algo_view, std::optional<int64_t> gathered_size, int64_t pieces,
+    c10::string_view piece_sizes_view) {
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
-    const std::string algo(algo_view);
+    const std::string algo(algo_view), piece_sizes(piece_sizes_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
     const Agreement host{s.session, "fused_all_gather_matmul"};
     std::string misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
@@ -207,7 +215,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
     for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
       misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
-    if (misfit.empty()) misfit = check_algo(algo, pieces);
+    if (misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
     // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(gather_dim, a_shard.dim()) : 0;
@@ -226,6 +234,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
          {"number of Bs", std::to_string(bs.size())},
          {"algo", algo},
          {"pieces", std::to_string(pieces)},
+         {"piece_sizes", piece_sizes},
          {"return_A", return_a ? "True" : "False"},
          {"gathered_size", optional_int(gathered_size)}},
         {static_cast<double>(slices), static_cast<double>(n_r), static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
@@ -241,7 +250,8 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const BLayout layout = agreed_layout(all, 2, "Bs[0]");
     const Problem problem{
         .op = Op::ag_gemm, .m = split.plan_rows(), .n = n, .k = k, .world = s.session.world(), .b_layout = layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+    Prepared& prepared =
+        s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces, piece_sizes), dtype);
     const Plan& plan = prepared.plan;
     Executor& ex = *prepared.executor;
     // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
@@ -273,9 +283,10 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
 
 at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c10::string_view reduce_op_view,
                                  int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view,
-                                 std::optional<int64_t> scatter_size, int64_t pieces) {
+                                 std::optional<int64_t> scatter_size, int64_t pieces,
+                                 c10::string_view piece_sizes_view) {
   return user_errors_as_value_errors([&]() -> at::Tensor {
-    const std::string algo(algo_view), reduce_op(reduce_op_view);
+    const std::string algo(algo_view), reduce_op(reduce_op_view), piece_sizes(piece_sizes_view);
     SessionLock s = session_for(std::string(group_name), a_in.device());
     const Agreement host{s.session, "fused_matmul_reduce_scatter"};
     const int p = s.session.world(), r = s.session.rank();
@@ -284,7 +295,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     if (misfit.empty()) misfit = check_b(b, a_in, "B", k_r);
     if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
       misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
-    if (misfit.empty()) misfit = check_algo(algo, pieces);
+    if (misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(scatter_dim, a_in.dim()) : 0;
     const at::Tensor a = ok ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
@@ -305,7 +316,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
                                        {"dtype", to_string(dtype)},
                                        {"reduce_op", reduce_op},
                                        {"algo", algo},
-                                       {"pieces", std::to_string(pieces)}},
+                                       {"pieces", std::to_string(pieces)},
+                                       {"piece_sizes", piece_sizes}},
                                       {static_cast<double>(mine), static_cast<double>(k_r),
                                        static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
     const int64_t rest = c10::multiply_integers(inner);
@@ -319,7 +331,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const BLayout layout = agreed_layout(all, 2, "B");
     const RowSplit split(rows);
     const Problem problem{.op = Op::gemm_rs, .m = split.plan_rows(), .n = n, .k = k, .world = p, .b_layout = layout};
-    Prepared& prepared = s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+    Prepared& prepared =
+        s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces, piece_sizes), dtype);
     Executor& ex = *prepared.executor;
     at::Tensor c =
         at::empty({block_size(split.plan_rows(), p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
@@ -340,10 +353,11 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
 TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
-      "bool return_A=True, str algo=\"auto\", int? gathered_size=None, int pieces=1) -> (Tensor?, Tensor[])");
+      "bool return_A=True, str algo=\"auto\", int? gathered_size=None, int pieces=1, "
+      "str piece_sizes=\"equal\") -> (Tensor?, Tensor[])");
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
-      "str algo=\"auto\", int? scatter_size=None, int pieces=1) -> Tensor");
+      "str algo=\"auto\", int? scatter_size=None, int pieces=1, str piece_sizes=\"equal\") -> Tensor");
   // The algorithms' names, from collmm's table (collmm/algorithms.hpp): collmm.ALGOS reads them.
   m.def("algorithms() -> str[]", [] {
     std::vector<std::string> names;
