@@ -241,7 +241,7 @@ void validate(const Problem& p, const PlanOptions& o) {
         << to_string(o.algo) << "). ";
   if (halving && o.pieces > kMaxHalvingPieces)
     msg << "--pieces " << o.pieces << " with --piece-sizes halving: at most " << kMaxHalvingPieces
-        << " pieces (the last would be less than 1/" << (1 << (kMaxHalvingPieces - 1)) << " of the chunk). ";
+        << " pieces (the smallest then 1/" << (1 << (kMaxHalvingPieces - 1)) << " of the chunk). ";
   if (o.pieces > 1 && o.pieces <= (halving ? kMaxHalvingPieces : kMaxPieces) && p.m >= P &&
       algorithm(o.algo).takes_pieces && rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) {
     const int64_t rows = edge_rows(p, o);
