@@ -15,10 +15,9 @@
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "b_layout": "kn", "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
-//   "gemm_lanes": 1, "merge": 1, "pieces": 1, "piece_sizes": "equal", "time_us": 1234.5, "source": "bench"},
-//   ...]}: the
-//   shape, then the plan options as to_json(PlanOptions) writes them (an absent option or B
-//   layout: its default, kn for B; an absent source: bench).
+//   "gemm_lanes": 1, "merge": 1, "pieces": 1, "piece_sizes": "equal", "time_us": 1234.5,
+//   "source": "bench"}, ...]}: the shape, then the plan options as to_json(PlanOptions) writes them
+//   (an absent option or B layout: its default, kn for B; an absent source: bench).
 #pragma once
 
 #include <string>
@@ -31,8 +30,9 @@
 namespace collmm {
 
 // PlanOptions as JSON: {"algo": "ring", "stages": 0, "post": "comm-first", "gemm_lanes": 1,
-// "merge": 1, "pieces": 1, "piece_sizes": "equal"}: PlanOptions' field list (types.hpp). Reading: a required key must
-// be there, an absent other key is its default; a value out of the field's range is a UsageError naming the key.
+// "merge": 1, "pieces": 1, "piece_sizes": "equal"}: PlanOptions' field list (types.hpp). Reading: a
+// required key must be there, an absent other key is its default; a value out of the field's range
+// is a UsageError naming the key.
 nlohmann::json to_json(const PlanOptions&);
 PlanOptions plan_options_from_json(const nlohmann::json&);
 // The Problem the same way: {"op": "ag_gemm", "m": 64, "n": 64, "k": 64, "world_size": 4, "b_layout": "kn"}.

@@ -21,8 +21,9 @@
 // 1/S of the chunk's rows each, and the last chunk's GEMM into S GEMMs, piece i waiting for
 // transfer piece i only: piece i's GEMM runs beside the transfer of piece i+1, and 1/S of a chunk's
 // GEMM is left alone at the end instead of all of it. --piece-sizes halving: the pieces are 1/2,
-// 1/4, ... of the chunk, the largest first, so 1/2^(S-1) is left alone after S transfers. Only that edge is cut: the
-// other steps' GEMMs already run beside a transfer, and every extra transfer pays its fixed cost.
+// 1/4, ... of the chunk, the largest first, so 1/2^(S-1) is left alone after S transfers. Only
+// that edge is cut: the other steps' GEMMs already run beside a transfer, and every extra transfer
+// pays its fixed cost.
 //
 //   comm  | s0 | s3 | s2a | s2b |          rank 0 of 4, S = 2: step 2's transfer in two pieces;
 //   gemm  | g0 | g3 | g2  | g1a | g1b |    g1a waits for the first piece only
