@@ -6,10 +6,10 @@ baseline, the GEMMs' rate beside the comm (--gemm-rate) and the model's pred/mea
 The algorithms are those in the files, in collmm-bench's order; the first of a shape (collmm-bench
 runs its baseline, the first of `collmm-bench --list-algos`, first) is the baseline.
 Then the targets of docs/perf.md, one row per shape whose --algo auto run sits beside its --algo all
-run (auto-NAME.json beside NAME.json; runs of one algorithm with --pieces S, NAME-sS.json, count
-among the measured configurations), pass/fail each: the best within 1.05x of max(t_gemm, t_comm)
-(rows with min/max >= 0.25 only), auto within 3% of the best measured, auto never more than 2%
-slower than the baseline (sequential); a row whose GPU SM clock moved during its runs (clocks.csv,
+run (auto-NAME.json beside NAME.json; runs of one algorithm with --pieces S, NAME-sS.json, or with
+--pieces S --piece-sizes halving, NAME-sSh.json, count among the measured configurations), pass/fail
+each: the best within 1.05x of max(t_gemm, t_comm) (rows with min/max >= 0.25 only), auto within 3%
+of the best measured, auto never more than 2% slower than the baseline (sequential); a row whose GPU SM clock moved during its runs (clocks.csv,
 NAME.window of scripts/gpu-host-bed) is marked and not counted.
 Usage: scripts/host-bed-summary.py FILE.json... (or a folder holding them)"""
 import csv
@@ -83,9 +83,9 @@ def targets(paths):
     for (folder, name), rows in sorted(runs.items()):
         autos = runs.get((folder, "auto-" + name), [])
         seq = rows[0]  # the baseline: collmm-bench runs it first
-        if name.startswith("auto-") or re.search(r"-s\d+$", name) or not autos or seq.get("t_gemm_us") is None:
+        if name.startswith("auto-") or re.search(r"-s\d+h?$", name) or not autos or seq.get("t_gemm_us") is None:
             continue
-        piece_runs = [n for (f, n) in runs if f == folder and re.fullmatch(re.escape(name) + r"-s\d+", n)]
+        piece_runs = [n for (f, n) in runs if f == folder and re.fullmatch(re.escape(name) + r"-s\d+h?", n)]
         pieces = [r for n in piece_runs for r in runs[(folder, n)]]
         auto = autos[0]
         tg, tc = seq["t_gemm_us"], seq["t_comm_us"]

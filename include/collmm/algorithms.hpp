@@ -30,10 +30,11 @@ struct AlgoRow {
   int chunk_parts;        // the parts each chunk travels in (bidir: two halves); edge_rows divides by it
   // The steps the simulator walks for all P ranks at S stages (1 where stages do not apply).
   double (*simulated_steps)(double P, double S);
-  std::vector<int> auto_stages;  // auto's candidate stage counts ({0}: not staged)
-  std::vector<int> auto_merges;  // auto's candidate merges beyond 1 (ag_gemm only, P > merge)
-  std::vector<int> auto_pieces;  // auto's candidate pieces beyond 1 (where the edge chunk has the rows)
-  bool alone_at_one_rank;        // auto's one candidate at P = 1 (nothing to overlap there)
+  std::vector<int> auto_stages;   // auto's candidate stage counts ({0}: not staged)
+  std::vector<int> auto_merges;   // auto's candidate merges beyond 1 (ag_gemm only, P > merge)
+  std::vector<int> auto_pieces;   // auto's candidate pieces beyond 1 (where the edge chunk has the rows)
+  std::vector<int> auto_halving;  // the same, in pieces of halving size (--piece-sizes halving)
+  bool alone_at_one_rank;         // auto's one candidate at P = 1 (nothing to overlap there)
 };
 
 // Every row, in the order of the enum; what `--algo all` runs and `--list-algos` prints.
@@ -61,7 +62,8 @@ double simulated_steps(const Problem&, const PlanOptions&);
 // The configurations `--algo auto` simulates for this problem, in the table's order: each row's
 // stage counts (those the shape allows, within kMaxSimulatedSteps) times its GEMM lane counts (1
 // and 2 where it takes lanes), all posted comm-first; then each row's merges (ag_gemm, P > merge);
-// then each row's pieces (1 lane, pieces <= edge_rows). With one rank, only the row marked
+// then each row's pieces (1 lane, pieces <= edge_rows), then its pieces of halving size (1 lane,
+// 2^(pieces-1) <= edge_rows). With one rank, only the row marked
 // alone_at_one_rank.
 std::vector<PlanOptions> auto_candidates(const Problem&);
 

@@ -132,10 +132,38 @@ bool only_fills_output(const Plan&, int i);
 Plan empty_plan(const Problem&, const PlanOptions&, int rank);
 Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {});
 inline int ring_mod(int a, int b) { return ((a % b) + b) % b; }
-// Piece i of `pieces` of slice s (rows split as block_size splits them): what --pieces cuts a
-// ring's edge chunk into.
-inline Slice piece_of(Slice s, int pieces, int i) {
-  return {s.buf, s.row + block_offset(s.rows, pieces, i), block_size(s.rows, pieces, i)};
+
+// What --pieces cuts a ring's edge chunk into: how many pieces, their sizes, and (halving) the
+// order they go in. ag_gemm moves a piece, then computes it: the largest goes first, so the first
+// GEMM starts after half the transfer and each later one hides under the rest. gemm_rs computes a
+// piece, then sends it: the smallest goes first, so the first send starts after 1/2^(S-1) of the GEMM.
+enum class PieceOrder { largest_first, smallest_first };
+struct EdgeCut {
+  int pieces = 1;
+  PieceSizes sizes = PieceSizes::equal;
+  PieceOrder order = PieceOrder::largest_first;
+};
+// The cut of options `o` (one piece where `cut` is false: the steps off the edge).
+inline EdgeCut edge_cut(const PlanOptions& o, PieceOrder order, bool cut = true) {
+  return cut ? EdgeCut{o.pieces, o.piece_sizes, order} : EdgeCut{};
+}
+
+// Where piece i of `cut` starts within R rows (i = cut.pieces: R), so piece i is rows
+// [piece_offset(i), piece_offset(i + 1)). Equal: as block_size splits R. Halving, largest first:
+// the rows left after i pieces are R >> i (i < S), so the pieces are R - R/2, R/2 - R/4, ...
+// (each the rounded-up half of what is left) and the last R >> (S-1); every piece has a row where
+// R >= 2^(S-1) (rows_for_pieces). Smallest first: the same pieces in the mirrored order.
+inline int64_t piece_offset(int64_t rows, const EdgeCut& cut, int i) {
+  const int S = cut.pieces;
+  if (i >= S) return rows;
+  if (cut.sizes == PieceSizes::equal) return block_offset(rows, S, i);
+  if (cut.order == PieceOrder::largest_first) return rows - (rows >> i);
+  return i == 0 ? 0 : rows >> (S - i);  // the last i pieces of the largest-first order, at the end
+}
+// Piece i of slice s as `cut` cuts it.
+inline Slice piece_of(Slice s, const EdgeCut& cut, int i) {
+  const int64_t off = piece_offset(s.rows, cut, i);
+  return {s.buf, s.row + off, piece_offset(s.rows, cut, i + 1) - off};
 }
 
 }  // namespace collmm

@@ -15,6 +15,7 @@ constexpr int64_t kMaxElements = int64_t(1) << 56;  // M*K, K*N and M*N (bytes f
 constexpr int kMaxWorld = 1024;                     // P
 constexpr int kMaxGemmLanes = 64;                   // --gemm-lanes (threads on cpu, streams on cuda)
 constexpr int kMaxPieces = 64;                      // --pieces (transfers the ring's edge is cut into)
+constexpr int kMaxHalvingPieces = 8;                // --pieces with halving sizes (the last is 1/128 of the chunk)
 // The run's other counts, one definition for the command lines, the library and the bindings.
 constexpr int kMaxThreads = 1024;           // --threads: BLAS threads per rank
 constexpr int kMaxIters = 1000000;          // -i and -w: timed and untimed iterations

@@ -15,9 +15,9 @@
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "b_layout": "kn", "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
-//   "gemm_lanes": 1, "merge": 1, "pieces": 1, "time_us": 1234.5, "source": "bench"}, ...]}: the
-//   shape, then the plan options as to_json(PlanOptions) writes them (an absent option or B
-//   layout: its default, kn for B; an absent source: bench).
+//   "gemm_lanes": 1, "merge": 1, "pieces": 1, "piece_sizes": "equal", "time_us": 1234.5,
+//   "source": "bench"}, ...]}: the shape, then the plan options as to_json(PlanOptions) writes them
+//   (an absent option or B layout: its default, kn for B; an absent source: bench).
 #pragma once
 
 #include <string>
@@ -30,8 +30,9 @@
 namespace collmm {
 
 // PlanOptions as JSON: {"algo": "ring", "stages": 0, "post": "comm-first", "gemm_lanes": 1,
-// "merge": 1, "pieces": 1}: PlanOptions' field list (types.hpp). Reading: a required key must be there, an
-// absent other key is its default; a value out of the field's range is a UsageError naming the key.
+// "merge": 1, "pieces": 1, "piece_sizes": "equal"}: PlanOptions' field list (types.hpp). Reading: a
+// required key must be there, an absent other key is its default; a value out of the field's range
+// is a UsageError naming the key.
 nlohmann::json to_json(const PlanOptions&);
 PlanOptions plan_options_from_json(const nlohmann::json&);
 // The Problem the same way: {"op": "ag_gemm", "m": 64, "n": 64, "k": 64, "world_size": 4, "b_layout": "kn"}.
@@ -88,7 +89,7 @@ struct Choice {
 Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = nullptr);
 std::string print(const Choice&);
 // Every option but the algorithm, from PlanOptions' field list (types.hpp), as print writes them:
-// " stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1".
+// " stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal".
 std::string options_after_name(const PlanOptions&);
 
 }  // namespace collmm

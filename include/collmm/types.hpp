@@ -27,6 +27,9 @@ enum class Algo { sequential, pipelined, ring, bidir };
 // Which of the two is enqueued first within one step of a ring: the transfer must be posted before
 // the GEMM that would otherwise take every SM.
 enum class Post { comm_first, gemm_first };
+// How --pieces cuts the ring's edge chunk: into equal pieces, or into pieces of halving size (half
+// the chunk, a quarter, ..., the last two alike), which leave as small a tail for fewer transfers.
+enum class PieceSizes { equal, halving };
 // kn: B is [K, N] row-major. nk: B is [N, K] row-major, as torch.nn.Linear stores its weight.
 enum class BLayout { kn, nk };
 enum class Dtype { f64, f32, tf32, f16, bf16, fp8_e4m3 };
@@ -37,12 +40,14 @@ const std::vector<Algo>& all_algos();
 std::string to_string(Op);
 std::string to_string(Algo);
 std::string to_string(Post);
+std::string to_string(PieceSizes);
 std::string to_string(BLayout);
 std::string to_string(Dtype);
 // Parse a name; throws UsageError listing the accepted names.
 Op parse_op(const std::string&);
 Algo parse_algo(const std::string&);
 Post parse_post(const std::string&);
+PieceSizes parse_piece_sizes(const std::string&);
 BLayout parse_b_layout(const std::string&);
 Dtype parse_dtype(const std::string&);
 size_t dtype_size(Dtype);
@@ -67,6 +72,8 @@ struct PlanOptions {
                        // and GEMM; gemm_rs: the first partial's GEMM and send) cut into this many
                        // row pieces, each its own transfer, so only 1/pieces of a chunk's GEMM is
                        // left with nothing beside it
+  PieceSizes piece_sizes = PieceSizes::equal;  // the sizes of those pieces (pieces > 1 only); the
+                                               // rule is piece_of's (collmm/plan.hpp)
 };
 
 // One field of a value: its key in text and JSON, its name in messages, its heading in the front
@@ -95,6 +102,7 @@ void for_each_field(O& o, F&& f) {
     f(Field{.key = "gemm_lanes", .label = "gemm lanes", .head = "lanes", .lo = 1, .hi = kMaxGemmLanes}, o.gemm_lanes);
     f(Field{.key = "merge", .label = "merge", .head = "merge", .lo = 1, .hi = kMaxWorld}, o.merge);
     f(Field{.key = "pieces", .label = "pieces", .head = "pieces", .lo = 1, .hi = kMaxPieces}, o.pieces);
+    f(Field{.key = "piece_sizes", .label = "piece sizes", .head = "sizes"}, o.piece_sizes);
   } else {
     f(Field{.key = "op", .label = "op", .head = "op", .required = true}, o.op);
     f(Field{.key = "m", .label = "M", .head = "M", .required = true, .lo = 1, .hi = kMaxSize}, o.m);
@@ -115,11 +123,13 @@ std::string field_text(E v) {
 void parse_field(const std::string&, Op&);
 void parse_field(const std::string&, Algo&);
 void parse_field(const std::string&, Post&);
+void parse_field(const std::string&, PieceSizes&);
 void parse_field(const std::string&, BLayout&);
 // The length of an enum type's longest name (the argument only picks the type): a table column's width.
 size_t longest_name(Op);
 size_t longest_name(Algo);
 size_t longest_name(Post);
+size_t longest_name(PieceSizes);
 size_t longest_name(BLayout);
 size_t longest_name(Dtype);
 // An integer field's range as text: "LO..HI", or "LO or more" without an upper limit.
@@ -130,7 +140,7 @@ std::string out_of_range(const Field&, int64_t v);
 bool operator==(const Problem&, const Problem&);
 bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
-// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1"
+// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal"
 std::string to_string(const PlanOptions&);
 // "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn"
 std::string to_string(const Problem&);
@@ -141,8 +151,8 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOption
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
 // `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row in
 // collmm/algorithms.hpp: stages outside pipelined, merge outside the ag_gemm ring, pieces outside
-// ring and bidir) at its default. What a front end runs for each algorithm when one set of flags
-// serves several (--algo all).
+// ring and bidir, piece sizes where there is one piece) at its default. What a front end runs for
+// each algorithm when one set of flags serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one
@@ -160,8 +170,12 @@ struct LocalShape {
 LocalShape local_shape(const Problem&, int rank);
 
 // The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
-// parts its chunks travel in (the algorithm's row: bidir sends two halves). pieces may be at most this.
+// parts its chunks travel in (the algorithm's row: bidir sends two halves). It must hold at least
+// rows_for_pieces(pieces, piece_sizes) rows.
 int64_t edge_rows(const Problem&, const PlanOptions&);
+// The fewest rows that `pieces` pieces of these sizes cut with at least one row each: equal, one
+// row a piece (pieces); halving, 2^(pieces-1), the smallest piece being 1/2^(pieces-1) of them.
+int64_t rows_for_pieces(int pieces, PieceSizes);
 
 // Checks sizes and options that every algorithm needs; throws UsageError naming what is wrong.
 void validate(const Problem&, const PlanOptions&);

@@ -78,7 +78,7 @@ def _key_compile_caches_on(entry: str) -> None:
 
 @torch.library.register_fake("collmm::fused_all_gather_matmul")
 def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
-                                  gathered_size=None, pieces=1):
+                                  gathered_size=None, pieces=1, piece_sizes="equal"):
     _same_device(A_shard, Bs, "A_shard", "Bs")
     world = process_group_of(group_name).size()
     if gathered_size is None:
@@ -91,7 +91,7 @@ def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return
 
 @torch.library.register_fake("collmm::fused_matmul_reduce_scatter")
 def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto", scatter_size=None,
-                                      pieces=1):
+                                      pieces=1, piece_sizes="equal"):
     _same_device(A, [B], "A", "B")
     group = process_group_of(group_name)
     if scatter_size is None:
@@ -115,6 +115,7 @@ def fused_all_gather_matmul(
     algo: str = "auto",
     gathered_size: Optional[int] = None,
     pieces: int = 1,
+    piece_sizes: str = "equal",
 ) -> Tuple[Optional[torch.Tensor], List[torch.Tensor]]:
     """All-gather of ``A_shard`` along ``gather_dim`` and its product with each B, the transfers
     overlapped with the GEMMs. The result, unfused::
@@ -136,11 +137,13 @@ def fused_all_gather_matmul(
         gathered_size: the size of A along ``gather_dim`` (the sum over the ranks). Only
             torch.compile needs it, and only where the ranks' sizes differ; checked when given.
         pieces: with algo ring or bidir, the last chunk's transfer and GEMM cut in that many pieces.
+        piece_sizes: "equal", or "halving": pieces of 1/2, 1/4, ... of the chunk, the largest moved
+            first (at most 8 pieces; the smallest chunk needs 2^(pieces-1) rows).
     Autograd: ``dA_shard`` is the reduce-scatter op on the output gradients, ``dB_i = A^T @ dC_i``.
     """
     return torch.ops.collmm.fused_all_gather_matmul(
         A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size,
-        pieces=pieces
+        pieces=pieces, piece_sizes=piece_sizes
     )
 
 
@@ -154,6 +157,7 @@ def fused_matmul_reduce_scatter(
     algo: str = "auto",
     scatter_size: Optional[int] = None,
     pieces: int = 1,
+    piece_sizes: str = "equal",
 ) -> torch.Tensor:
     """A @ B reduced over the group and scattered along ``scatter_dim``, the transfers overlapped
     with the GEMMs. The result on rank r, unfused::
@@ -173,9 +177,11 @@ def fused_matmul_reduce_scatter(
         scatter_size: this rank's size of the result along ``scatter_dim`` (any split whose sizes
             add up to A's); default ``block_size(A.size(scatter_dim), P, rank)``.
         pieces: with algo ring or bidir, the first partial's GEMM and send cut in that many pieces.
+        piece_sizes: "equal", or "halving": pieces of 1/2^(pieces-1), ..., 1/4, 1/2 of the block,
+            the smallest computed and sent first (at most 8 pieces; 2^(pieces-1) rows needed).
     Autograd: ``dA = all_gather(dC) @ B^T``, ``dB = A^T @ all_gather(dC)`` (the all-gather op).
     """
     return torch.ops.collmm.fused_matmul_reduce_scatter(
         A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size,
-        pieces=pieces
+        pieces=pieces, piece_sizes=piece_sizes
     )

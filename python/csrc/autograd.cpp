@@ -21,21 +21,24 @@ using torch::autograd::variable_list;
 using AgResult = std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>>;
 
 AgResult call_ag(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group,
-                 bool return_a, c10::string_view algo, std::optional<int64_t> gathered_size, int64_t pieces) {
+                 bool return_a, c10::string_view algo, std::optional<int64_t> gathered_size, int64_t pieces,
+                 c10::string_view piece_sizes) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("collmm::fused_all_gather_matmul", "")
                              .typed<AgResult(const at::Tensor&, at::TensorList, int64_t, c10::string_view, bool,
-                                             c10::string_view, std::optional<int64_t>, int64_t)>();
-  return op.call(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+                                             c10::string_view, std::optional<int64_t>, int64_t, c10::string_view)>();
+  return op.call(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
 }
 
 at::Tensor call_rs(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op, int64_t scatter_dim,
-                   c10::string_view group, c10::string_view algo, std::optional<int64_t> scatter_size, int64_t pieces) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("collmm::fused_matmul_reduce_scatter", "")
-                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, int64_t,
-                                               c10::string_view, c10::string_view, std::optional<int64_t>, int64_t)>();
-  return op.call(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+                   c10::string_view group, c10::string_view algo, std::optional<int64_t> scatter_size, int64_t pieces,
+                   c10::string_view piece_sizes) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("collmm::fused_matmul_reduce_scatter", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, int64_t, c10::string_view,
+                            c10::string_view, std::optional<int64_t>, int64_t, c10::string_view)>();
+  return op.call(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
 }
 
 bool grad_needed(std::initializer_list<at::TensorList> lists) {
@@ -51,9 +54,9 @@ int64_t dim_of(int64_t dim, const at::Tensor& t) { return t.dim() ? (dim % t.dim
 struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim,
                                c10::string_view group, bool return_a, c10::string_view algo,
-                               std::optional<int64_t> gathered_size, int64_t pieces) {
+                               std::optional<int64_t> gathered_size, int64_t pieces, c10::string_view piece_sizes) {
     at::AutoDispatchBelowADInplaceOrView below;
-    auto [a, cs] = call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+    auto [a, cs] = call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
     const int64_t dim = dim_of(gather_dim, a_shard);
     ctx->set_materialize_grads(false);
     ctx->saved_data["dim"] = dim;
@@ -91,15 +94,16 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
       xs.push_back(grads[0]);
       ys.push_back(at::eye(k, a_shard.options()));
     }
-    variable_list out(2 + bs.size() + 5);  // A_shard, each B, then the arguments that are not tensors
+    variable_list out(1 + bs.size() + 7);  // A_shard, each B, then the 7 arguments that are not tensors
     if (!xs.empty())
       out[0] = call_rs(at::cat(xs, -1).contiguous(), at::cat(ys, 0), "sum", dim, group, algo,
-                       ctx->saved_data["shard_size"].toInt(), 1);
+                       ctx->saved_data["shard_size"].toInt(), 1, "equal");
     bool any_b = false;
     for (size_t i = 0; i < bs.size(); ++i) any_b = any_b || ctx->needs_input_grad(i + 1);
     if (any_dc && any_b) {
       if (!a.defined())  // not returned by the forward: gathered again
-        a = std::get<0>(call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, std::nullopt, 1)).value();
+        a = std::get<0>(call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, std::nullopt, 1, "equal"))
+                .value();
       const at::Tensor flat = a.reshape({-1, k});
       for (size_t i = 0; i < bs.size(); ++i)
         if (grads[i + 1].defined()) out[i + 1] = flat.t().mm(grads[i + 1].reshape({-1, grads[i + 1].size(-1)}));
@@ -111,9 +115,9 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
 struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                             int64_t scatter_dim, c10::string_view group, c10::string_view algo,
-                            std::optional<int64_t> scatter_size, int64_t pieces) {
+                            std::optional<int64_t> scatter_size, int64_t pieces, c10::string_view piece_sizes) {
     at::AutoDispatchBelowADInplaceOrView below;
-    at::Tensor c = call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+    at::Tensor c = call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
     const int64_t dim = dim_of(scatter_dim, a);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["group"] = std::string(group);
@@ -131,22 +135,24 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     const double scale = ctx->saved_data["scale"].toDouble();
     auto [gathered, da] =
         call_ag(grads[0].contiguous(), {b.t()}, ctx->saved_data["dim"].toInt(), ctx->saved_data["group"].toStringRef(),
-                true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt(), 1);
+                true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt(), 1, "equal");
     at::Tensor db = a.reshape({-1, a.size(-1)}).t().mm(gathered->reshape({-1, gathered->size(-1)}));
     at::Tensor d_a = da[0];
     if (scale != 1.0) d_a = d_a * scale, db = db * scale;
-    return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 AgResult all_gather_matmul_autograd(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim,
                                     c10::string_view group, bool return_a, c10::string_view algo,
-                                    std::optional<int64_t> gathered_size, int64_t pieces) {
+                                    std::optional<int64_t> gathered_size, int64_t pieces,
+                                    c10::string_view piece_sizes) {
   if (!grad_needed({a_shard, bs})) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+    return call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
   }
-  variable_list out = AllGatherMatmul::apply(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces);
+  variable_list out =
+      AllGatherMatmul::apply(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
   std::optional<at::Tensor> a;
   if (return_a) a = out[0];
   return {a, std::vector<at::Tensor>(out.begin() + (return_a ? 1 : 0), out.end())};
@@ -154,12 +160,13 @@ AgResult all_gather_matmul_autograd(const at::Tensor& a_shard, at::TensorList bs
 
 at::Tensor matmul_reduce_scatter_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                                           int64_t scatter_dim, c10::string_view group, c10::string_view algo,
-                                          std::optional<int64_t> scatter_size, int64_t pieces) {
+                                          std::optional<int64_t> scatter_size, int64_t pieces,
+                                          c10::string_view piece_sizes) {
   if (!grad_needed({a, b})) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+    return call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
   }
-  return MatmulReduceScatter::apply(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces);
+  return MatmulReduceScatter::apply(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
 }
 
 }  // namespace

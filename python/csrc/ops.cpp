@@ -1,6 +1,7 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul and
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops,
-// plus `algo`, `pieces` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know) and their CPU and
+// plus `algo`, `pieces` and `piece_sizes` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know)
+// and their CPU and
 // CUDA kernels: every rank checks its own tensors, the ranks agree on the problem (python/csrc/session.hpp,
 // collmm/agreement.hpp: one exchange of the same size for both ops, the op's name among what they agree on), then
 // collmm's plan runs on the caller's tensors through the session's executor. A user error raises
@@ -114,12 +115,18 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
   return e.str();
 }
 
-std::string check_algo(const std::string& algo, int64_t pieces) {
+std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes) {
   if (pieces < 1 || pieces > kMaxPieces)
     return "pieces must be 1.." + std::to_string(kMaxPieces) + " (got " + std::to_string(pieces) + ")";
+  try {
+    parse_piece_sizes(piece_sizes);
+  } catch (const UsageError& e) {
+    return std::string("piece_sizes: ") + e.what();
+  }
   if (algo == "auto")
-    return pieces == 1 ? ""
-                       : "pieces applies to a named algorithm (" + names_taking(&AlgoRow::takes_pieces) + "), not auto";
+    return pieces == 1 && piece_sizes == "equal" ? ""
+                                                 : "pieces and piece_sizes apply to a named algorithm (" +
+                                                       names_taking(&AlgoRow::takes_pieces) + "), not auto";
   try {
     parse_algo(algo);
   } catch (const UsageError& e) {
@@ -223,12 +230,14 @@ std::string optional_int(std::optional<int64_t> v) { return v ? std::to_string(*
 
 std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
     const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
-    c10::string_view algo_view, std::optional<int64_t> gathered_size, int64_t pieces) {
+    c10::string_view algo_view, std::optional<int64_t> gathered_size, int64_t pieces,
+    c10::string_view piece_sizes_view) {
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
-    const std::string algo(algo_view);
+    const std::string algo(algo_view), piece_sizes(piece_sizes_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
     CallKey key{0, gather_dim, return_a, gathered_size.value_or(-1), pieces};
     add_to_key(key, algo);
+    add_to_key(key, piece_sizes);
     add_to_key(key, a_shard);
     for (const at::Tensor& b : bs) add_to_key(key, b);
     const CallMemo* memo = s.session.recall(key);  // a call like this one ran: nothing to check or agree
@@ -239,7 +248,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
       if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
       for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
         misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
-      if (misfit.empty()) misfit = check_algo(algo, pieces);
+      if (misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
     }
     const bool ok = misfit.empty();
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
@@ -260,6 +269,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
                                               {"number of Bs", std::to_string(bs.size())},
                                               {"algo", algo},
                                               {"pieces", std::to_string(pieces)},
+                                              {"piece_sizes", piece_sizes},
                                               {"return_A", return_a ? "True" : "False"},
                                               {"gathered_size", optional_int(gathered_size)}},
                                              {static_cast<double>(slices), static_cast<double>(n_r),
@@ -277,7 +287,8 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const Problem problem{
         .op = Op::ag_gemm, .m = split.plan_rows(), .n = n, .k = k, .world = s.session.world(), .b_layout = layout};
     Prepared& prepared =
-        memo ? *memo->prepared : s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+        memo ? *memo->prepared
+             : s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces, piece_sizes), dtype);
     if (!memo) s.session.remember(key, all, prepared);
     const Plan& plan = prepared.plan;
     Executor& ex = *prepared.executor;
@@ -310,13 +321,15 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
 
 at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c10::string_view reduce_op_view,
                                  int64_t scatter_dim, c10::string_view group_name, c10::string_view algo_view,
-                                 std::optional<int64_t> scatter_size, int64_t pieces) {
+                                 std::optional<int64_t> scatter_size, int64_t pieces,
+                                 c10::string_view piece_sizes_view) {
   return user_errors_as_value_errors([&]() -> at::Tensor {
-    const std::string algo(algo_view), reduce_op(reduce_op_view);
+    const std::string algo(algo_view), reduce_op(reduce_op_view), piece_sizes(piece_sizes_view);
     SessionLock s = session_for(std::string(group_name), a_in.device());
     const int p = s.session.world(), r = s.session.rank();
     CallKey key{1, scatter_dim, scatter_size.value_or(-1), pieces};
     add_to_key(key, algo);
+    add_to_key(key, piece_sizes);
     add_to_key(key, reduce_op);
     add_to_key(key, a_in);
     add_to_key(key, b);
@@ -328,7 +341,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
       if (misfit.empty()) misfit = check_b(b, a_in, "B", k_r);
       if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
         misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
-      if (misfit.empty()) misfit = check_algo(algo, pieces);
+      if (misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
     }
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(scatter_dim, a_in.dim()) : 0;
@@ -351,7 +364,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
                                               {"dtype", to_string(dtype)},
                                               {"reduce_op", reduce_op},
                                               {"algo", algo},
-                                              {"pieces", std::to_string(pieces)}},
+                                              {"pieces", std::to_string(pieces)},
+                                              {"piece_sizes", piece_sizes}},
                                              {static_cast<double>(mine), static_cast<double>(k_r),
                                               static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
     const int64_t rest = c10::multiply_integers(inner);
@@ -366,7 +380,8 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const RowSplit split(rows);
     const Problem problem{.op = Op::gemm_rs, .m = split.plan_rows(), .n = n, .k = k, .world = p, .b_layout = layout};
     Prepared& prepared =
-        memo ? *memo->prepared : s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces), dtype);
+        memo ? *memo->prepared
+             : s.session.prepare(problem, s.session.options(problem, dtype, algo, pieces, piece_sizes), dtype);
     if (!memo) s.session.remember(key, all, prepared);
     Executor& ex = *prepared.executor;
     at::Tensor c =
@@ -388,10 +403,11 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
 TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
-      "bool return_A=True, str algo=\"auto\", int? gathered_size=None, int pieces=1) -> (Tensor?, Tensor[])");
+      "bool return_A=True, str algo=\"auto\", int? gathered_size=None, int pieces=1, "
+      "str piece_sizes=\"equal\") -> (Tensor?, Tensor[])");
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
-      "str algo=\"auto\", int? scatter_size=None, int pieces=1) -> Tensor");
+      "str algo=\"auto\", int? scatter_size=None, int pieces=1, str piece_sizes=\"equal\") -> Tensor");
   // The algorithms' names, from collmm's table (collmm/algorithms.hpp): collmm.ALGOS reads them.
   m.def("algorithms() -> str[]", [] {
     std::vector<std::string> names;

@@ -159,11 +159,13 @@ void Session::remember(const CallKey& key, const std::vector<std::vector<double>
   memos_.insert_or_assign(key, CallMemo{all, &prepared});
 }
 
-PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces) {
+PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces,
+                             const std::string& piece_sizes) {
   if (algo_name != "auto") {
     PlanOptions o;
     o.algo = parse_algo(algo_name);
     o.pieces = static_cast<int>(pieces);
+    o.piece_sizes = o.pieces > 1 ? parse_piece_sizes(piece_sizes) : PieceSizes::equal;
     return o;
   }
   Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");

@@ -74,7 +74,8 @@ class Session {
   // cost model's best few candidates for this problem and dtype, ranked with the cpu-2core profile
   // on CPU and h200-nvlink on CUDA, timed on this device on the shape's first call, the fastest
   // kept per shape; else the algorithm with its defaults and `pieces`).
-  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces = 1);
+  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces = 1,
+                      const std::string& piece_sizes = "equal");
   // This rank's plan for (problem, options, dtype) on an executor prepared for it: made on first
   // use (collective: the executor checks that every rank prepares the same problem), then reused,
   // so a model whose layers alternate shapes (forward, backward) prepares each shape once. At most

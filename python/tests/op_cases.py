@@ -46,25 +46,27 @@ def ag_cases(rank, world, device="cpu"):
 
 
 def pieces_cases(rank, world, device="cpu"):
-    """pieces = 1..4 with the ring and bidir of both ops (the rings' exposed edge cut in pieces), uneven M."""
+    """pieces = 1..4 with the ring and bidir of both ops (the rings' exposed edge cut in pieces), equal
+    and halving sizes (where the edge chunk has the 2^(pieces-1) rows halving needs), uneven M."""
     group = dist.group.WORLD.group_name
-    for algo in ("ring", "bidir"):
-        for pieces in (1, 2, 3, 4):
-            what = f"pieces {pieces} {algo} rank {rank}/{world}"
-            m, k, n = 8 * world + world // 2 + 1, 6, 3 * world + 2  # bidir: every half chunk has >= 4 rows
-            a_full, b_full = seeded(10, m, k, dtype=torch.float64), seeded(11, k, n, dtype=torch.float64)
-            b_r = b_full[:, block(n, world, rank)].contiguous()
-            _, (c,) = torch.ops.collmm.fused_all_gather_matmul(
-                a_full[block(m, world, rank)].to(device), [b_r.to(device)], 0, group, return_A=False, algo=algo,
-                pieces=pieces)
-            assert_close(c, a_full @ b_r, "ag " + what)
-            h_full, w_full = seeded(12, m, 4 * world + 1, dtype=torch.float64), seeded(13, 4 * world + 1, 5,
-                                                                                      dtype=torch.float64)
-            kb = block(4 * world + 1, world, rank)
-            y = torch.ops.collmm.fused_matmul_reduce_scatter(
-                h_full[:, kb].contiguous().to(device), w_full[kb].to(device), "sum", 0, group, algo=algo,
-                pieces=pieces)
-            assert_close(y, (h_full @ w_full)[block(m, world, rank)], "rs " + what)
+    cases = [(a, s, p) for a in ("ring", "bidir") for s in ("equal", "halving") for p in (1, 2, 3, 4)
+             if s == "equal" or (p > 1 and 2 ** (p - 1) <= (8 if a == "ring" else 4))]
+    for algo, sizes, pieces in cases:
+        what = f"pieces {pieces} {sizes} {algo} rank {rank}/{world}"
+        m, k, n = 8 * world + world // 2 + 1, 6, 3 * world + 2  # bidir: every half chunk has >= 4 rows
+        a_full, b_full = seeded(10, m, k, dtype=torch.float64), seeded(11, k, n, dtype=torch.float64)
+        b_r = b_full[:, block(n, world, rank)].contiguous()
+        _, (c,) = torch.ops.collmm.fused_all_gather_matmul(
+            a_full[block(m, world, rank)].to(device), [b_r.to(device)], 0, group, return_A=False, algo=algo,
+            pieces=pieces, piece_sizes=sizes)
+        assert_close(c, a_full @ b_r, "ag " + what)
+        h_full, w_full = seeded(12, m, 4 * world + 1, dtype=torch.float64), seeded(13, 4 * world + 1, 5,
+                                                                                  dtype=torch.float64)
+        kb = block(4 * world + 1, world, rank)
+        y = torch.ops.collmm.fused_matmul_reduce_scatter(
+            h_full[:, kb].contiguous().to(device), w_full[kb].to(device), "sum", 0, group, algo=algo,
+            pieces=pieces, piece_sizes=sizes)
+        assert_close(y, (h_full @ w_full)[block(m, world, rank)], "rs " + what)
     try:  # pieces is for the ring and bidir only: refused on every rank
         torch.ops.collmm.fused_all_gather_matmul(torch.ones(2, 3, device=device), [torch.ones(3, 2, device=device)],
                                                  0, group, algo="pipelined", pieces=2)
@@ -72,6 +74,14 @@ def pieces_cases(rank, world, device="cpu"):
         assert "pieces" in str(e), str(e)
     else:
         raise AssertionError("pipelined with pieces=2 was accepted")
+    m = 8 * world + world // 2 + 1  # bidir's half chunks: 4 rows, so 3 pieces of halving size at most
+    try:
+        torch.ops.collmm.fused_matmul_reduce_scatter(torch.ones(m, 2, device=device), torch.ones(2, 3, device=device),
+                                                     "sum", 0, group, algo="bidir", pieces=4, piece_sizes="halving")
+    except ValueError as e:
+        assert "halving needs 8" in str(e) and "at most 3 pieces" in str(e), str(e)
+    else:
+        raise AssertionError("bidir with 4 pieces of halving size of 4-row halves was accepted")
 
 
 def rs_cases(rank, world, device="cpu"):

@@ -73,6 +73,7 @@ PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
   PlanOptions p = options_for(Op::ag_gemm, algo, o.plan);
   p.merge = 1;  // the plain algorithm, whichever op: without --merge and --pieces
   p.pieces = 1;
+  p.piece_sizes = PieceSizes::equal;
   return p;
 }
 
@@ -80,7 +81,8 @@ PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) { return op
 
 std::string algo_label(const PlanOptions& p) {
   return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
-         (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "");
+         (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "") +
+         (p.pieces > 1 && p.piece_sizes == PieceSizes::halving ? "h" : "");
 }
 
 }  // namespace collmm

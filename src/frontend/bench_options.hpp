@@ -58,7 +58,8 @@ std::vector<Algo> algos_to_run(const BenchOptions&);
 PlanOptions plan_options_of(const BenchOptions&, Algo);  // without --merge and --pieces
 // The same for one op: every option kept where it applies (options_for).
 PlanOptions plan_options_of(const BenchOptions&, Op, Algo);
-// "ring", or "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces: the algo
+// "ring", or "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces
+// ("ring:pieces4h" in pieces of halving size): the algo
 // column's words for a case.
 std::string algo_label(const PlanOptions&);
 

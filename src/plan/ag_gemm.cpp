@@ -20,8 +20,10 @@
 // once the last transfer (step P-2) has ended. That transfer is cut into S sendrecv steps of
 // 1/S of the chunk's rows each, and the last chunk's GEMM into S GEMMs, piece i waiting for
 // transfer piece i only: piece i's GEMM runs beside the transfer of piece i+1, and 1/S of a chunk's
-// GEMM is left alone at the end instead of all of it. Only that edge is cut: the other steps'
-// GEMMs already run beside a transfer, and every extra transfer pays its fixed cost.
+// GEMM is left alone at the end instead of all of it. --piece-sizes halving: the pieces are 1/2,
+// 1/4, ... of the chunk, the largest first, so 1/2^(S-1) is left alone after S transfers. Only
+// that edge is cut: the other steps' GEMMs already run beside a transfer, and every extra transfer
+// pays its fixed cost.
 //
 //   comm  | s0 | s3 | s2a | s2b |          rank 0 of 4, S = 2: step 2's transfer in two pieces;
 //   gemm  | g0 | g3 | g2  | g1a | g1b |    g1a waits for the first piece only
@@ -155,7 +157,8 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
   const int P = p.world;
   const int g = plan.add_buffer(Role::gathered, p.m, p.k);
   const int send_to = ring_mod(r + 1, P), recv_from = ring_mod(r - 1, P);
-  const int edge = P > 1 ? o.pieces : 1;  // pieces of the last transfer (step P-2) and the last GEMM
+  // pieces of the last transfer (step P-2) and the last GEMM; a piece is moved, then computed
+  const EdgeCut edge = edge_cut(o, PieceOrder::largest_first, P > 1);
 
   std::vector<int> prev_comm;  // the step(s) that received the chunk used now: one per piece
   Merge group;                 // received chunks whose GEMM is not posted yet (merge > 1)
@@ -163,8 +166,8 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
   for (int j = 0; j < P; ++j) {
     const int cur = ring_mod(r - j, P);
     const Slice src = source_rows(p, g, r, cur);
-    const int pieces = j == P - 2 ? edge : 1;
-    std::vector<Step> comms(j < P - 1 ? pieces : 0);
+    const EdgeCut pieces = j == P - 2 ? edge : EdgeCut{};
+    std::vector<Step> comms(j < P - 1 ? pieces.pieces : 0);
     for (int i = 0; i < static_cast<int>(comms.size()); ++i) {
       comms[i].kind = StepKind::sendrecv;
       comms[i].index = j;
@@ -176,8 +179,8 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     // This step's GEMMs: chunk cur alone, or (merge) the group that cur closes, or none yet; the
     // last chunk, when it came in pieces, one GEMM per piece as soon as that piece is here.
     std::vector<Step> mms;
-    if (j == P - 1 && edge > 1) {
-      for (int i = 0; i < edge; ++i)
+    if (j == P - 1 && edge.pieces > 1) {
+      for (int i = 0; i < edge.pieces; ++i)
         mms.push_back(gemm(plan.gemm_lane(gemms++), piece_of(chunk_rows(p, kBufC, cur), edge, i),
                            piece_of(src, edge, i), j, cur, {prev_comm[i]}));
     } else if (j == 0 || o.merge == 1) {
@@ -185,7 +188,7 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     } else {
       group.add(chunk_rows(p, g, cur));
       // chunk P-1 does not lie above chunk 0; a last chunk cut in pieces is not merged
-      const bool last = j == P - 1 || cur == 0 || (edge > 1 && j == P - 2);
+      const bool last = j == P - 1 || cur == 0 || (edge.pieces > 1 && j == P - 2);
       if (group.count == o.merge || last) {
         mms.push_back(gemm(plan.gemm_lane(gemms++), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur,
                            prev_comm));  // earlier chunks came before on lane 0
@@ -219,12 +222,13 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     return s;
   };
 
-  const int edge = P > 1 ? o.pieces : 1;  // pieces of the last transfer (step P-2) and the last GEMMs
+  // pieces of the last transfer (step P-2) and the last GEMMs; a piece is moved, then computed
+  const EdgeCut edge = edge_cut(o, PieceOrder::largest_first, P > 1);
   std::vector<int> prev_comm;
   for (int j = 0; j < P; ++j) {
     const int cur0 = ring_mod(r - j, P), cur1 = ring_mod(r + j, P);
-    const int pieces = j == P - 2 ? edge : 1;
-    std::vector<Step> comms(j < P - 1 ? pieces : 0);
+    const EdgeCut pieces = j == P - 2 ? edge : EdgeCut{};
+    std::vector<Step> comms(j < P - 1 ? pieces.pieces : 0);
     for (int i = 0; i < static_cast<int>(comms.size()); ++i) {
       Step& comm = comms[i];
       comm.kind = StepKind::sendrecv;
@@ -247,13 +251,14 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     if (j == 0) {
       mms.push_back(gemm(lane, chunk_rows(p, kBufC, r), source_rows(p, g, r, r), 0, r));
     } else {
-      const int n = j == P - 1 ? edge : 1;
-      for (int i = 0; i < n; ++i)
+      const EdgeCut n = j == P - 1 ? edge : EdgeCut{};
+      for (int i = 0; i < n.pieces; ++i)
         for (int h = 0; h < 2; ++h) {
           const int q = h == 0 ? cur0 : cur1;
           const Slice s = piece_of(src_half(q, h), n, i);
           const Slice out = piece_of({kBufC, half_rows(p, g, q, h).row, src_half(q, h).rows}, n, i);
-          if (s.rows > 0) mms.push_back(gemm(lane, out, s, j, q, n > 1 ? std::vector<int>{prev_comm[i]} : prev_comm));
+          if (s.rows > 0)
+            mms.push_back(gemm(lane, out, s, j, q, n.pieces > 1 ? std::vector<int>{prev_comm[i]} : prev_comm));
         }
     }
     if (o.post == Post::gemm_first)

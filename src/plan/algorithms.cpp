@@ -33,6 +33,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_stages = {0},
        .auto_merges = {},
        .auto_pieces = {},
+       .auto_halving = {},
        .alone_at_one_rank = false},
       {.algo = Algo::pipelined,
        .name = "pipelined",
@@ -47,6 +48,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_stages = {2, 4, 8},
        .auto_merges = {},
        .auto_pieces = {},
+       .auto_halving = {},
        .alone_at_one_rank = false},
       {.algo = Algo::ring,
        .name = "ring",
@@ -61,6 +63,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_stages = {0},
        .auto_merges = {2, 4},
        .auto_pieces = {2, 4, 8, 16},
+       .auto_halving = {4, 5},
        .alone_at_one_rank = true},
       {.algo = Algo::bidir,
        .name = "bidir",
@@ -75,6 +78,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_stages = {0},
        .auto_merges = {},
        .auto_pieces = {2, 4, 8, 16},
+       .auto_halving = {4, 5},
        .alone_at_one_rank = false},
   };
   return rows;
@@ -120,9 +124,14 @@ double simulated_steps(const Problem& p, const PlanOptions& o) {
 
 std::vector<PlanOptions> auto_candidates(const Problem& p) {
   std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes, int merge, int pieces) {
-    const PlanOptions o{
-        .algo = a, .stages = stages, .post = Post::comm_first, .gemm_lanes = lanes, .merge = merge, .pieces = pieces};
+  auto add = [&](Algo a, int stages, int lanes, int merge, int pieces, PieceSizes sizes = PieceSizes::equal) {
+    const PlanOptions o{.algo = a,
+                        .stages = stages,
+                        .post = Post::comm_first,
+                        .gemm_lanes = lanes,
+                        .merge = merge,
+                        .pieces = pieces,
+                        .piece_sizes = sizes};
     validate(p, o);  // throws for the problem itself; per-candidate limits are checked by the callers
     candidates.push_back(o);
   };
@@ -145,6 +154,10 @@ std::vector<PlanOptions> auto_candidates(const Problem& p) {
   for (const AlgoRow& row : algorithm_table())  // the ring's exposed edge in pieces
     for (int pieces : row.auto_pieces)
       if (pieces <= edge_rows(p, {.algo = row.algo})) add(row.algo, 0, 1, 1, pieces);
+  for (const AlgoRow& row : algorithm_table())  // ... in pieces of halving size
+    for (int pieces : row.auto_halving)
+      if (rows_for_pieces(pieces, PieceSizes::halving) <= edge_rows(p, {.algo = row.algo}))
+        add(row.algo, 0, 1, 1, pieces, PieceSizes::halving);
   return candidates;
 }
 

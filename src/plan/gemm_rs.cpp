@@ -19,7 +19,9 @@
 // --pieces S (ring and bidir): the ring's one exposed GEMM is step 0's, which nothing can run
 // beside: the first send needs the whole partial. Step 0's GEMM is cut into S GEMMs of 1/S of the
 // block's rows and its transfer into S sendrecv steps, piece i going as soon as its GEMM is done,
-// so the first send starts after 1/S of that GEMM; the receiver gets the sum in S pieces into the
+// so the first send starts after 1/S of that GEMM (--piece-sizes halving: the pieces are
+// 1/2^(S-1), ..., 1/4, 1/2 of the block, the smallest first, so the first send starts after
+// 1/2^(S-1) of it); the receiver gets the sum in S pieces into the
 // same buffer, and adds it at step 1 as before (its add needs its own step-1 partial, which runs
 // beside those transfers). Only that edge is cut: the other steps' GEMMs already run beside a
 // transfer, and every extra transfer pays its fixed cost. The ring's other edge, the last add, is
@@ -171,18 +173,19 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   // The GEMMs of step j: each direction's partial (into G, or the send buffer at step 0); at the
   // last step one GEMM of this rank's whole block straight into C. Step 0's are cut into `edge`
   // pieces; ids[i] are piece i's GEMMs (one piece at the other steps).
-  const int edge = o.pieces;
+  // A piece is computed, then sent: with halving sizes the smallest goes first.
+  const EdgeCut edge = edge_cut(o, PieceOrder::smallest_first);
   auto post_gemms = [&](int j) {
     const bool last = j == P - 1;
-    const int n = j == 0 ? edge : 1;
+    const EdgeCut n = j == 0 ? edge : EdgeCut{};
     std::vector<int> prev_adds;
-    std::vector<std::vector<int>> ids(n);
+    std::vector<std::vector<int>> ids(n.pieces);
     for (auto& d : dirs)
       if (d.last_add >= 0) prev_adds.push_back(d.last_add);
     if (last)
       ids[0].push_back(plan.push(
           gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)}, {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n.pieces; ++i)
       for (auto& d : dirs) {
         const int b = block_at(d, j);
         const auto [off, rows] = part(b, d.half);
@@ -225,8 +228,8 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   };
   // (Step 0's in pieces: piece i of every partial goes as soon as its GEMM is done.)
   auto post_comm = [&](int j, const std::vector<std::vector<int>>& gemm_ids) {
-    const int n = static_cast<int>(gemm_ids.size());
-    for (int i = 0; i < n; ++i) {
+    const EdgeCut n = j == 0 ? edge : EdgeCut{};
+    for (int i = 0; i < n.pieces; ++i) {
       Step comm;
       comm.kind = StepKind::sendrecv;
       comm.lane = 0;

@@ -27,6 +27,7 @@ const Names<Algo>& algo_names() {
   return names;
 }
 const Names<Post> kPosts{{{Post::comm_first, "comm-first"}, {Post::gemm_first, "gemm-first"}}};
+const Names<PieceSizes> kPieceSizes{{{PieceSizes::equal, "equal"}, {PieceSizes::halving, "halving"}}};
 const Names<BLayout> kLayouts{{{BLayout::kn, "kn"}, {BLayout::nk, "nk"}}};
 const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
                             {Dtype::f32, "f32"},
@@ -53,11 +54,13 @@ const std::vector<Algo>& all_algos() {
 std::string to_string(Op v) { return kOps.name(v); }
 std::string to_string(Algo v) { return algo_names().name(v); }
 std::string to_string(Post v) { return kPosts.name(v); }
+std::string to_string(PieceSizes v) { return kPieceSizes.name(v); }
 std::string to_string(BLayout v) { return kLayouts.name(v); }
 std::string to_string(Dtype v) { return kDtypes.name(v); }
 Op parse_op(const std::string& s) { return kOps.parse(s, "op"); }
 Algo parse_algo(const std::string& s) { return algo_names().parse(s, "algorithm"); }
 Post parse_post(const std::string& s) { return kPosts.parse(s, "posting order"); }
+PieceSizes parse_piece_sizes(const std::string& s) { return kPieceSizes.parse(s, "piece sizes"); }
 BLayout parse_b_layout(const std::string& s) { return kLayouts.parse(s, "B layout"); }
 Dtype parse_dtype(const std::string& s) {
   if (s == "fp32") return Dtype::f32;
@@ -82,10 +85,12 @@ size_t dtype_size(Dtype d) {
 void parse_field(const std::string& s, Op& v) { v = parse_op(s); }
 void parse_field(const std::string& s, Algo& v) { v = parse_algo(s); }
 void parse_field(const std::string& s, Post& v) { v = parse_post(s); }
+void parse_field(const std::string& s, PieceSizes& v) { v = parse_piece_sizes(s); }
 void parse_field(const std::string& s, BLayout& v) { v = parse_b_layout(s); }
 size_t longest_name(Op) { return kOps.longest(); }
 size_t longest_name(Algo) { return algo_names().longest(); }
 size_t longest_name(Post) { return kPosts.longest(); }
+size_t longest_name(PieceSizes) { return kPieceSizes.longest(); }
 size_t longest_name(BLayout) { return kLayouts.longest(); }
 size_t longest_name(Dtype) { return kDtypes.longest(); }
 
@@ -152,6 +157,7 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   if (!algorithm(algo).takes_stages) o.stages = 0;
   if (!takes_merge(op, algo)) o.merge = 1;
   if (!algorithm(algo).takes_pieces) o.pieces = 1;
+  if (o.pieces == 1) o.piece_sizes = PieceSizes::equal;  // one piece is the whole chunk either way
   return o;
 }
 
@@ -189,6 +195,11 @@ int64_t edge_rows(const Problem& p, const PlanOptions& o) {
   return chunk / algorithm(o.algo).chunk_parts;
 }
 
+int64_t rows_for_pieces(int pieces, PieceSizes sizes) {
+  if (sizes == PieceSizes::equal || pieces < 1) return pieces;
+  return int64_t(1) << std::min(pieces - 1, 62);
+}
+
 void validate(const Problem& p, const PlanOptions& o) {
   std::ostringstream msg;
   for_each_field(p, [&](const Field& f, const auto& v) {
@@ -224,12 +235,25 @@ void validate(const Problem& p, const PlanOptions& o) {
     msg << "--pieces " << o.pieces << " applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
         << to_string(o.algo) << (algorithm(o.algo).takes_stages ? ", which cuts every transfer already: --stages" : "")
         << "). ";
-  if (o.pieces > 1 && o.pieces <= kMaxPieces && p.m >= P && algorithm(o.algo).takes_pieces &&
-      o.pieces > edge_rows(p, o))
-    msg << "--pieces " << o.pieces << " cannot cut the " << to_string(o.algo) << "'s edge chunk: the smallest "
-        << (algorithm(o.algo).chunk_parts == 2 ? "half chunk" : "chunk") << " of M=" << p.m << " over " << P
-        << " ranks has " << edge_rows(p, o) << " rows, so at most " << std::max<int64_t>(1, edge_rows(p, o))
-        << " pieces. ";
+  const bool halving = o.piece_sizes == PieceSizes::halving;
+  if (halving && !algorithm(o.algo).takes_pieces)
+    msg << "--piece-sizes halving applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
+        << to_string(o.algo) << "). ";
+  if (halving && o.pieces > kMaxHalvingPieces)
+    msg << "--pieces " << o.pieces << " with --piece-sizes halving: at most " << kMaxHalvingPieces
+        << " pieces (the smallest then 1/" << (1 << (kMaxHalvingPieces - 1)) << " of the chunk). ";
+  if (o.pieces > 1 && o.pieces <= (halving ? kMaxHalvingPieces : kMaxPieces) && p.m >= P &&
+      algorithm(o.algo).takes_pieces && rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) {
+    const int64_t rows = edge_rows(p, o);
+    int most = 1;  // the most pieces of these sizes the edge chunk has rows for
+    while (most < (halving ? kMaxHalvingPieces : kMaxPieces) && rows_for_pieces(most + 1, o.piece_sizes) <= rows)
+      ++most;
+    msg << "--pieces " << o.pieces << (halving ? " of halving size" : "") << " cannot cut the " << to_string(o.algo)
+        << "'s edge chunk: the smallest " << (algorithm(o.algo).chunk_parts == 2 ? "half chunk" : "chunk")
+        << " of M=" << p.m << " over " << P << " ranks has " << rows << " rows"
+        << (halving ? ", halving needs " + std::to_string(rows_for_pieces(o.pieces, o.piece_sizes)) : "")
+        << ", so at most " << most << " pieces. ";
+  }
   if (algorithm(o.algo).takes_stages && o.stages > 0 && p.m >= P && o.stages > p.m / P)
     msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages. ";

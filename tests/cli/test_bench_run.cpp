@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -94,8 +96,8 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
                              "label", "options", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
                              "overlap_hidden_fraction_per_rank"};
   // Every field of the problem and of the plan options is a key of its own (their field lists).
-  for (const char* key :
-       {"op", "m", "n", "k", "world_size", "b_layout", "algo", "stages", "post", "gemm_lanes", "merge", "pieces"})
+  for (const char* key : {"op", "m", "n", "k", "world_size", "b_layout", "algo", "stages", "post", "gemm_lanes",
+                          "merge", "pieces", "piece_sizes"})
     keys.insert(key);
   ASSERT_EQ(j.at("results").size(), 8u);
   std::set<std::string> cases;
@@ -238,15 +240,17 @@ TEST(BenchDtypes, F64OnTwoRanks) {
 }
 
 // --pieces S on 5..8 ranks (the cpu gtests cover 1..4 with S = 1..4): --op all --algo all,
-// checked; ring and bidir run with their edge in S pieces (label and options say so), sequential
-// and pipelined as without it.
+// checked; ring and bidir run with their edge in S pieces, equal or of halving size (label and
+// options say so), sequential and pipelined as without it.
 TEST(BenchPieces, EveryOpAndAlgorithmOnFiveToEightRanks) {
-  for (const auto& [np, pieces] : {std::pair{5, 2}, std::pair{6, 3}, std::pair{7, 4}, std::pair{8, 4}}) {
+  for (const auto& [np, pieces, sizes] : {std::tuple{5, 2, "equal"}, std::tuple{6, 3, "halving"},
+                                          std::tuple{7, 4, "equal"}, std::tuple{8, 4, "halving"}}) {
     const std::string dir = fresh_dir("bench_pieces");
+    const bool halving = std::string(sizes) == "halving";
     const CommandResult r = run_command(
         mpirun(np) + " " + bench() + " --op all --algo all --check -w 0 -i 1 --threads 1 -m " +
-            std::to_string(9 * np + 2) + " -n " + std::to_string(2 * np + 1) + " -k " + std::to_string(3 * np + 1) +
-            " --pieces " + std::to_string(pieces) + " --json " + dir + "/r.json",
+            std::to_string(17 * np + 2) + " -n " + std::to_string(2 * np + 1) + " -k " + std::to_string(3 * np + 1) +
+            " --pieces " + std::to_string(pieces) + " --piece-sizes " + sizes + " --json " + dir + "/r.json",
         120);
     ASSERT_EQ(r.rc, 0) << r.output;
     const json rows = json::parse(read_file(dir + "/r.json")).at("results");
@@ -255,8 +259,10 @@ TEST(BenchPieces, EveryOpAndAlgorithmOnFiveToEightRanks) {
       EXPECT_EQ(row.at("wrong"), 0) << row.dump();
       const bool cut = row.at("algo") == "ring" || row.at("algo") == "bidir";
       EXPECT_EQ(row.at("options").at("pieces"), cut ? pieces : 1) << row.dump();
+      EXPECT_EQ(row.at("options").at("piece_sizes"), cut && halving ? "halving" : "equal") << row.dump();
       if (cut) {
-        EXPECT_EQ(row.at("label"), row.at("algo").get<std::string>() + ":pieces" + std::to_string(pieces));
+        EXPECT_EQ(row.at("label"),
+                  row.at("algo").get<std::string>() + ":pieces" + std::to_string(pieces) + (halving ? "h" : ""));
       }
     }
   }

@@ -95,28 +95,35 @@ TEST(MergedRing, MatchesReference) {
       }
 }
 
-// --pieces S = 1..4: the ring's and bidir's exposed edge in pieces (both ops), uneven M (the
-// pieces of the chunks differ in size), both B layouts and posting orders, one or two GEMM lanes;
-// for sequential and pipelined the option is refused before any plan exists.
+// --pieces S = 1..4: the ring's and bidir's exposed edge in pieces (both ops), equal or of halving
+// size (where the edge chunk has the 2^(S-1) rows: ring up to 4, bidir's half chunks up to 3),
+// uneven M (the pieces of the chunks differ in size), both B layouts and posting orders, one or two
+// GEMM lanes; for sequential and pipelined the option is refused before any plan exists.
 TEST_P(EveryCase, MatchesReferenceWithTheEdgeInPieces) {
   const auto [op, algo] = GetParam();
   const int P = world();
   uint64_t seed = 400;
   for (int pieces : {1, 2, 3, 4})
-    for (BLayout lay : {BLayout::kn, BLayout::nk})
-      for (Post post : {Post::comm_first, Post::gemm_first}) {
-        const Problem p{.op = op, .m = 8 * P + P / 2 + 1, .n = 2 * P + 1, .k = 3 * P + 2, .world = P, .b_layout = lay};
-        PlanOptions o;
-        o.algo = algo;
-        o.pieces = pieces;
-        o.post = post;
-        o.gemm_lanes = pieces == 3 ? 2 : 1;
-        if (pieces > 1 && algo != Algo::ring && algo != Algo::bidir) {
-          EXPECT_THROW(make_plan(p, o, rank()), UsageError);
-          continue;
+    for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving})
+      for (BLayout lay : {BLayout::kn, BLayout::nk})
+        for (Post post : {Post::comm_first, Post::gemm_first}) {
+          const Problem p{
+              .op = op, .m = 8 * P + P / 2 + 1, .n = 2 * P + 1, .k = 3 * P + 2, .world = P, .b_layout = lay};
+          PlanOptions o;
+          o.algo = algo;
+          o.pieces = pieces;
+          o.piece_sizes = sizes;
+          o.post = post;
+          o.gemm_lanes = pieces == 3 ? 2 : 1;
+          const bool cuts = algo == Algo::ring || algo == Algo::bidir;
+          if ((pieces > 1 || sizes == PieceSizes::halving) && !cuts) {
+            EXPECT_THROW(make_plan(p, o, rank()), UsageError);
+            continue;
+          }
+          if (sizes == PieceSizes::halving && (pieces == 1 || rows_for_pieces(pieces, sizes) > edge_rows(p, o)))
+            continue;
+          expect_correct(p, o, pieces == 2 ? Dtype::bf16 : Dtype::f64, seed++);
         }
-        expect_correct(p, o, pieces == 2 ? Dtype::bf16 : Dtype::f64, seed++);
-      }
 }
 
 // Running the same prepared plan again (inputs kept, outputs poisoned again) is still right: the

@@ -1,6 +1,6 @@
 // test_host.cpp: the host transport (--transport host: one GPU rank whose peers are played by
 // pinned host memory). Every op x algo (and the ag_gemm ring's merges, the ring's edge in 2 pieces
-// and bidir's in 3) x dtype, P = 1..8, every
+// and bidir's in 3, and in pieces of halving size: the ring's in 3, bidir's in 2) x dtype, P = 1..8, every
 // rank r, uneven M: C, the gathered A and what the rank sent to its played peers checked against
 // the f64 reference and the job's dataflow. Then lanes, posting orders, B layouts, graph replay,
 // the kernel-copy mode and comm priority at P = 4; step filters; wrong staged data is caught;
@@ -36,6 +36,9 @@ std::vector<PlanOptions> every_algo(Op op) {
     o.merge = 1;
     if (algo == Algo::ring) o.pieces = 2, list.push_back(o);
     if (algo == Algo::bidir) o.pieces = 3, list.push_back(o);
+    o.piece_sizes = PieceSizes::halving;  // 2^(S-1) rows: uneven_problem's chunks have 7 or more
+    if (algo == Algo::ring) o.pieces = 3, list.push_back(o);
+    if (algo == Algo::bidir) o.pieces = 2, list.push_back(o);
   }
   return list;
 }
@@ -71,7 +74,7 @@ TEST(CudaHost, EveryOpAlgoDtypeOnEveryRankOfOneToEight) {
             ++cases;
           }
     }
-  EXPECT_EQ(cases, 36 * 13 * 6);
+  EXPECT_EQ(cases, 36 * 17 * 6);
 }
 
 TEST(CudaHost, LanesPostingLayoutsGraphsCopyModesPriority) {

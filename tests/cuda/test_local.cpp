@@ -98,7 +98,8 @@ TEST(CudaLocal, MergedRing) {
   }
 }
 
-// The ring's and bidir's exposed edge in 2 and 4 pieces, P = 2..8, uneven M, bf16 and fp8.
+// The ring's and bidir's exposed edge in 2 and 4 pieces, equal and of halving size, P = 2..8, uneven
+// M, bf16 and fp8.
 TEST(CudaLocal, RingsWithTheEdgeInPieces) {
   COLLMM_NEED_GPUS(1);
   for (int P = 2; P <= 8; ++P) {
@@ -112,6 +113,7 @@ TEST(CudaLocal, RingsWithTheEdgeInPieces) {
             PlanOptions o;
             o.algo = algo;
             o.pieces = pieces;
+            o.piece_sizes = d == Dtype::bf16 ? PieceSizes::equal : PieceSizes::halving;
             const std::string what =
                 to_string(op) + " " + to_string(o) + " " + to_string(d) + " P=" + std::to_string(P);
             test::CaseResult res;

@@ -1,5 +1,5 @@
 // test_nccl.cpp: the NCCL transport on real GPUs, every op x algo in bf16 and f32 (and fp8 for
-// the ring; the ring's and bidir's edge in 3 pieces in bf16), checked against the f64 reference:
+// the ring; the ring's and bidir's edge in 3 pieces, equal and halving, in bf16), checked against the f64 reference:
 //  CudaNcclThreads: one process, -g G (G = 2 and all visible GPUs), one host thread per GPU;
 //  CudaNcclMpi:     run under `mpirun -np 2` (or more), one rank per process, GPU by local rank.
 // Both need 2+ GPUs and skip with the reason otherwise.
@@ -42,6 +42,10 @@ void every_op_and_algo(Executor& ex, bool graph_note) {
           const auto cut = test::run_checked(ex, p, o, d, 97, graph_note);
           EXPECT_EQ(cut.wrong_c + cut.wrong_gathered, 0)
               << to_string(op) << " " << to_string(o) << " P=" << P << ": " << cut.detail;
+          o.piece_sizes = PieceSizes::halving;  // 3 pieces: 1/2, 1/4 and 1/4 of a 64-row chunk
+          const auto halving = test::run_checked(ex, p, o, d, 96, graph_note);
+          EXPECT_EQ(halving.wrong_c + halving.wrong_gathered, 0)
+              << to_string(op) << " " << to_string(o) << " P=" << P << ": " << halving.detail;
         }
       }
 }

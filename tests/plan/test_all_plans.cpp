@@ -3,11 +3,13 @@
 // and non-square shapes, for pipelined with the default, 1, 2 and the most stages, and for the
 // ag_gemm ring with merge 2, 3 and P (GEMMs over several received chunks); each also with its
 // collectives lowered to rings (lower_collectives), as the host transport runs it. And the ring and
-// bidir of both ops with their edge cut in pieces, every count from 2 to 8 that the rows allow.
+// bidir of both ops with their edge cut in pieces, equal or of halving size, every count from 2 to 8
+// that the rows allow.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <sstream>
+#include <string>
 
 #include "collmm/plan_check.hpp"
 
@@ -77,32 +79,37 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
   EXPECT_GT(checked, 0);
 }
 
-// --pieces S on the ring and bidir: every S from 2 up to 8 or the rows the edge chunk has, both
-// posting orders, 1 or 2 GEMM lanes, with the ag_gemm ring's merges; a tall shape gives S up to 8.
+// --pieces S on the ring and bidir, equal or of halving size: every S from 2 up to 8 or what the
+// rows of the edge chunk allow, both posting orders, 1 or 2 GEMM lanes, with the ag_gemm ring's
+// merges; a tall shape gives equal S up to 8, a taller one halving S up to 8 (2^7 rows a half chunk).
 TEST_P(AllPlans, EveryPiecesCountIsProvedSafe) {
   const int P = GetParam();
   int checked = 0, failed = 0;
   std::vector<Shape> list = shapes(P);
   list.push_back({"tall", 16 * P + 3, 2 * P + 1, 3 * P + 1});
+  list.push_back({"taller", 256 * P + 3, 2 * P + 1, 3 * P + 1});
   for (Op op : all_ops())
     for (const Shape& shape : list)
-      for (Algo algo : {Algo::ring, Algo::bidir}) {
-        const Problem p{.op = op, .m = shape.m, .n = shape.n, .k = shape.k, .world = P, .b_layout = BLayout::kn};
-        const int most = static_cast<int>(std::min<int64_t>(8, edge_rows(p, {algo})));
-        for (int pieces = 2; pieces <= most; ++pieces)
-          for (Post post : {Post::comm_first, Post::gemm_first})
-            for (int lanes : {1, 2})
-              for (int merge : merge_counts(p, algo)) {
-                const PlanOptions o{algo, 0, post, lanes, merge, pieces};
-                const CheckReport report = check_problem(p, o);
-                ++checked;
-                if (report.ok()) continue;
-                if (++failed <= 3)
-                  ADD_FAILURE() << to_string(op) << " " << shape.name << " M=" << p.m << " P=" << P << " "
-                                << to_string(o) << "\n"
-                                << report.text(12);
-              }
-      }
+      for (Algo algo : {Algo::ring, Algo::bidir})
+        for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving}) {
+          const Problem p{.op = op, .m = shape.m, .n = shape.n, .k = shape.k, .world = P, .b_layout = BLayout::kn};
+          int most = 1;
+          while (most < 8 && rows_for_pieces(most + 1, sizes) <= edge_rows(p, {algo})) ++most;
+          if (sizes == PieceSizes::equal && std::string(shape.name) == "taller") continue;  // as tall
+          for (int pieces = 2; pieces <= most; ++pieces)
+            for (Post post : {Post::comm_first, Post::gemm_first})
+              for (int lanes : {1, 2})
+                for (int merge : merge_counts(p, algo)) {
+                  const PlanOptions o{algo, 0, post, lanes, merge, pieces, sizes};
+                  const CheckReport report = check_problem(p, o);
+                  ++checked;
+                  if (report.ok()) continue;
+                  if (++failed <= 3)
+                    ADD_FAILURE() << to_string(op) << " " << shape.name << " M=" << p.m << " P=" << P << " "
+                                  << to_string(o) << "\n"
+                                  << report.text(12);
+                }
+        }
   EXPECT_EQ(failed, 0) << "of " << checked << " configurations";
 }
 

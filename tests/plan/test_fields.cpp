@@ -60,9 +60,9 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
     EXPECT_GT(c.width, static_cast<int>(c.head.size())) << c.head;  // a space before every heading
   }
   EXPECT_EQ(heads, (std::vector<std::string>{"op", "M", "N", "K", "P", "B", "dtype", "algo", "stages", "post", "lanes",
-                                             "merge", "pieces"}));
+                                             "merge", "pieces", "sizes"}));
   EXPECT_EQ(texts, (std::vector<std::string>{"gemm_rs", "64", "32", "16", "4", "nk", "bf16", "pipelined", "2",
-                                             "gemm-first", "3", "1", "1"}));
+                                             "gemm-first", "3", "1", "1", "equal"}));
   // A header and a row line up: every column as wide in both.
   std::ostringstream head, row;
   print_heads(head, case_cells(Problem{}, Dtype::f32, PlanOptions{}));

@@ -3,6 +3,11 @@
 // exists.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "collmm/plan_check.hpp"
 #include "collmm/sizes.hpp"
 
@@ -130,6 +135,87 @@ TEST(Golden, GemmRsRingCutsItsFirstPartialInPieces) {
   }
 }
 
+// --piece-sizes halving: the pieces tile the rows (no gap, no overlap), each has a row where the
+// rows are at least rows_for_pieces; largest first they are R - R/2, R/2 - R/4, ... and R >> (S-1)
+// last (8192 rows in 6: 4096 2048 1024 512 256 256), smallest first the same reversed; equal
+// pieces are block_size's.
+TEST(Golden, PiecesOfHalvingSizeTileTheRows) {
+  auto sizes = [](int64_t rows, EdgeCut cut) {
+    std::vector<int64_t> v;
+    for (int i = 0; i < cut.pieces; ++i) v.push_back(piece_of({kBufA, 5, rows}, cut, i).rows);
+    return v;
+  };
+  const EdgeCut first{6, PieceSizes::halving, PieceOrder::largest_first};
+  const EdgeCut last{6, PieceSizes::halving, PieceOrder::smallest_first};
+  EXPECT_EQ(sizes(8192, first), (std::vector<int64_t>{4096, 2048, 1024, 512, 256, 256}));
+  EXPECT_EQ(sizes(8192, last), (std::vector<int64_t>{256, 256, 512, 1024, 2048, 4096}));
+  EXPECT_EQ(sizes(45, {4, PieceSizes::halving, PieceOrder::largest_first}), (std::vector<int64_t>{23, 11, 6, 5}));
+  for (int S = 1; S <= kMaxHalvingPieces; ++S)
+    for (int64_t rows = 1; rows <= 300; ++rows)
+      for (PieceSizes kind : {PieceSizes::equal, PieceSizes::halving})
+        for (PieceOrder order : {PieceOrder::largest_first, PieceOrder::smallest_first}) {
+          const EdgeCut cut{S, kind, order};
+          int64_t next = 5;
+          for (int i = 0; i < S; ++i) {
+            const Slice s = piece_of({kBufA, 5, rows}, cut, i);
+            EXPECT_EQ(s.row, next) << rows << " rows, piece " << i << " of " << S;
+            next = s.row + s.rows;
+            if (rows >= rows_for_pieces(S, kind)) {
+              EXPECT_GE(s.rows, 1) << rows << " rows, piece " << i << " of " << S;
+            }
+            if (kind == PieceSizes::equal) {
+              EXPECT_EQ(s.rows, block_size(rows, S, i));
+            }
+          }
+          EXPECT_EQ(next, 5 + rows) << rows << " rows in " << S;
+          if (kind == PieceSizes::halving && rows >= rows_for_pieces(S, kind)) {
+            std::vector<int64_t> a = sizes(rows, {S, kind, PieceOrder::largest_first});
+            std::vector<int64_t> b = sizes(rows, {S, kind, PieceOrder::smallest_first});
+            std::reverse(b.begin(), b.end());
+            EXPECT_EQ(a, b);
+            EXPECT_TRUE(std::is_sorted(a.rbegin(), a.rend())) << rows << " rows in " << S;
+          }
+        }
+}
+
+// Halving pieces in the plans: ag_gemm's last transfer moves the largest piece first, each GEMM
+// piece waiting for its own transfer; gemm_rs computes and sends the smallest first.
+TEST(Golden, PiecesOfHalvingSizeInTheRings) {
+  const Problem ag{.op = Op::ag_gemm, .m = 32, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const Plan plan = make_plan(ag, {.algo = Algo::ring, .pieces = 3, .piece_sizes = PieceSizes::halving}, 1);
+  EXPECT_EQ(order_of(plan), "c1 g1 c0 g0 c3 c3 c3 g3 g2 g2 g2 ");
+  std::vector<int> comms;
+  std::vector<std::pair<int64_t, int64_t>> moved, computed;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    if (s.kind == StepKind::sendrecv && s.index == 2) {
+      comms.push_back(static_cast<int>(i));
+      moved.emplace_back(s.recvs.at(0).slice.row, s.recvs.at(0).slice.rows);
+    }
+    if (s.kind == StepKind::gemm && s.chunk == 2) {
+      computed.emplace_back(s.out.row, s.out.rows);
+      EXPECT_EQ(s.waits, std::vector<int>{comms.at(computed.size() - 1)}) << describe(s);
+    }
+  }
+  const std::vector<std::pair<int64_t, int64_t>> halving{{16, 4}, {20, 2}, {22, 2}};  // chunk 2: rows 16..23
+  EXPECT_EQ(moved, halving);
+  EXPECT_EQ(computed, halving);
+
+  const Problem rs{.op = Op::gemm_rs, .m = 32, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const Plan first = make_plan(rs, {.algo = Algo::ring, .pieces = 3, .piece_sizes = PieceSizes::halving}, 1);
+  EXPECT_EQ(order_of(first), "g0 g0 g0 c0 c0 c0 g3 c3 g2 c2 g1 ");
+  const std::vector<std::pair<int64_t, int64_t>> smallest_first{{0, 2}, {2, 2}, {4, 4}};
+  for (int i = 0; i < 3; ++i) {
+    const Step& gemm = first.steps[static_cast<size_t>(i)];
+    const Step& comm = first.steps[static_cast<size_t>(3 + i)];
+    EXPECT_EQ(std::pair(gemm.out.row, gemm.out.rows), smallest_first[static_cast<size_t>(i)]) << describe(gemm);
+    EXPECT_EQ(std::pair(comm.sends.at(0).slice.row, comm.sends.at(0).slice.rows),
+              smallest_first[static_cast<size_t>(i)])
+        << describe(comm);
+    EXPECT_EQ(comm.waits, std::vector<int>{i}) << describe(comm);
+  }
+}
+
 // Rows of work buffers a plan allocates.
 int64_t work_rows(const Plan& plan) {
   int64_t rows = 0;
@@ -199,6 +285,30 @@ TEST(UsageErrors, ImpossibleOptionsAreRefused) {
   EXPECT_THROW(make_plan(p, {.algo = Algo::bidir, .pieces = 3}, 0), UsageError);
   EXPECT_EQ(options_for(Op::ag_gemm, Algo::pipelined, {.algo = Algo::ring, .pieces = 4}).pieces, 1);
   EXPECT_EQ(options_for(Op::gemm_rs, Algo::bidir, {.algo = Algo::ring, .pieces = 4}).pieces, 4);
+  // halving: ring and bidir only, at most kMaxHalvingPieces, 2^(S-1) rows in the edge chunk (4 here:
+  // 3 pieces); one piece is the whole chunk whatever its sizes.
+  const PieceSizes halving = PieceSizes::halving;
+  EXPECT_NO_THROW(make_plan(p, {.algo = Algo::ring, .pieces = 3, .piece_sizes = halving}, 0));
+  EXPECT_THROW(make_plan(p, {.algo = Algo::pipelined, .piece_sizes = halving}, 0), UsageError);
+  EXPECT_THROW(make_plan({.op = Op::ag_gemm, .m = 4096, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
+                         {.algo = Algo::ring, .pieces = kMaxHalvingPieces + 1, .piece_sizes = halving}, 0),
+               UsageError);
+  EXPECT_EQ(
+      options_for(Op::ag_gemm, Algo::sequential, {.algo = Algo::ring, .pieces = 4, .piece_sizes = halving}).piece_sizes,
+      PieceSizes::equal);
+  EXPECT_EQ(options_for(Op::ag_gemm, Algo::ring, {.algo = Algo::ring, .pieces = 1, .piece_sizes = halving}).piece_sizes,
+            PieceSizes::equal);
+  EXPECT_EQ(
+      options_for(Op::ag_gemm, Algo::bidir, {.algo = Algo::ring, .pieces = 2, .piece_sizes = halving}).piece_sizes,
+      halving);
+  for (Algo algo : {Algo::ring, Algo::bidir}) try {
+      make_plan(p, {.algo = algo, .pieces = algo == Algo::ring ? 4 : 3, .piece_sizes = halving}, 0);
+      ADD_FAILURE() << to_string(algo) << ": halving pieces of too few rows were accepted";
+    } catch (const UsageError& e) {
+      const std::string want =
+          algo == Algo::ring ? "halving needs 8, so at most 3 pieces" : "halving needs 4, so at most 2 pieces";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
   try {
     make_plan({.op = Op::gemm_rs, .m = 17, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn},
               {.algo = Algo::bidir, .pieces = 3}, 0);

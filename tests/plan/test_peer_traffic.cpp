@@ -1,7 +1,7 @@
 // test_peer_traffic.cpp: what the host transport stages for one rank (check::peer_traffic) is what
 // that rank's real peers send it. For every op x algorithm (with the ag_gemm ring's merges,
-// pipelined stage counts, the rings' edge in 2 and 3 pieces and two GEMM lanes) on P = 1..8 and uneven shapes, every
-// rank r, with collectives lowered to rings:
+// pipelined stage counts, the rings' edge in 2 and 3 pieces, equal and halving, and two GEMM lanes) on P = 1..8 and
+// uneven shapes, every rank r, with collectives lowered to rings:
 //  - rank r replayed alone, its receives filled from the staged rows, sends what its successors
 //    need and ends with exactly the outputs the job must have (replay_alone);
 //  - the lockstep rule the host transport times receives by holds: each receive is sent by the
@@ -31,16 +31,19 @@ std::vector<PlanOptions> options_for(Op op) {
     for (int merge : (op == Op::ag_gemm && algo == Algo::ring) ? std::vector<int>{1, 2, 3} : std::vector<int>{1})
       for (int stages : algo == Algo::pipelined ? std::vector<int>{0, 1, 2, 5} : std::vector<int>{0})
         for (int pieces : (algo == Algo::ring || algo == Algo::bidir) ? std::vector<int>{1, 2, 3} : std::vector<int>{1})
-          for (Post post : {Post::comm_first, Post::gemm_first}) {
-            PlanOptions o;
-            o.algo = algo;
-            o.merge = merge;
-            o.stages = stages;
-            o.pieces = pieces;
-            o.post = post;
-            o.gemm_lanes = stages == 2 || pieces == 3 ? 2 : 1;
-            list.push_back(o);
-          }
+          for (Post post : {Post::comm_first, Post::gemm_first})
+            for (PieceSizes sizes : pieces > 1 ? std::vector<PieceSizes>{PieceSizes::equal, PieceSizes::halving}
+                                               : std::vector<PieceSizes>{PieceSizes::equal}) {
+              PlanOptions o;
+              o.algo = algo;
+              o.merge = merge;
+              o.stages = stages;
+              o.pieces = pieces;
+              o.piece_sizes = sizes;
+              o.post = post;
+              o.gemm_lanes = stages == 2 || pieces == 3 ? 2 : 1;
+              list.push_back(o);
+            }
   return list;
 }
 
@@ -65,7 +68,7 @@ TEST(PeerTraffic, StagedRowsAreWhatThePeersSend) {
     for (Op op : all_ops())
       for (const PlanOptions& o : options_for(op)) {
         const Problem p{.op = op, .m = 5 * P + 3, .n = 3 * P + 1, .k = 2 * P + 3, .world = P, .b_layout = BLayout::kn};
-        if (o.stages > p.m / P || o.pieces > edge_rows(p, o)) continue;
+        if (o.stages > p.m / P || rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) continue;
         const std::vector<Plan> plans = lowered_plans(p, o);
         std::vector<check::PeerTraffic> traffic;
         for (int r = 0; r < P; ++r) traffic.push_back(check::peer_traffic(plans, r));

@@ -4,6 +4,8 @@
 // which runs beside the first pieces; gemm_rs: step 1's, which the first add waits for), so
 // the saving is whole only where c >= 2g - g/S. Each extra transfer pays its fixed cost, so a large
 // one makes S > 1 lose; on the host bed's profile at the row S = 2 is predicted faster.
+// Pieces of halving size leave 1/2^(S-1) of the chunk's GEMM for S transfers: on the bed's P = 2
+// row they are predicted faster than any equal cut.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,6 +85,29 @@ TEST(Pieces, HostBedRowIsPredictedFasterInTwoPieces) {
   }
 }
 
+// The bed's P = 2 row, M = 8192, t_gemm ~ t_comm (per-rank N or K 8192): the ring exposes half of
+// t_gemm. Equal pieces trade the tail g/(2S) against S fixed costs (best near S = 8); halving sizes
+// leave g/2^S for S transfers: 5 of them are predicted faster than any equal cut, within 1.11x of
+// max(t_gemm, t_comm) (equal: 1.12x at best).
+TEST(Pieces, HalvingSizesBeatEqualOnesOnTheBedsTwoRankRow) {
+  const Profile prof = builtin_profile("h200-host");
+  for (Op op : all_ops()) {
+    Problem p;
+    p.op = op, p.m = 8192, p.n = op == Op::ag_gemm ? 2 * 8192 : 8192, p.k = op == Op::ag_gemm ? 8192 : 2 * 8192;
+    p.world = 2;
+    auto time = [&](int pieces, PieceSizes sizes) {
+      PlanOptions o;
+      o.pieces = pieces, o.piece_sizes = sizes;
+      return simulate(p, o, Dtype::bf16, prof, StepFilter::all, false).time_us;
+    };
+    const double halving = time(5, PieceSizes::halving);
+    for (int s : {1, 2, 4, 8, 16, 32})
+      EXPECT_LT(halving, time(s, PieceSizes::equal)) << to_string(op) << ": halving 5 vs equal " << s;
+    const Prediction plain = predict(p, PlanOptions{}, Dtype::bf16, prof);
+    EXPECT_LT(halving, 1.11 * std::max(plain.t_gemm_us, plain.t_comm_us)) << to_string(op);
+  }
+}
+
 // auto lists the ring and bidir in each of the table's pieces where the edge chunk has the rows
 // (and picks one where t_gemm ~ t_comm); the tuning cache's JSON keeps pieces and refuses a bad count.
 TEST(Pieces, AutoConsidersThemAndTheCacheKeepsThem) {
@@ -90,25 +115,31 @@ TEST(Pieces, AutoConsidersThemAndTheCacheKeepsThem) {
   int cut = 0, listed = 0;
   for (const Alternative& a : c.alternatives) cut += a.options.pieces > 1;
   for (const AlgoRow& row : algorithm_table())
-    for (int pieces : row.auto_pieces) {
-      listed += 1;
-      EXPECT_TRUE(
-          std::any_of(c.alternatives.begin(), c.alternatives.end(),
-                      [&](const Alternative& a) { return a.options.algo == row.algo && a.options.pieces == pieces; }))
-          << row.name << " in " << pieces << " pieces is not among auto's candidates";
-    }
+    for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving})
+      for (int pieces : sizes == PieceSizes::equal ? row.auto_pieces : row.auto_halving) {
+        listed += 1;
+        EXPECT_TRUE(std::any_of(c.alternatives.begin(), c.alternatives.end(),
+                                [&](const Alternative& a) {
+                                  return a.options.algo == row.algo && a.options.pieces == pieces &&
+                                         a.options.piece_sizes == sizes;
+                                }))
+            << row.name << " in " << pieces << " " << to_string(sizes) << " pieces is not among auto's candidates";
+      }
   EXPECT_EQ(cut, listed);
-  EXPECT_GE(listed, 4);
+  EXPECT_GE(listed, 8);
   EXPECT_GT(c.options.pieces, 1) << print(c);
   Problem small = problem(Op::ag_gemm);
-  small.m = 3 * P;  // 3 rows a chunk: no 4 pieces, and bidir's halves have 1 row
+  small.m = 3 * P;  // 3 rows a chunk: no 4 pieces (equal or halving), and bidir's halves have 1 row
   int small_cut = 0;
   for (const PlanOptions& o : auto_candidates(small)) small_cut += o.pieces > 1;
   EXPECT_EQ(small_cut, 1);  // ring in 2 pieces
 
   PlanOptions o;
-  o.algo = Algo::bidir, o.pieces = 4;
+  o.algo = Algo::bidir, o.pieces = 4, o.piece_sizes = PieceSizes::halving;
   EXPECT_EQ(plan_options_from_json(to_json(o)), o);
+  nlohmann::json sizes = to_json(o);
+  sizes["piece_sizes"] = "thirds";
+  EXPECT_THROW(plan_options_from_json(sizes), UsageError);
   nlohmann::json bad = to_json(o);
   bad["pieces"] = 0;
   EXPECT_THROW(plan_options_from_json(bad), UsageError);

@@ -13,7 +13,8 @@ namespace {
 // Names as typed; turned into enums after parsing, so that the messages come from the parse_*
 // functions (types.cpp, backend_options.cpp).
 struct Names {
-  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on";
+  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on",
+              piece_sizes = "equal";
   std::string backend = to_string(BackendOptions{}.backend), transport = to_string(BackendOptions{}.transport),
               link_copy = to_string(BackendOptions{}.link_copy);
 };
@@ -124,6 +125,11 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->check(CLI::Range(1, kMaxPieces))
       ->capture_default_str()
       ->type_name("S");
+  app.add_option("--piece-sizes", names.piece_sizes,
+                 "with --pieces S: equal pieces, or halving: 1/2, 1/4, ... of the chunk (ag_gemm: the largest moved "
+                 "first; gemm_rs: the smallest computed first), so 1/2^(S-1) is exposed; at most " +
+                     std::to_string(kMaxHalvingPieces) + " pieces, and the edge chunk needs 2^(S-1) rows")
+      ->capture_default_str();
   app.add_option("--gemm-lanes", o.plan.gemm_lanes,
                  "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
       ->check(CLI::Range(1, kMaxGemmLanes))
@@ -219,6 +225,7 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   };
   o.dtype = named("--dtype", parse_dtype, names.dtype);
   o.plan.post = named("--post", parse_post, names.post);
+  o.plan.piece_sizes = named("--piece-sizes", parse_piece_sizes, names.piece_sizes);
   o.b_layout = named("--b-layout", parse_b_layout, names.b_layout);
   o.auto_measure.measure = named("--auto-measure", parse_auto_measure, names.auto_measure);
   o.backend.backend = named("--backend", parse_backend, names.backend);

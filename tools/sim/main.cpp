@@ -23,10 +23,11 @@ namespace collmm {
 namespace {
 
 struct SimOptions {
-  std::string op = "all", algo = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first";
+  std::string op = "all", algo = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first",
+              piece_sizes = "equal";
   int64_t m = 8192, n = 8192, k = 8192;
   int world = 8, timeline_ranks = 8;
-  PlanOptions plan;  // from the plan option flags (post: parsed from `post`; algo: per row)
+  PlanOptions plan;  // from the plan option flags (post, piece_sizes: parsed from their names; algo: per row)
   std::string timeline, trace, json, tuning_cache, save_profile;
 };
 
@@ -117,6 +118,7 @@ int run(const SimOptions& o) {
 
   PlanOptions base = o.plan;
   base.post = parse_post(o.post);
+  base.piece_sizes = parse_piece_sizes(o.piece_sizes);
 
   // Every row's size first, then the simulations.
   double total_steps = 0;
@@ -210,6 +212,10 @@ int main(int argc, char** argv) {
                  collmm::names_taking(&collmm::AlgoRow::takes_pieces) + ": the ring's exposed edge cut into S pieces")
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxPieces));
+  app.add_option("--piece-sizes", o.piece_sizes,
+                 "with --pieces S: equal, or halving (1/2, 1/4, ... of the edge chunk; S at most " +
+                     std::to_string(collmm::kMaxHalvingPieces) + ", the chunk needs 2^(S-1) rows)")
+      ->capture_default_str();
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
   app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
   app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();
