@@ -127,10 +127,16 @@ class AtenExecutor : public Executor {
     own_.assign(p.buffers.size(), at::Tensor());
     bound_.assign(p.buffers.size(), false);
     fills_only_.assign(p.steps.size(), false);
+    alone_.assign(p.steps.size(), false);
     names_.clear();
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const Step& st = p.steps[i];
       fills_only_[i] = only_fills_output(p, static_cast<int>(i));
+      // run() settles a step before it issues the next one on its lane or one that waits for it:
+      // where that is the very next step (or none follows), nothing runs beside this one.
+      const Step* next = i + 1 < p.steps.size() ? &p.steps[i + 1] : nullptr;
+      alone_[i] = !next || next->lane == st.lane ||
+                  std::find(next->waits.begin(), next->waits.end(), static_cast<int>(i)) != next->waits.end();
       names_.push_back("collmm " + event_name(p.problem.op, p.options.algo,
                                               TimelineEvent{p.rank, st.lane, st.kind, st.index, st.chunk, 0, 0}));
     }
@@ -189,7 +195,7 @@ class AtenExecutor : public Executor {
       if (skips(filter, s.kind) || unwanted(static_cast<int>(i))) continue;
       StepRange range(names_[i]);
       if (clock) clock->start(i);
-      pending[i] = issue(s);
+      pending[i] = issue(s, i);
       if (clock && pending[i].works.empty() && !pending[i].finish) clock->end(i);
     }
     for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
@@ -237,7 +243,7 @@ class AtenExecutor : public Executor {
     return device_.is_cuda() || TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8);
   }
 
-  Pending issue(const Step& s) {
+  Pending issue(const Step& s, size_t i) {
     switch (s.kind) {
       case StepKind::gemm: {
         at::Tensor out = rows(s.out);
@@ -250,8 +256,8 @@ class AtenExecutor : public Executor {
       case StepKind::copy: rows(s.out).copy_(rows(s.a)); return {};
       case StepKind::add: rows(s.out).add_(rows(s.a)); return {};
       case StepKind::sendrecv: return sendrecv(s);
-      case StepKind::allgather: return allgather(s);
-      case StepKind::reduce_scatter: return reduce_scatter(s);
+      case StepKind::allgather: return allgather(s, !alone_[i]);
+      case StepKind::reduce_scatter: return reduce_scatter(s, !alone_[i]);
     }
     return {};
   }
@@ -292,12 +298,13 @@ class AtenExecutor : public Executor {
   }
 
   // Equal parts go straight into their rows (on NCCL as one tensor: all_gather_into_tensor, no
-  // copies out of a flat buffer); uneven ones through parts padded to the largest.
-  Pending allgather(const Step& s) {
+  // copies out of a flat buffer; on the current stream where nothing overlaps it, async_op false);
+  // uneven ones through parts padded to the largest.
+  Pending allgather(const Step& s, bool async_op) {
     Pending p;
     if (std::optional<at::Tensor> all = one_tensor(s)) {
       at::Tensor mine = rows(s.a);
-      p.works.push_back(gather_single(*group_, *all, mine, 0));
+      p.works.push_back(gather_single(*group_, *all, mine, async_op));
       return p;
     }
     const PartSize size = part_size(part_rows(s));
@@ -314,11 +321,11 @@ class AtenExecutor : public Executor {
     return p;
   }
 
-  Pending reduce_scatter(const Step& s) {
+  Pending reduce_scatter(const Step& s, bool async_op) {
     Pending p;
     if (std::optional<at::Tensor> all = one_tensor(s)) {  // reduce_scatter_tensor
       at::Tensor mine = rows(s.out);
-      p.works.push_back(scatter_single(*group_, mine, *all, 0));
+      p.works.push_back(scatter_single(*group_, mine, *all, async_op));
       return p;
     }
     const PartSize size = part_size(part_rows(s));
@@ -339,6 +346,7 @@ class AtenExecutor : public Executor {
   std::vector<at::Tensor> tensors_, own_;  // per buffer: what steps use (bound or own), and our own
   std::vector<bool> bound_;                // per buffer: the caller's memory
   std::vector<bool> fills_only_;           // per step: only_fills_output (made once per plan)
+  std::vector<bool> alone_;                // per step: nothing is issued beside it (made once per plan)
   PeerTags tags_;
   std::vector<std::string> names_;  // per step: its range's name
 };

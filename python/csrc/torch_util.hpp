@@ -62,24 +62,48 @@ class PeerTags {
   std::map<int, int> sent_, received_;
 };
 
+// opts.asyncOp where this torch's options have it. false: c10d runs the collective on the caller's
+// current stream (no stream of its own, no events to wait for, nothing stashed for its watchdog),
+// as torch.distributed does for a call without async_op: for a step that nothing runs beside.
+template <class O>
+auto set_async_op(O& opts, bool async_op, int) -> decltype(opts.asyncOp = async_op, void()) {
+  opts.asyncOp = async_op;
+}
+template <class O>
+void set_async_op(O&, bool, long) {}
+
 // The one-tensor collectives (all_gather_into_tensor, reduce_scatter_tensor) under the name this
 // torch gives them: all_gather_single / reduce_scatter_single where it has them, else the older
 // _allgather_base / _reduce_scatter_base (deprecated aliases where the new names exist).
 template <class G>
-auto gather_single(G& group, at::Tensor& out, at::Tensor& in, int) -> decltype(group.all_gather_single(out, in)) {
-  return group.all_gather_single(out, in);
+auto gather_single(G& group, at::Tensor& out, at::Tensor& in, c10d::AllgatherOptions opts, int)
+    -> decltype(group.all_gather_single(out, in, opts)) {
+  return group.all_gather_single(out, in, opts);
 }
 template <class G>
-auto gather_single(G& group, at::Tensor& out, at::Tensor& in, long) {
-  return group._allgather_base(out, in);
+auto gather_single(G& group, at::Tensor& out, at::Tensor& in, c10d::AllgatherOptions opts, long) {
+  return group._allgather_base(out, in, opts);
 }
 template <class G>
-auto scatter_single(G& group, at::Tensor& out, at::Tensor& in, int) -> decltype(group.reduce_scatter_single(out, in)) {
-  return group.reduce_scatter_single(out, in);
+auto scatter_single(G& group, at::Tensor& out, at::Tensor& in, c10d::ReduceScatterOptions opts, int)
+    -> decltype(group.reduce_scatter_single(out, in, opts)) {
+  return group.reduce_scatter_single(out, in, opts);
 }
 template <class G>
-auto scatter_single(G& group, at::Tensor& out, at::Tensor& in, long) {
-  return group._reduce_scatter_base(out, in);
+auto scatter_single(G& group, at::Tensor& out, at::Tensor& in, c10d::ReduceScatterOptions opts, long) {
+  return group._reduce_scatter_base(out, in, opts);
+}
+template <class G>
+c10::intrusive_ptr<c10d::Work> gather_single(G& group, at::Tensor& out, at::Tensor& in, bool async_op) {
+  c10d::AllgatherOptions opts;
+  set_async_op(opts, async_op, 0);
+  return gather_single(group, out, in, opts, 0);
+}
+template <class G>
+c10::intrusive_ptr<c10d::Work> scatter_single(G& group, at::Tensor& out, at::Tensor& in, bool async_op) {
+  c10d::ReduceScatterOptions opts;
+  set_async_op(opts, async_op, 0);
+  return scatter_single(group, out, in, opts, 0);
 }
 
 }  // namespace collmm::torch_ext
