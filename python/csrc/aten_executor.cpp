@@ -196,6 +196,9 @@ class AtenExecutor : public Executor {
       StepRange range(names_[i]);
       if (clock) clock->start(i);
       pending[i] = issue(s, i);
+      // c10d returns no Work for what is already ordered on the current stream (NCCL's coalesced
+      // sends and receives, a collective with asyncOp false): nothing to wait for.
+      std::erase_if(pending[i].works, [](const auto& w) { return !w; });
       if (clock && pending[i].works.empty() && !pending[i].finish) clock->end(i);
     }
     for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
@@ -274,7 +277,6 @@ class AtenExecutor : public Executor {
       p.works.push_back(group_->send(v, t.peer, tags_.next_send(t.peer)));
     }
     if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
-    std::erase_if(p.works, [](const auto& w) { return !w; });
     return p;
   }
 
