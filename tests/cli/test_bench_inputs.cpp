@@ -152,9 +152,12 @@ TEST(BenchInputs, ConcurrentJobsShareOneTuningCache) {
   const std::string dir = fresh_dir("shared_cache");
   const std::string cache = dir + "/tune.json";
   std::string jobs;
+  // Each job's mpirun its own session directory (TMPDIR, short: Open MPI puts sockets there):
+  // launchers started at the same moment race to create one /tmp/ompi.<host>.<uid> ("File exists").
   for (int m : {64, 72, 80, 88})
-    jobs += mpirun(1) + " " + bench() + " -m " + std::to_string(m) + " -n 32 -k 32 -w 0 -i 1 --tune-cache " + cache +
-            " > " + dir + "/job" + std::to_string(m) + ".txt 2>&1 & ";
+    jobs += "(t=$(mktemp -d) && TMPDIR=$t " + mpirun(1) + " " + bench() + " -m " + std::to_string(m) +
+            " -n 32 -k 32 -w 0 -i 1 --tune-cache " + cache + " > " + dir + "/job" + std::to_string(m) +
+            ".txt 2>&1; rm -rf $t) & ";
   const CommandResult r = run_command("sh -c '" + jobs + "wait'", 120);
   EXPECT_EQ(r.rc, 0) << r.output;
   for (int m : {64, 72, 80, 88}) {
