@@ -11,8 +11,7 @@ them, except every 10 calls so that the launch queue stays short). Rows:
   torch ag+mm / mm+rs  the plain path
   collmm <op> <algo> check=<every|first>
                        the op with each algorithm (ring with 2 pieces too) and each check
---rows: only the rows whose label matches REGEX (with many --iters: a row to profile natively, e.g.
-under py-spy record --native --subprocesses).
+--rows: only the rows whose label matches REGEX.
 --profile: a torch.profiler table of the host's time (self CPU) per function over 20 calls of the
 op with the ring, check first: what the call spends its host time on.
 """

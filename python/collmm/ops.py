@@ -1,8 +1,8 @@
 """The ops' fake (meta) kernels and Python wrappers that take a group or its name.
 
-The kernels themselves are C++ (python/csrc/ops.cpp), their autograd too (python/csrc/autograd.cpp). A fake kernel gives the shapes of the
-outputs without data, for torch.compile (inductor included) and FakeTensor tracing. One rank cannot
-know the other ranks' sizes: the fake all-gather assumes every rank holds as many as this one unless
+The kernels themselves are C++ (python/csrc/ops.cpp), their autograd too (python/csrc/autograd.cpp).
+A fake kernel gives the shapes of the outputs without data, for torch.compile (inductor included)
+and FakeTensor tracing. One rank cannot know the other ranks' sizes: the fake all-gather assumes every rank holds as many as this one unless
 ``gathered_size`` gives the total, and the fake reduce-scatter gives this rank ``scatter_size``
 (default: collmm's split). Pass them where shards are uneven and the op is compiled.
 """

@@ -1,10 +1,9 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul and
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops,
-// plus `algo`, `pieces` and `piece_sizes` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know)
-// and their CPU and
-// CUDA kernels: every rank checks its own tensors, the ranks agree on the problem (python/csrc/session.hpp,
-// collmm/agreement.hpp: one exchange of the same size for both ops, the op's name among what they agree on), then
-// collmm's plan runs on the caller's tensors through the session's executor. A user error raises
+// plus `algo`, `pieces` and `piece_sizes` (a named ring or bidir's edge in pieces) and the sizes one rank cannot
+// know) and their CPU and CUDA kernels: every rank checks its own tensors, the ranks agree on the problem
+// (python/csrc/session.hpp, collmm/agreement.hpp: one exchange of the same size for both ops, the op's name among what
+// they agree on), then collmm's plan runs on the caller's tensors through the session's executor. A user error raises
 // ValueError("collmm: ...") on every rank before any data moves.
 //
 //   fused_all_gather_matmul(A_shard [..., K], Bs [[K, N_r], ...], gather_dim, group_name,
@@ -145,18 +144,13 @@ int64_t agreed_split(const std::vector<std::vector<double>>& all, size_t at, con
     split = split && static_cast<int64_t>(all[static_cast<size_t>(q)][at]) == block_size(total, p, q);
   if (split) return total;
   std::ostringstream got, want;
-  bool fits = true;
   for (int q = 0; q < p; ++q) {
-    const int64_t v = static_cast<int64_t>(all[static_cast<size_t>(q)][at]);
-    got << (q ? ", " : "") << v;
+    got << (q ? ", " : "") << static_cast<int64_t>(all[static_cast<size_t>(q)][at]);
     want << (q ? ", " : "") << block_size(total, p, q);
-    fits = fits && v == block_size(total, p, q);
   }
-  if (!fits)
-    throw UsageError(what + " over the ranks are " + got.str() + ": not collmm's split of " + std::to_string(total) +
-                     " over " + std::to_string(p) + " ranks (" + want.str() +
-                     ": the first total % P ranks hold one more)");
-  return total;
+  throw UsageError(what + " over the ranks are " + got.str() + ": not collmm's split of " + std::to_string(total) +
+                   " over " + std::to_string(p) + " ranks (" + want.str() +
+                   ": the first total % P ranks hold one more)");
 }
 
 // A tensor's part of a CallKey: device, dtype, dims, sizes and strides.
@@ -241,17 +235,16 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     add_to_key(key, a_shard);
     for (const at::Tensor& b : bs) add_to_key(key, b);
     const CallMemo* memo = s.session.recall(key);  // a call like this one ran: nothing to check or agree
+    const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     std::string misfit;
     if (!memo) {
       misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
-      const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
       if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
       for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
         misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
       if (misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
     }
     const bool ok = misfit.empty();
-    const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     const int64_t dim = ok ? leading_dim(gather_dim, a_shard.dim()) : 0;
     const at::Tensor a = ok && dim > 0 ? a_shard.movedim(dim, 0).contiguous() : a_shard;  // the gathered dim first
     const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
