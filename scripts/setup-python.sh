@@ -8,16 +8,24 @@
 # wheel without its dependencies, its pure-Python dependencies, then, as long as `import torch`
 # fails, first the CUDA libraries it links that a machine with a CUDA toolkit lacks (NCCL,
 # cuSPARSELt, NVSHMEM, cuFile, at the wheel's own pins), and last everything it asks for.
+# TORCH_SPEC (default: the version CI runs) picks the wheel. pip keeps no cache (--no-cache-dir):
+# the wheels would double the ~2.3 GB that the venv takes on a disk CI shares.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.15.0}
+# pip leaves its downloads unpacked in TMPDIR (pip-unpack-*, ~1.8 GB for torch and the CUDA
+# libraries): a directory of this run's, removed when it ends.
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/collmm-pip.XXXXXX")
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 py="$VENV/bin/python"
-pip=("$py" -m pip install --disable-pip-version-check -q)
+pip=("$py" -m pip install --disable-pip-version-check --no-cache-dir -q)
 
 torch_imports() { "$py" -c "import torch" >/dev/null 2>&1; }
 
@@ -36,8 +44,12 @@ PY
 }
 
 if ! torch_imports; then
-  echo "setup-python: installing torch (the wheel, its pure-Python dependencies)"
-  "${pip[@]}" --no-deps torch
+  free_mb=$(df -Pm "$VENV" | awk 'NR == 2 {print $4}')
+  echo "setup-python: installing $TORCH_SPEC (the wheel, its pure-Python dependencies; ${free_mb} MB free here)"
+  if [ "$free_mb" -lt 3500 ]; then
+    echo "setup-python: warning: torch, the CUDA libraries it links and collmm's build need about 3.5 GB" >&2
+  fi
+  "${pip[@]}" --no-deps "$TORCH_SPEC"
   mapfile -t plain < <(torch_requirements '^(?!nvidia|cuda|triton)')
   "${pip[@]}" "${plain[@]}"
 fi
@@ -48,7 +60,7 @@ if ! torch_imports; then
 fi
 if ! torch_imports; then
   echo "setup-python: torch still does not load: installing all its dependencies"
-  "${pip[@]}" torch
+  "${pip[@]}" "$TORCH_SPEC"
 fi
 "$py" -c "import torch; print('setup-python: torch', torch.__version__)"
 
