@@ -1,0 +1,70 @@
+"""scripts/host-bed-summary.py's targets on synthetic runs: the verdicts (pass, FAIL) and the rows
+it must not count (the SM clock moved in the runs' windows, the link's t_comm apart between runs).
+
+    python3 test_host_bed_summary.py path/to/host-bed-summary.py"""
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SUMMARY = sys.argv[1]
+T0 = datetime.datetime(2026, 12, 3, 22, 0, 0, tzinfo=datetime.timezone.utc).timestamp()
+
+
+def result(label, algo, time_us, t_comm, t_gemm=1000.0, pieces=1, sizes="equal"):
+    return {"op": "ag_gemm", "world_size": 2, "m": 8192, "n": 16384, "k": 8192, "algo": algo, "label": label,
+            "time_us": time_us, "t_gemm_us": t_gemm, "t_comm_us": t_comm, "pieces": pieces, "piece_sizes": sizes,
+            "predicted_us": None, "speedup_vs_sequential": 3000.0 / time_us}
+
+
+def write_row(folder, name, runs, clocks):
+    """runs: {file name: [results]}, each run's window 10 s after the previous one's; clocks: the SM
+    MHz sampled every 0.2 s over all the windows, one value per sample."""
+    t = T0
+    for file, results in runs.items():
+        json.dump({"results": results}, open(os.path.join(folder, file + ".json"), "w"))
+        open(os.path.join(folder, file + ".window"), "w").write(f"{t} {t + 10}\n")
+        t += 10
+    with open(os.path.join(folder, "clocks.csv"), "w") as f:
+        f.write("timestamp, clocks.sm [MHz], power.draw [W]\n")
+        for i, mhz in enumerate(clocks):
+            stamp = datetime.datetime.fromtimestamp(T0 + 0.2 * i, datetime.timezone.utc)
+            f.write(f"{stamp.strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]}, {mhz}, {150 if mhz > 1000 else 79}\n")
+
+
+def targets_line(folder):
+    out = subprocess.run([sys.executable, SUMMARY, folder], capture_output=True, text=True, check=True).stdout
+    rows = [l for l in out.splitlines() if l.startswith("| ag_gemm")]
+    tail = [l for l in out.splitlines() if l.startswith("targets:")]
+    assert len(rows) == 1 and len(tail) == 1, out
+    return rows[0], tail[0]
+
+
+def case(name, clocks, t_comms, auto_us, expect_cells, expect_tail):
+    with tempfile.TemporaryDirectory() as folder:
+        all_run = [result("sequential", "sequential", 3000.0, t_comms[0]),
+                   result("ring", "ring", 1600.0, t_comms[0])]
+        runs = {"l-x": all_run,
+                "l-x-s4h": [result("ring:pieces4h", "ring", 1450.0, t_comms[1], pieces=4, sizes="halving")],
+                "auto-l-x": [result("auto:ring:pieces4h", "ring", auto_us, t_comms[2], pieces=4, sizes="halving")]}
+        write_row(folder, name, runs, clocks)
+        row, tail = targets_line(folder)
+        cells = [c.strip() for c in row.strip("|").split("|")][-3:]
+        assert cells == expect_cells, f"{name}: {cells} != {expect_cells}\n{row}"
+        assert tail == expect_tail, f"{name}: {tail}"
+        print(f"ok {name}: {' '.join(cells)}")
+
+
+steady = [345] * 5 + [1980] * 140  # idle before the first kernel, then clocked up
+# limit max(1000, 1400) = 1400: best 1450 is 1.036x; auto 1460 within 3% of it, below sequential.
+case("steady", steady, [1400, 1400, 1410], 1460.0, ["pass", "pass", "pass"], "targets: 3 pass, 0 FAIL")
+case("auto 5% over the best", steady, [1400, 1400, 1410], 1530.0, ["pass", "FAIL", "pass"],
+     "targets: 2 pass, 1 FAIL")
+dips = list(steady)
+dips[50], dips[90] = 1830, 1755  # two samples of 140 clocked up: a dip the runs' medians do not follow
+case("a dip of two samples", dips, [1400, 1400, 1410], 1460.0, ["pass", "pass", "pass"], "targets: 3 pass, 0 FAIL")
+moved = [345] * 5 + [1980] * 100 + [1800] * 40  # 40 of 140 samples 9% low
+case("clocks moved", moved, [1400, 1400, 1410], 1460.0, ["clocks moved"] * 3, "targets: 0 pass, 0 FAIL")
+case("link moved", steady, [1400, 1540, 1400], 1460.0, ["link moved"] * 3, "targets: 0 pass, 0 FAIL")
