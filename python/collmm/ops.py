@@ -66,14 +66,15 @@ _cache_key_groups: set = set()
 
 
 def _key_compile_caches_on(entry: str) -> None:
-    if entry in _cache_key_groups:
-        return
     _cache_key_groups.add(entry)
     config = getattr(torch.compiler, "config", None)
     if config is None or not hasattr(config, "cache_key_tag"):
         return
-    user_tag = config.cache_key_tag.split(_COLLMM_TAG)[0]
-    config.cache_key_tag = user_tag + _COLLMM_TAG + ",".join(sorted(_cache_key_groups))
+    # Rebuilt on every call (a trace-time cost only): the user may have set or reset the tag since
+    # (torch.compiler.config.patch restores its old value on exit).
+    tag = config.cache_key_tag.split(_COLLMM_TAG)[0] + _COLLMM_TAG + ",".join(sorted(_cache_key_groups))
+    if config.cache_key_tag != tag:
+        config.cache_key_tag = tag
 
 
 @torch.library.register_fake("collmm::fused_all_gather_matmul")

@@ -81,32 +81,36 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     const std::vector<at::Tensor> bs(saved.begin() + 2, saved.end());
     const int64_t dim = ctx->saved_data["dim"].toInt(), k = a_shard.size(-1);
     const std::string group = ctx->saved_data["group"].toStringRef(), algo = ctx->saved_data["algo"].toStringRef();
-    // dA_shard = reduce_scatter(cat(xs, -1) @ cat(ys, 0)): each dC_i with B_i^T, dA with I.
-    std::vector<at::Tensor> xs, ys;
-    bool any_dc = false;
-    for (size_t i = 0; i < bs.size(); ++i)
-      if (grads[i + 1].defined()) {
-        xs.push_back(grads[i + 1]);
-        ys.push_back(bs[i].t());
-        any_dc = true;
-      }
-    if (grads[0].defined()) {
-      xs.push_back(grads[0]);
-      ys.push_back(at::eye(k, a_shard.options()));
+    // dA_shard = this rank's block of sum_q (dC_0 @ B_0^T + E), E = dA + sum_{i>=1} dC_i @ B_i^T: one
+    // reduce-scatter GEMM of [dC_0, E] @ [B_0^T; I]. Its inner size per rank must be collmm's split:
+    // B_0's columns are (the forward agreed them) and k more on every rank keep them one; the other
+    // Bs' need not be (an unsharded B, any split), so their terms are summed into E here.
+    at::Tensor dc0 = grads[1], e = grads[0];
+    int64_t gathered_rows = -1;
+    for (size_t i = 0; i < bs.size(); ++i) {
+      if (!grads[i + 1].defined()) continue;
+      gathered_rows = grads[i + 1].size(dim);
+      if (i == 0) continue;
+      const at::Tensor term = at::matmul(grads[i + 1], bs[i].t());
+      e = e.defined() ? e + term : term;
     }
+    std::vector<at::Tensor> xs, ys;
+    if (dc0.defined()) xs.push_back(dc0), ys.push_back(bs[0].t());
+    if (e.defined()) xs.push_back(e), ys.push_back(at::eye(k, a_shard.options()));
     variable_list out(1 + bs.size() + 7);  // A_shard, each B, then the 7 arguments that are not tensors
     if (!xs.empty())
       out[0] = call_rs(at::cat(xs, -1).contiguous(), at::cat(ys, 0), "sum", dim, group, algo,
                        ctx->saved_data["shard_size"].toInt(), 1, "equal");
     bool any_b = false;
     for (size_t i = 0; i < bs.size(); ++i) any_b = any_b || ctx->needs_input_grad(i + 1);
-    if (any_dc && any_b) {
-      if (!a.defined())  // not returned by the forward: gathered again
-        a = std::get<0>(call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, std::nullopt, 1, "equal"))
+    if (gathered_rows >= 0 && any_b) {
+      if (!a.defined())  // not returned by the forward: gathered again, to dC's rows (uneven shards)
+        a = std::get<0>(
+                call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, gathered_rows, 1, "equal"))
                 .value();
-      const at::Tensor flat = a.reshape({-1, k});
+      const at::Tensor flat = at::flatten(a, 0, -2);  // (rows, k); flatten, not reshape: a shard may be 0 wide
       for (size_t i = 0; i < bs.size(); ++i)
-        if (grads[i + 1].defined()) out[i + 1] = flat.t().mm(grads[i + 1].reshape({-1, grads[i + 1].size(-1)}));
+        if (grads[i + 1].defined()) out[i + 1] = flat.t().mm(at::flatten(grads[i + 1], 0, -2));
     }
     return out;
   }
@@ -136,7 +140,7 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     auto [gathered, da] =
         call_ag(grads[0].contiguous(), {b.t()}, ctx->saved_data["dim"].toInt(), ctx->saved_data["group"].toStringRef(),
                 true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt(), 1, "equal");
-    at::Tensor db = a.reshape({-1, a.size(-1)}).t().mm(gathered->reshape({-1, gathered->size(-1)}));
+    at::Tensor db = at::flatten(a, 0, -2).t().mm(at::flatten(*gathered, 0, -2));
     at::Tensor d_a = da[0];
     if (scale != 1.0) d_a = d_a * scale, db = db * scale;
     return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};

@@ -229,7 +229,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
   return user_errors_as_value_errors([&]() -> std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> {
     const std::string algo(algo_view), piece_sizes(piece_sizes_view);
     SessionLock s = session_for(std::string(group_name), a_shard.device());
-    CallKey key{0, gather_dim, return_a, gathered_size.value_or(-1), pieces};
+    CallKey key{0, gather_dim, return_a, gathered_size.has_value(), gathered_size.value_or(0), pieces};
     add_to_key(key, algo);
     add_to_key(key, piece_sizes);
     add_to_key(key, a_shard);
@@ -320,7 +320,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const std::string algo(algo_view), reduce_op(reduce_op_view), piece_sizes(piece_sizes_view);
     SessionLock s = session_for(std::string(group_name), a_in.device());
     const int p = s.session.world(), r = s.session.rank();
-    CallKey key{1, scatter_dim, scatter_size.value_or(-1), pieces};
+    CallKey key{1, scatter_dim, scatter_size.has_value(), scatter_size.value_or(0), pieces};
     add_to_key(key, algo);
     add_to_key(key, piece_sizes);
     add_to_key(key, reduce_op);
@@ -343,6 +343,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const int64_t mine = scatter_size ? *scatter_size : block_size(slices, p, r);
     if (ok && (mine < 0 || mine > slices))
       misfit = "scatter_size is " + std::to_string(mine) + "; A has " + std::to_string(slices) + " along scatter_dim";
+    if (!misfit.empty()) memo = nullptr;  // the other ranks hear of it (no memo is of a failed call)
     const Dtype dtype = misfit.empty() ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const int64_t n = ok ? b.size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();

@@ -144,6 +144,10 @@ std::vector<std::vector<double>> Session::agree(const std::string& call, const s
                      " known): run one eager call of every shape, dtype, layout and algo before capturing");
   auto all = agree_and_gather(*host_, misfit, keys, mine);
   if (known_.size() >= kMaxKnown) known_.clear(), memos_.clear();  // the same on every rank
+  // A fingerprint agreed again with other ranks' numbers (a rank's sizes changed under the same keys
+  // of this rank, e.g. gather_dim -2 for 0): the memos, which hold the old numbers and their plan, go.
+  auto it = known_.find(print);
+  if (it != known_.end() && it->second != all) memos_.clear();
   known_.insert_or_assign(print, all);
   return all;
 }

@@ -128,3 +128,32 @@ def trace_case(rank, world, path):
             svg = open(f"{path}-{i}-{op}-ring.svg").read()
             assert svg.startswith("<svg") or "<svg" in svg[:200], svg[:200]
         assert open(path + ".txt").read() == t.table
+
+
+def memo_case(rank, world):
+    """What a call settled is reused only as agreed now: a rank's sizes that changed under another
+    spelling of the same call (gather_dim -2 for 0) reach every rank, also after check="first";
+    scatter_size=-1 after None is refused on every rank, not taken for None."""
+    import collmm
+
+    collmm.set_timeout(60)  # a wrong memo makes the ranks run different plans: bounded, not a hang
+    group = dist.group.WORLD.group_name
+    k, n = 16, 8
+    b = seeded(2, k, n)
+    even, uneven = [4] * world, [4 + 2 * q for q in range(world)]  # rank 0's shard the same in both
+    for sizes, gather_dim, check in ((even, 0, "every"), (uneven, -2, "every"), (uneven, 0, "first")):
+        collmm.set_check(check)
+        a_full = seeded(1, sum(sizes), k)
+        a = a_full[sum(sizes[:rank]):sum(sizes[:rank + 1])].clone()
+        for _ in range(2):
+            _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], gather_dim, group, algo="ring")
+            assert_close(c, (a_full.double() @ b.double()).float(), f"rows {sizes} gather_dim {gather_dim} {check}")
+    h, w = seeded(3, 4 * world, 6), seeded(4, 6, 5)
+    torch.ops.collmm.fused_matmul_reduce_scatter(h, w, "sum", 0, group)
+    try:
+        torch.ops.collmm.fused_matmul_reduce_scatter(h, w, "sum", 0, group, scatter_size=-1)
+        raise AssertionError("scatter_size=-1 after None: no error")
+    except ValueError as e:
+        assert "scatter_size is -1" in str(e), str(e)
+    collmm.set_check("every")
+    collmm.set_timeout(0)

@@ -90,26 +90,30 @@ def raw_ops_autograd(rank, world):
     a_full, b0, b1 = seeded(40, seq, batch, k, dtype=F64), seeded(41, k, n, dtype=F64), seeded(42, k, 3, dtype=F64)
     cols = block(n, world, rank)
 
-    def targets(q):
-        return (seeded(50 + q, seq, batch, n, dtype=F64)[..., block(n, world, q)], seeded(60 + q, seq, batch, 3, dtype=F64),
-                seeded(70 + q, seq, batch, k, dtype=F64))
+    def cols1(q, sharded):  # Bs[1]: unsharded, or sharded too (N = 3: with B_0's split, the backward's
+        return block(3, world, q) if sharded else slice(None)  # inner sizes add to no collmm split)
 
-    for return_a in (True, False):
+    def targets(q, sharded):
+        return (seeded(50 + q, seq, batch, n, dtype=F64)[..., block(n, world, q)],
+                seeded(60 + q, seq, batch, 3, dtype=F64)[..., cols1(q, sharded)], seeded(70 + q, seq, batch, k, dtype=F64))
+
+    for return_a, sharded in ((True, False), (False, False), (True, True), (False, True)):
         a = a_full[slice_of(sizes, rank)].clone().requires_grad_()
         w0 = b0[:, cols].t().contiguous().requires_grad_()  # an nn.Linear weight, passed as w0.t()
-        w1 = b1.clone().requires_grad_()
+        w1 = b1[:, cols1(rank, sharded)].clone().requires_grad_()
         gathered, (c0, c1) = ag(a, [w0.t(), w1], 0, group, return_A=return_a)
-        t0, t1, ta = targets(rank)
+        t0, t1, ta = targets(rank, sharded)
         loss = (c0 * t0).sum() + (c1 * t1).sum() + ((gathered * ta).sum() if return_a else 0)
         loss.backward()
         # plain: A_full feeds every rank's loss; w0 and w1 only this rank's
         ap = a_full.clone().requires_grad_()
-        total = sum((ap @ b0[:, block(n, world, q)] * targets(q)[0]).sum() + (ap @ b1 * targets(q)[1]).sum()
-                    + ((ap * targets(q)[2]).sum() if return_a else 0) for q in range(world))
+        total = sum((ap @ b0[:, block(n, world, q)] * targets(q, sharded)[0]).sum()
+                    + (ap @ b1[:, cols1(q, sharded)] * targets(q, sharded)[1]).sum()
+                    + ((ap * targets(q, sharded)[2]).sum() if return_a else 0) for q in range(world))
         total.backward()
-        what = f"ag autograd return_A={return_a} rank {rank}/{world}"
+        what = f"ag autograd return_A={return_a} Bs[1] sharded={sharded} rank {rank}/{world}"
         assert_close(a.grad, ap.grad[slice_of(sizes, rank)], what + " dA_shard")
-        w0p, w1p = b0[:, cols].t().clone().requires_grad_(), b1.clone().requires_grad_()
+        w0p, w1p = b0[:, cols].t().clone().requires_grad_(), b1[:, cols1(rank, sharded)].clone().requires_grad_()
         ((a_full @ w0p.t() * t0).sum() + (a_full @ w1p * t1).sum()).backward()
         assert_close(w0.grad, w0p.grad, what + " dB0")
         assert_close(w1.grad, w1p.grad, what + " dB1")
@@ -149,6 +153,20 @@ def inductor_uneven(rank, world):
     want = f(x)
     got = torch.compile(f, fullgraph=True, backend="inductor")(x)
     assert_close(got, want, f"inductor rank {rank}/{world}")
+    # The backward traced too: with return_A=False, W1's gradient gathers A again, to the forward's
+    # uneven rows (gathered_size), which the fake kernel cannot know from a shard.
+    def g(x, w1, w2):
+        _, (h,) = torch.ops.collmm.fused_all_gather_matmul(x, [w1], 0, group, return_A=False, gathered_size=seq)
+        return torch.ops.collmm.fused_matmul_reduce_scatter(torch.relu(h), w2, "sum", 0, group,
+                                                            scatter_size=sizes[rank])
+
+    grads = []
+    for step in (g, torch.compile(g, fullgraph=True, backend="aot_eager")):
+        inputs = [t.clone().requires_grad_() for t in (x, w1, w2)]
+        (step(*inputs) * seeded(83, *want.shape)).sum().backward()
+        grads.append([t.grad for t in inputs])
+    for name, got_grad, want_grad in zip(("dX", "dW1", "dW2"), grads[1], grads[0]):
+        assert_close(got_grad, want_grad, f"compiled backward {name} rank {rank}/{world}")
 
 
 def state_dict_round_trip(rank, world):

@@ -4,12 +4,16 @@ collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files."""
 import pytest
 
 from dist_util import run_world
-from runtime_cases import channel_case, profiler_case, timeout_case, trace_case
+from runtime_cases import channel_case, memo_case, profiler_case, timeout_case, trace_case
 
 
 @pytest.mark.parametrize("world,channel,check", [(3, "store", "every"), (2, "store", "first"), (2, "group", "first")])
 def test_channel(world, channel, check):
     run_world(world, channel_case, channel, check)
+
+
+def test_memo_follows_agreement():
+    run_world(2, memo_case)
 
 
 @pytest.mark.parametrize("channel", ["store", "group"])
