@@ -63,7 +63,9 @@ void Bench::validate() {
     predict_ = !o_.profile.empty();
     for (Op op : o_.ops) {
       const Problem p = problem_of(o_, op, ex_.world_size());
-      for (Algo algo : o_.algo_auto ? std::vector<Algo>{Algo::sequential} : algos_to_run(o_)) {
+      std::vector<Algo> algos = algos_to_run(o_);  // with auto: the baseline is run too
+      if (std::find(algos.begin(), algos.end(), Algo::sequential) == algos.end()) algos.push_back(Algo::sequential);
+      for (Algo algo : algos) {
         const PlanOptions po = algo == Algo::sequential ? plan_options_of(o_, algo) : plan_options_of(o_, op, algo);
         try {
           for (int r : ex_.local_ranks()) make_plan(p, po, r);

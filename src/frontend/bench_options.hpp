@@ -14,7 +14,7 @@ namespace collmm {
 
 struct BenchOptions {
   std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};  // --op NAME|all
-  std::vector<Algo> algos;                        // --algo NAME|all (empty: all_algos())
+  std::vector<Algo> algos;                        // --algo NAME,...|all (empty: all_algos(); auto alone: none)
   bool algo_auto = false;                         // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
   MeasureSettings auto_measure;                   // --auto-measure on|off: auto times its best few candidates
   int64_t m = 1024, n = 1024, k = 1024;           // global sizes

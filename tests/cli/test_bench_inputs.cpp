@@ -67,7 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"-m 64 -n 64 -k 64 --calibrate /nonexistent/p.json -i 20",
                  "--calibrate /nonexistent/p.json: cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --save /dev/null/x", "--save: cannot create directory /dev/null/x"},
-        BadInput{"-m 64 -n 64 -k 64 --calibrate DIR/p.json", "--calibrate needs -i >= 10 (got 2)"}));
+        BadInput{"-m 64 -n 64 -k 64 --calibrate DIR/p.json", "--calibrate needs -i >= 10 (got 2)"},
+        BadInput{"-m 64 -n 64 -k 64 --algo ring,rign,auto", "--algo: unknown algorithm 'rign'"}));
 
 // An existing output file is probed (before the memory check refuses this run) without being truncated.
 TEST(BenchInputs, AProbedOutputKeepsItsContentUntilWritten) {

@@ -93,6 +93,26 @@ TEST(BenchOverlap, JsonFractionsInZeroOneAndPredictionWithProfile) {
   EXPECT_FALSE(json::parse(read_file(dir + "/plain.json")).at("results").at(0).contains("predicted_us"));
 }
 
+// --algo all,auto: every algorithm and the auto row in one run, side by side (one baseline for all).
+TEST(BenchAuto, RunsBesideEveryAlgorithmInOneRun) {
+  const std::string dir = fresh_dir("bench_auto_beside");
+  const CommandResult r =
+      bench_run(2, "--op gemm_rs --algo all,auto --auto-measure off --check --json " + dir + "/r.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json rows = json::parse(read_file(dir + "/r.json")).at("results");
+  std::vector<std::string> labels;
+  for (const json& row : rows) {
+    labels.push_back(row.at("label"));
+    EXPECT_EQ(row.at("wrong"), 0) << row;
+    EXPECT_EQ(row.at("t_comm_us"), rows[0].at("t_comm_us")) << "one baseline for every row";
+  }
+  ASSERT_EQ(labels.size(), 5u) << r.output;
+  EXPECT_EQ(std::vector<std::string>(labels.begin(), labels.begin() + 4),
+            (std::vector<std::string>{"sequential", "pipelined", "ring", "bidir"}));
+  EXPECT_EQ(labels[4].rfind("auto:", 0), 0u) << labels[4];
+  EXPECT_NE(r.output.find("# gemm_rs --algo auto"), std::string::npos) << r.output;
+}
+
 TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
   const std::string dir = fresh_dir("bench_auto");
   const std::string cache = dir + "/tune.json";

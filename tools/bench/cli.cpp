@@ -1,6 +1,7 @@
 // cli.cpp: the options of collmm-bench, their help texts, and the names -> enums step.
 #include "cli.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli_size.hpp"
@@ -18,6 +19,31 @@ struct Names {
   std::string backend = to_string(BackendOptions{}.backend), transport = to_string(BackendOptions{}.transport),
               link_copy = to_string(BackendOptions{}.link_copy);
 };
+
+// --algo's text: one name, all, auto, or a comma list of them (all,auto: the auto row beside every
+// algorithm, measured in one run). The algorithms in the order given, each once; `algo_auto` set by
+// auto. An empty list with auto: auto's row alone.
+std::vector<Algo> parse_algo_list(const std::string& text, bool& algo_auto) {
+  algo_auto = false;
+  std::vector<Algo> algos;
+  auto add = [&](Algo a) {
+    if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
+  };
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name == "auto")
+      algo_auto = true;
+    else if (name == "all")
+      for (Algo a : all_algos()) add(a);
+    else
+      add(parse_algo(name));  // an empty name too: its message lists the names
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return algos;
+}
 
 // An integer lo..hi (hi: the type's own bound when not given), checked on the text, so that a
 // value too large for the type is refused with the range rather than a conversion error.
@@ -47,7 +73,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
          algorithm_names(" | ") +
              " | all | auto (the cost model's pick of algorithm, stages and "
              "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
-             "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>)")
+             "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>); "
+             "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run")
       ->capture_default_str();
   app.add_flag_callback(
       "--list-algos",
@@ -209,10 +236,7 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
     throw UsageError(std::string("--op: ") + e.what() + " or all");
   }
   try {
-    o.algo_auto = names.algo == "auto";
-    o.algos = names.algo == "all" ? all_algos()
-              : o.algo_auto       ? std::vector<Algo>{}
-                                  : std::vector<Algo>{parse_algo(names.algo)};
+    o.algos = parse_algo_list(names.algo, o.algo_auto);
   } catch (const UsageError& e) {
     throw UsageError(std::string("--algo: ") + e.what() + ", all or auto");
   }
