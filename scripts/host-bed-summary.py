@@ -10,7 +10,8 @@ Then the targets of docs/perf.md, one row per shape whose auto row sits beside i
 one algorithm with --pieces S, NAME-sS.json, or with --pieces S --piece-sizes halving, NAME-sSh.json,
 count among the measured configurations), pass/fail each: the best within 1.05x of max(t_gemm,
 t_comm) (rows with min/max >= 0.25 only), auto within 3% of the best measured, auto never more than
-2% slower than the baseline (sequential, of auto's own run). Each time is set over the t_gemm and
+2% slower than the baseline (sequential, of auto's own run); where auto's configuration was also
+measured as a case of its run, auto is that configuration at the mean of the two. Each time is set over the t_gemm and
 t_comm of its own run (each collmm-bench run times them interleaved with its baseline); auto and the
 best are compared side by side where they are of one run. A row whose GPU SM clock moved during its
 runs (clocks.csv, NAME.window of scripts/gpu-host-bed) is marked and not counted. The bed's PCIe link
@@ -145,9 +146,16 @@ def targets(paths):
             return "pass" if ok else "FAIL"
 
         # auto against the best: side by side where both are of one run, else each over its own run's limit.
+        # Where auto's configuration was also measured as a case of auto's run (all,auto: auto:ring
+        # beside ring), auto stands for that configuration at the mean of its two measurements: two
+        # runs of one plan differ by noise (on the bed up to 6% in one run), not by auto's choice.
+        twin = [r for r in row_runs[auto_run] if r["label"] == auto["label"][len("auto:"):]]
+        auto_us = (auto["time_us"] + twin[0]["time_us"]) / 2 if twin else auto["time_us"]
+        auto_x = auto_us / max(auto["t_gemm_us"], auto["t_comm_us"])
         same_run = auto_run == best_run
-        auto_best = auto["time_us"] / best["time_us"] if same_run else x_of(auto) / x_of(best)
-        auto_best_ok = judged(auto_best, 1.03, x_of(auto, fast) / x_of(best, slow), x_of(auto, slow) / x_of(best, fast),
+        auto_best = auto_us / best["time_us"] if same_run else auto_x / x_of(best)
+        at = lambda t_comm: auto_us / max(auto["t_gemm_us"], t_comm)
+        auto_best_ok = judged(auto_best, 1.03, at(fast) / x_of(best, slow), at(slow) / x_of(best, fast),
                               link_moved and not same_run)
         best_ok = judged(x_of(best), 1.05, x_of(best, fast), x_of(best, slow), link_moved)
         auto_seq = 1 / auto["speedup_vs_sequential"]  # against the baseline of auto's own run

@@ -42,7 +42,7 @@ def targets_line(folder):
     return rows[0], tail[0]
 
 
-def case(name, clocks, t_comms, auto_us, expect_cells, expect_tail, auto_beside=False):
+def case(name, clocks, t_comms, auto_us, expect_cells, expect_tail, auto_beside=False, twin_us=None):
     """A row: the --algo all run (t_comm t_comms[0]), a --pieces 4 halving run (t_comms[1]) and the
     auto row, alone in its own run (t_comms[2]) or, with auto_beside, in the all run (all,auto)."""
     with tempfile.TemporaryDirectory() as folder:
@@ -50,6 +50,8 @@ def case(name, clocks, t_comms, auto_us, expect_cells, expect_tail, auto_beside=
                    result("ring", "ring", 1600.0, t_comms[0])]
         auto = result("auto:ring:pieces4h", "ring", auto_us, t_comms[0 if auto_beside else 2], pieces=4,
                       sizes="halving")
+        if twin_us:  # auto's configuration measured as a case of the same run too
+            all_run.append(result("ring:pieces4h", "ring", twin_us, t_comms[0], pieces=4, sizes="halving"))
         runs = {"l-x": all_run + ([auto] if auto_beside else []),
                 "l-x-s4h": [result("ring:pieces4h", "ring", 1450.0, t_comms[1], pieces=4, sizes="halving")]}
         if not auto_beside:
@@ -90,3 +92,10 @@ case("auto the best, beside", steady, [1400, 1540, 1400], 1300.0, ["pass", "pass
 # 1.214x; against the best (0.942x with the slowest link, 1.036x with the fastest), 1.17 at least.
 case("link moved, auto far over", steady, [1400, 1540, 1400], 1700.0, ["pass", "FAIL", "pass"],
      "targets: 2 pass, 1 FAIL", auto_beside=True)
+# auto's configuration also measured beside it in its run (1400 at 1400: 1.000x, the best) and auto
+# 1500 (1.071x): auto is that configuration at the mean, 1450, 3.6% over: FAIL; with auto 1450, the
+# mean 1425 (1.8%): pass. Without the twin, 1450 against the best 1400 is 3.6%: FAIL.
+case("auto twin, far", steady, [1400, 1400, 1400], 1500.0, ["pass", "FAIL", "pass"], "targets: 2 pass, 1 FAIL",
+     auto_beside=True, twin_us=1400.0)
+case("auto twin, near", steady, [1400, 1400, 1400], 1450.0, ["pass", "pass", "pass"], "targets: 3 pass, 0 FAIL",
+     auto_beside=True, twin_us=1400.0)
