@@ -150,13 +150,12 @@ def targets(paths):
         # beside ring), auto stands for that configuration at the mean of its two measurements: two
         # runs of one plan differ by noise (on the bed up to 6% in one run), not by auto's choice.
         twin = [r for r in row_runs[auto_run] if r["label"] == auto["label"][len("auto:"):]]
-        auto_us = (auto["time_us"] + twin[0]["time_us"]) / 2 if twin else auto["time_us"]
-        auto_x = auto_us / max(auto["t_gemm_us"], auto["t_comm_us"])
+        if twin:
+            auto = dict(auto, time_us=(auto["time_us"] + twin[0]["time_us"]) / 2)
         same_run = auto_run == best_run
-        auto_best = auto_us / best["time_us"] if same_run else auto_x / x_of(best)
-        at = lambda t_comm: auto_us / max(auto["t_gemm_us"], t_comm)
-        auto_best_ok = judged(auto_best, 1.03, at(fast) / x_of(best, slow), at(slow) / x_of(best, fast),
-                              link_moved and not same_run)
+        auto_best = auto["time_us"] / best["time_us"] if same_run else x_of(auto) / x_of(best)
+        auto_best_ok = judged(auto_best, 1.03, x_of(auto, fast) / x_of(best, slow),
+                              x_of(auto, slow) / x_of(best, fast), link_moved and not same_run)
         best_ok = judged(x_of(best), 1.05, x_of(best, fast), x_of(best, slow), link_moved)
         auto_seq = 1 / auto["speedup_vs_sequential"]  # against the baseline of auto's own run
         ratio = min(tg, tc) / max(tg, tc)

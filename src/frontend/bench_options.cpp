@@ -20,7 +20,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
   std::vector<std::pair<std::string, std::string>> keys{
       {"backend", to_string(b.backend)},
       {"op", join(o.ops, op_name)},
-      {"algo", join(algos_to_run(o), algo_name) + (o.algo_auto ? ",auto" : "")},
+      {"algo", join(algos_to_run(o), algo_name) + (o.algo_auto ? (algos_to_run(o).empty() ? "auto" : ",auto") : "")},
       {"M", std::to_string(o.m)},
       {"N", std::to_string(o.n)},
       {"K", std::to_string(o.k)},

@@ -14,33 +14,28 @@ namespace {
 // Names as typed; turned into enums after parsing, so that the messages come from the parse_*
 // functions (types.cpp, backend_options.cpp).
 struct Names {
-  std::string op = "all", algo = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on",
+  std::vector<std::string> algo{"all"};  // --algo's comma list, split by CLI11
+  std::string op = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on",
               piece_sizes = "equal";
   std::string backend = to_string(BackendOptions{}.backend), transport = to_string(BackendOptions{}.transport),
               link_copy = to_string(BackendOptions{}.link_copy);
 };
 
-// --algo's text: one name, all, auto, or a comma list of them (all,auto: the auto row beside every
-// algorithm, measured in one run). The algorithms in the order given, each once; `algo_auto` set by
-// auto. An empty list with auto: auto's row alone.
-std::vector<Algo> parse_algo_list(const std::string& text, bool& algo_auto) {
+// --algo's names: algorithms, all, auto (all,auto: the auto row beside every algorithm, measured in
+// one run). The algorithms in the order given, each once; `algo_auto` set by auto. Auto alone: none.
+std::vector<Algo> parse_algo_list(const std::vector<std::string>& names, bool& algo_auto) {
   algo_auto = false;
   std::vector<Algo> algos;
   auto add = [&](Algo a) {
     if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
   };
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& name : names) {
     if (name == "auto")
       algo_auto = true;
     else if (name == "all")
       for (Algo a : all_algos()) add(a);
     else
-      add(parse_algo(name));  // an empty name too: its message lists the names
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+      add(parse_algo(name));
   }
   return algos;
 }
@@ -75,6 +70,7 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
              "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
              "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>); "
              "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run")
+      ->delimiter(',')
       ->capture_default_str();
   app.add_flag_callback(
       "--list-algos",
