@@ -89,14 +89,15 @@ class _AddReplicatedBias(torch.autograd.Function):
     """y + bias for a bias every rank holds whole; its gradient is summed over the group's rows."""
 
     @staticmethod
-    def forward(ctx, y, bias, group: dist.ProcessGroup):
-        ctx.group = group
+    def forward(ctx, y, bias, group_name: str):
+        ctx.group_name = group_name
         return y + bias
 
     @staticmethod
     def backward(ctx, dy):
         db = dy.reshape(-1, dy.shape[-1]).sum(0)
-        dist.all_reduce(db, group=ctx.group)
+        # c10d's functional all_reduce names the group, as the ops do: traceable, holds no group.
+        db = torch.ops._c10d_functional.wait_tensor(torch.ops._c10d_functional.all_reduce(db, "sum", ctx.group_name))
         return dy, db, None
 
 
@@ -135,7 +136,10 @@ class _ParallelLinear(nn.Module):
         super().__init__()
         pg = process_group_of(group)
         self.in_features, self.out_features = in_features, out_features
-        self.group_name, self.algo, self._group = group_name_of(pg), algo, pg
+        # The group by name only: a layer that held the ProcessGroup would keep it (and gloo's worker
+        # threads) alive past destroy_process_group, into the interpreter's exit, where a worker
+        # that frees a finished collective's tensors aborts the process (it cannot take the GIL).
+        self.group_name, self.algo = group_name_of(pg), algo
         shape = [out_features, in_features]
         block = _block(shape[self._split], pg)
         self.first, shape[self._split] = block.start, block.stop - block.start
@@ -160,10 +164,11 @@ class _ParallelLinear(nn.Module):
 
     def _full(self) -> Dict[str, torch.Tensor]:
         total = (self.out_features, self.in_features)[self._split]
-        out = {"weight": _gather_blocks(self.weight.detach(), self._split, total, self._group)}
+        group = process_group_of(self.group_name)
+        out = {"weight": _gather_blocks(self.weight.detach(), self._split, total, group)}
         if self.bias is not None:
             bias = self.bias.detach()
-            out["bias"] = _gather_blocks(bias, 0, total, self._group) if self._split == 0 else bias.clone()
+            out["bias"] = _gather_blocks(bias, 0, total, group) if self._split == 0 else bias.clone()
         return out
 
 
@@ -212,7 +217,7 @@ class RowParallelLinear(_ParallelLinear):
 
     def forward(self, h: torch.Tensor, scatter_size: Optional[int] = None) -> torch.Tensor:
         y = _MatmulReduceScatter.apply(h, self.weight, self.group_name, self.algo, scatter_size)
-        return _AddReplicatedBias.apply(y, self.bias, self._group) if self.bias is not None else y
+        return _AddReplicatedBias.apply(y, self.bias, self.group_name) if self.bias is not None else y
 
 
 _PARALLEL = (ColumnParallelLinear, RowParallelLinear)

@@ -30,7 +30,7 @@ def compile_cases(rank, world):
     from collmm.torch import ColumnParallelLinear, RowParallelLinear
 
     torch.manual_seed(0)
-    lin1, lin2 = nn.Linear(6, 2 * world + 1), nn.Linear(2 * world + 1, 6, bias=False)
+    lin1, lin2 = nn.Linear(6, 2 * world + 1), nn.Linear(2 * world + 1, 6)  # both biases: cut and replicated
     model = nn.Sequential(ColumnParallelLinear.from_linear(lin1, algo="ring"), nn.GELU(),
                           RowParallelLinear.from_linear(lin2, algo="ring"))
     x = seeded(12, 2 * world, 3, 6)[block(2 * world, world, rank)]
@@ -52,6 +52,30 @@ def compile_cases(rank, world):
     a, b = seeded(13, 2, 5), seeded(14, 5, 3)
     gathered, (c,) = op(a, b)
     assert_close(c, gathered @ b, "compiled op")
+
+
+def group_not_held_case(rank, world):
+    """The layers keep no reference to the ProcessGroup (they name it): one held past
+    destroy_process_group keeps gloo's workers alive into the interpreter's exit, where a worker
+    freeing a finished collective's tensors aborts the process ("terminate called without an active
+    exception"; the README's example failed so about one run in three)."""
+    import gc
+    import sys
+
+    from collmm.torch import ColumnParallelLinear, RowParallelLinear, gather_state_dict
+
+    group = dist.group.WORLD
+    gc.collect()
+    held = sys.getrefcount(group)
+    torch.manual_seed(0)
+    model = nn.Sequential(ColumnParallelLinear(6, 2 * world + 1), nn.GELU(), RowParallelLinear(2 * world + 1, 6))
+    y = model(seeded(15, 2 * world, 6)[block(2 * world, world, rank)])
+    gather_state_dict(model)
+    y.sum().backward()
+    del y
+    gc.collect()
+    assert sys.getrefcount(group) == held, f"the layers hold the group: {sys.getrefcount(group) - held} more references"
+    assert model[2].bias.grad is not None
 
 
 def compile_cache_case(rank, world):

@@ -5,7 +5,7 @@ hidden split, and with [s, b, K] inputs."""
 import pytest
 
 from dist_util import run_world
-from layer_cases import compile_cache_case, compile_cases, mlp_cases
+from layer_cases import compile_cache_case, compile_cases, group_not_held_case, mlp_cases
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
@@ -16,6 +16,11 @@ def test_mlp_forward_backward(world):
 @pytest.mark.parametrize("world", [1, 2])
 def test_compile_fullgraph(world):
     run_world(world, compile_cases)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_layers_hold_no_group(world):
+    run_world(world, group_not_held_case)
 
 
 def test_compile_cache_keyed_on_group(tmp_path, monkeypatch):
