@@ -3,8 +3,8 @@ call is almost all agreement (ag_gemm, M = 8 P, N = K = 8, sequential):
 
     torchrun --nproc-per-node P python/bench/agreement.py [--device cpu|cuda [--share-gpu]] [--iters I]
 
-Rows: the group's collectives (gloo on CPU; on an NCCL-only group they run on the device) and the
-group's Store (TCPStore under torchrun), each with check="every" (every call exchanges a
+Rows: the group's collectives (gloo on CPU; on an NCCL-only group they run on the device), the
+group's Store (TCPStore under torchrun) and shared memory set up over the Store, each with check="every" (every call exchanges a
 fingerprint) and check="first" (later calls of a known problem exchange nothing); plus the
 all_gather_into_tensor + matmul of the same problem. Median microseconds of the slowest rank.
 """
@@ -30,7 +30,7 @@ def main():
     a, b = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device)
     gathered = torch.empty(8 * world, 8, device=device)
     rows = []
-    for channel in ("group", "store"):
+    for channel in ("group", "store", "shm"):
         collmm.set_channel(channel)
         group = dist.new_group(list(range(world)))
         torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group.group_name, algo="sequential")  # its session

@@ -43,8 +43,10 @@ def set_check(check: str) -> None:
 
 def set_channel(channel: str) -> None:
     """How groups first used after this call agree: "auto" (the default: over the group's c10d Store
-    where the group has no CPU backend, an NCCL-only group, so no call waits for the device; else
-    over the group's own collectives), "store" or "group"."""
+    where the group has no CPU backend, an NCCL-only group, so no call waits for the device, through
+    shared memory where every rank is on this host; else over the group's own collectives), "shm"
+    (shared memory set up over the group's Store: every rank on this host, else ValueError), "store"
+    (the Store alone: two round trips to its server per call) or "group"."""
     _ops.set_channel(channel)
 
 

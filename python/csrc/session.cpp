@@ -52,7 +52,7 @@ std::string fingerprint(const std::string& call, const std::vector<std::pair<std
 // The group's Store where the session agrees over it, else null.
 std::shared_ptr<StoreChannel> channel_for(c10d::ProcessGroup& group, c10::Device device, Channel channel,
                                           const std::string& name) {
-  bool store = channel == Channel::store;
+  bool store = channel == Channel::store || channel == Channel::shm;
   if (channel == Channel::automatic && device.is_cuda()) {
     try {
       group.getBackend(c10::DeviceType::CPU);
@@ -60,12 +60,19 @@ std::shared_ptr<StoreChannel> channel_for(c10d::ProcessGroup& group, c10::Device
       store = true;
     }
   }
-  if (!store || !group.getStore()) return nullptr;
+  if (!store || !group.getStore()) {
+    if (channel == Channel::shm)
+      throw UsageError("channel shm: the group '" + name + "' has no c10d Store to set it up");
+    return nullptr;
+  }
   // Sessions remade for a key (a new group under an old name) count up, the same on every rank.
   static auto& generations = *new std::map<std::string, int>();
   const std::string prefix = "collmm/" + name;
+  const SharedMemory shared = channel == Channel::store ? SharedMemory::never
+                              : channel == Channel::shm ? SharedMemory::required
+                                                        : SharedMemory::where_local;
   return std::make_shared<StoreChannel>(group.getStore(), prefix + "/" + std::to_string(generations[prefix]++),
-                                        group.getRank(), group.getSize());
+                                        group.getRank(), group.getSize(), shared);
 }
 
 Channel g_channel = Channel::automatic;  // guarded by g_mutex
@@ -247,9 +254,10 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
   // A weak reference: the group may be destroyed between calls; a new group under an old name
   // (or at an old address: the weak reference keeps the address taken) starts a new session.
   if (it == sessions.end() || it->second.first.lock().get() != group.get()) {
+    auto session = std::make_unique<Session>(group.get(), device, kind, g_channel, group_name + "/" + key.second);
     it = sessions.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group), nullptr))
              .first;
-    it->second.second = std::make_unique<Session>(group.get(), device, kind, g_channel, group_name + "/" + key.second);
+    it->second.second = std::move(session);
   }
   return SessionLock{std::move(lock), std::move(group), *it->second.second};
 }
@@ -261,10 +269,13 @@ void set_cpu_executor(const std::string& kind) {
 }
 
 void set_channel(const std::string& channel) {
-  if (channel != "auto" && channel != "store" && channel != "group")
-    throw UsageError("channel must be auto, store or group (got " + channel + ")");
+  if (channel != "auto" && channel != "store" && channel != "shm" && channel != "group")
+    throw UsageError("channel must be auto, shm, store or group (got " + channel + ")");
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_channel = channel == "store" ? Channel::store : channel == "group" ? Channel::group : Channel::automatic;
+  g_channel = channel == "store"   ? Channel::store
+              : channel == "shm"   ? Channel::shm
+              : channel == "group" ? Channel::group
+                                   : Channel::automatic;
 }
 
 void set_check(const std::string& check) {

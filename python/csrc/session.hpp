@@ -23,7 +23,7 @@ namespace collmm::torch_ext {
 enum class ExecutorKind { host, aten };
 // How the ops agree: over the group's Store, over the group's own collectives, or (auto) over the
 // Store where the group's collectives would run on the device (an NCCL-only group), else the group.
-enum class Channel { automatic, store, group };
+enum class Channel { automatic, store, shm, group };
 
 // A plan made and prepared on an executor of its own, kept for the next call of that shape.
 struct Prepared {
@@ -126,7 +126,7 @@ SessionLock session_for(const std::string& group_name, c10::Device device);
 
 // Which executor CPU tensors get from now on (sessions made later): "aten" (the default) or "host".
 void set_cpu_executor(const std::string& kind);
-// How sessions made from now on agree: "auto" (the default), "store" or "group" (Channel).
+// How sessions made from now on agree: "auto" (the default), "shm", "store" or "group" (Channel).
 void set_channel(const std::string& channel);
 // "every" (the default: every call agrees) or "first" (a call whose fingerprint this session agreed
 // before trusts it and exchanges nothing, as torch.ops.symm_mem trusts its callers).

@@ -1,15 +1,51 @@
 // store_channel.cpp: the ops' agreement through the group's c10d Store (store_channel.hpp).
 #include "store_channel.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
+#include <random>
 #include <sstream>
 
 #include <c10/util/Exception.h>
 
+#include "collmm/types.hpp"
+
 namespace collmm::torch_ext {
 
-StoreChannel::StoreChannel(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank, int size)
-    : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), size_(size) {}
+namespace {
+
+// Bytes of a shared-memory slot: what a round's string may hold before it goes through the store.
+// COLLMM_SHM_SLOT_BYTES sets another (the tests make every string travel through the store).
+size_t slot_bytes() {
+  const char* env = std::getenv("COLLMM_SHM_SLOT_BYTES");
+  return env && *env ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : 64 * 1024;
+}
+
+// This machine and this boot: ranks alike here may share memory (the nonce check proves it).
+// COLLMM_SHM_HOST, where set, stands for it (ranks given different values never share memory).
+std::string host_identity() {
+  if (const char* env = std::getenv("COLLMM_SHM_HOST"); env && *env) return env;
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+  return std::string(name) + "/" + boot;
+}
+
+uint64_t random_u64() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+}  // namespace
+
+StoreChannel::StoreChannel(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank, int size,
+                           SharedMemory shared)
+    : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), size_(size), shared_(shared) {}
 
 std::string StoreChannel::key(int64_t round, int q) const {
   return prefix_ + "/" + std::to_string(round) + "/" + std::to_string(q);
@@ -17,6 +53,78 @@ std::string StoreChannel::key(int64_t round, int q) const {
 
 std::vector<std::string> StoreChannel::allgather(const std::string& mine, std::chrono::milliseconds timeout,
                                                  const std::string& what) {
+  if (!set_up_) {
+    set_up_ = true;
+    if (shared_ != SharedMemory::never && size_ > 1) set_up_shared_memory(timeout, what);
+  }
+  return shm_ ? shm_round(mine, timeout, what) : store_round(mine, timeout, what);
+}
+
+void StoreChannel::set_up_shared_memory(std::chrono::milliseconds timeout, const std::string& what) {
+  // 1: where each rank is; process 0 names the segment.
+  const std::string name = rank_ == 0 ? "/collmm-" + std::to_string(getpid()) + "-" + std::to_string(random_u64()) : "";
+  const std::vector<std::string> where = store_round(host_identity() + "\n" + name, timeout, what);
+  const std::string here = where[0].substr(0, where[0].find('\n'));
+  const bool one_host =
+      std::all_of(where.begin(), where.end(), [&](const std::string& w) { return w.substr(0, w.find('\n')) == here; });
+  if (!one_host) {
+    if (shared_ == SharedMemory::required)
+      throw UsageError(
+          "channel shm: the ranks are not all on one host (their hostnames or boot ids differ); "
+          "use the channel auto or store");
+    return;
+  }
+  // 2: every rank maps the segment and writes a random number into it; 3: each says whether it
+  // read every other's number there (ranks in other containers map another segment of that name).
+  const std::string segment = where[0].substr(where[0].find('\n') + 1);
+  std::string why;
+  std::unique_ptr<ShmSlots> slots = ShmSlots::open(segment, rank_, size_, slot_bytes(), why);
+  const uint64_t nonce = random_u64();
+  if (slots) slots->set_nonce(nonce);
+  const std::vector<std::string> nonces = store_round(std::to_string(nonce), timeout, what);
+  if (slots) {
+    for (int q = 0; q < size_ && why.empty(); ++q)
+      if (std::to_string(slots->nonce(q)) != nonces[static_cast<size_t>(q)])
+        why = "rank " + std::to_string(q) + "'s memory is not this rank's (another container or namespace)";
+  }
+  const std::vector<std::string> verdicts = store_round(why, timeout, what);
+  if (rank_ == 0) ShmSlots::unlink(segment);  // every rank has mapped it: nothing is left behind
+  for (int q = 0; q < size_; ++q) {
+    const std::string& v = verdicts[static_cast<size_t>(q)];
+    if (v.empty()) continue;
+    if (shared_ == SharedMemory::required)
+      throw UsageError("channel shm: rank " + std::to_string(q) + " cannot share memory with the others: " + v +
+                       "; use the channel auto or store");
+    return;
+  }
+  shm_ = std::move(slots);
+}
+
+std::vector<std::string> StoreChannel::shm_round(const std::string& mine, std::chrono::milliseconds timeout,
+                                                 const std::string& what) {
+  const int64_t round = round_++;
+  const bool in_store = mine.size() > shm_->slot_bytes();
+  if (in_store) store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+  shm_->publish(round, mine, in_store);
+  const std::vector<int> silent = shm_->wait_round(round, ShmSlots::Clock::now() + timeout);
+  if (!silent.empty()) C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, silent, timeout, what));
+  std::vector<std::string> all;
+  for (int q = 0; q < size_; ++q) {
+    std::optional<std::string> bytes = shm_->read(q, round);
+    if (!bytes) {  // set before its stamp; the store's get waits for it all the same
+      const std::vector<uint8_t> v = store_->get(key(round, q));
+      bytes.emplace(v.begin(), v.end());
+    }
+    all.push_back(std::move(*bytes));
+  }
+  // Every rank stamped this round, so every rank has read the previous one: its key can go.
+  if (stored_last_) store_->deleteKey(key(round - 1, rank_));
+  stored_last_ = in_store;
+  return all;
+}
+
+std::vector<std::string> StoreChannel::store_round(const std::string& mine, std::chrono::milliseconds timeout,
+                                                   const std::string& what) {
   const int64_t round = round_++;
   store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
   std::vector<std::string> keys;

@@ -2,8 +2,10 @@
 // store the group was made with: TCPStore under torchrun, FileStore with file://), host only. The
 // ops agree over it on an NCCL-only group, whose own collectives run on the device and would make
 // the host wait for everything queued before the call: a store exchange waits only for the other
-// ranks' hosts, and runs under CUDA graph capture too. A round costs four round trips to the store
-// (TCPStore: set, wait, get, delete), the same on every rank.
+// ranks' hosts, and runs under CUDA graph capture too.
+//
+// Through the store, a round costs three requests (TCPStore: set, which is not answered, multiGet
+// and delete: two round trips), the same on every rank:
 //
 //   round s, rank r:  set  <prefix>/<s>/<r> = mine
 //                     multiGet <prefix>/<s>/<q> for every q (it waits for them, bounded by the
@@ -11,31 +13,55 @@
 //                     delete <prefix>/<s-1>/<r> (every rank has read it: each wrote round s after
 //                     finishing round s-1)
 //
+// Where every rank is on this host (SharedMemory::where_local, the default, or ::required), the
+// first round sets up shared memory instead (shm_slots.hpp) and every later round goes through it:
+// a copy and a poll, no request to the store's server (long strings still travel through the
+// store). The setup, three store rounds, checks that every rank maps the same memory (hostname and
+// boot id alike, then a random number each wrote and every rank read back), so ranks in separate
+// containers or namespaces on one machine fall back to the store (or, ::required, are refused).
+//
 // A wait that runs out throws c10::DistBackendError (torch.distributed.DistBackendError in
 // Python) naming the ranks that did not answer and `what` (the call it waited in).
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "shm_slots.hpp"
+
 namespace collmm::torch_ext {
+
+enum class SharedMemory { never, where_local, required };
 
 class StoreChannel {
  public:
-  StoreChannel(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank, int size);
+  StoreChannel(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank, int size,
+               SharedMemory shared = SharedMemory::where_local);
   std::vector<std::string> allgather(const std::string& mine, std::chrono::milliseconds timeout,
                                      const std::string& what);
+  // After the first allgather: whether the rounds go through shared memory.
+  bool shared_memory() const { return shm_ != nullptr; }
 
  private:
   std::string key(int64_t round, int q) const;
+  std::vector<std::string> store_round(const std::string& mine, std::chrono::milliseconds timeout,
+                                       const std::string& what);
+  std::vector<std::string> shm_round(const std::string& mine, std::chrono::milliseconds timeout,
+                                     const std::string& what);
+  void set_up_shared_memory(std::chrono::milliseconds timeout, const std::string& what);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string prefix_;
   int rank_, size_;
+  SharedMemory shared_;
+  bool set_up_ = false;
+  std::unique_ptr<ShmSlots> shm_;
   int64_t round_ = 0;
+  bool stored_last_ = false;  // the last shared-memory round's bytes of this rank went through the store
 };
 
 // The message of a wait that ran out, the same for every channel: "collmm: rank r of P: no answer

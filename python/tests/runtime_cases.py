@@ -55,6 +55,36 @@ def channel_case(rank, world, channel, check):
     collmm.set_check("every")
 
 
+def shm_case(rank, world, env):
+    """The shared-memory channel with the environment `env` (a dict; {rank} in a value is this rank):
+    right results, a disagreement raised on every rank, or, where the ranks are not on one host,
+    ValueError on every rank at the first call."""
+    import collmm
+
+    os.environ.update({k: v.format(rank=rank) for k, v in env.items()})
+    collmm.set_channel("shm")
+    group = dist.new_group(list(range(world))).group_name  # a session made after set_channel
+    a_full, a, b = _ag_inputs(rank, world)
+    if "COLLMM_SHM_HOST" in env:
+        try:
+            torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
+            raise AssertionError("ranks on different hosts: no error")
+        except ValueError as e:
+            assert "not all on one host" in str(e), str(e)
+        return
+    for _ in range(3):
+        _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+        assert_close(c, (a_full.double() @ b.double()).float(), f"shm {env}")
+    bad_k = 17 if rank == world - 1 else 16
+    try:
+        torch.ops.collmm.fused_all_gather_matmul(seeded(5, 2, bad_k), [seeded(6, bad_k, 3)], 0, group)
+        raise AssertionError("ranks that disagree on K: no error")
+    except ValueError as e:
+        assert "disagree on K" in str(e), str(e)
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="sequential")
+    assert_close(c, (a_full.double() @ b.double()).float(), "shm after the disagreement")
+
+
 def timeout_case(rank, world, channel):
     """The last rank skips a call: every other rank raises DistBackendError naming the call it waited
     in within the timeout (plus a little), and goes on."""

@@ -1,13 +1,14 @@
 """The ops as a training step uses them (CPU, gloo, real processes): the agreement over the group's
-Store and over its collectives, check="first", a skipped call ending in a named error within
+Store, through shared memory and over its collectives, check="first", a skipped call ending in a named error within
 collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files."""
 import pytest
 
 from dist_util import run_world
-from runtime_cases import channel_case, memo_case, profiler_case, timeout_case, trace_case
+from runtime_cases import channel_case, memo_case, profiler_case, shm_case, timeout_case, trace_case
 
 
-@pytest.mark.parametrize("world,channel,check", [(3, "store", "every"), (2, "store", "first"), (2, "group", "first")])
+@pytest.mark.parametrize("world,channel,check", [(3, "store", "every"), (2, "store", "first"), (2, "group", "first"),
+                                                 (3, "shm", "every"), (2, "shm", "first")])
 def test_channel(world, channel, check):
     run_world(world, channel_case, channel, check)
 
@@ -16,7 +17,15 @@ def test_memo_follows_agreement():
     run_world(2, memo_case)
 
 
-@pytest.mark.parametrize("channel", ["store", "group"])
+@pytest.mark.parametrize("env", [{"COLLMM_SHM_SLOT_BYTES": "8"}, {"COLLMM_SHM_HOST": "host{rank}"}],
+                         ids=["long strings through the store", "ranks on different hosts"])
+def test_shm_channel(env):
+    """Shared memory with every string longer than its slots (through the store, signalled in shared
+    memory), and refused on every rank where the ranks say they are on different hosts."""
+    run_world(3, shm_case, env)
+
+
+@pytest.mark.parametrize("channel", ["store", "shm", "group"])
 def test_skipped_call_times_out(channel):
     run_world(2, timeout_case, channel, timeout=120)
 
