@@ -55,18 +55,36 @@ std::vector<std::string> StoreChannel::allgather(const std::string& mine, std::c
                                                  const std::string& what) {
   if (!set_up_) {
     set_up_ = true;
-    if (shared_ != SharedMemory::never && size_ > 1) set_up_shared_memory(timeout, what);
+    if (size_ > 1) start(timeout, what);
   }
   return shm_ ? shm_round(mine, timeout, what) : store_round(mine, timeout, what);
 }
 
-void StoreChannel::set_up_shared_memory(std::chrono::milliseconds timeout, const std::string& what) {
-  // 1: where each rank is; process 0 names the segment.
-  const std::string name = rank_ == 0 ? "/collmm-" + std::to_string(getpid()) + "-" + std::to_string(random_u64()) : "";
-  const std::vector<std::string> where = store_round(host_identity() + "\n" + name, timeout, what);
-  const std::string here = where[0].substr(0, where[0].find('\n'));
-  const bool one_host =
-      std::all_of(where.begin(), where.end(), [&](const std::string& w) { return w.substr(0, w.find('\n')) == here; });
+void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& what) {
+  // 1: how each rank means to agree and where it is; process 0 names the segment. Every channel
+  // over the store begins so, whatever its kind: ranks that chose different kinds learn it here,
+  // all of them, instead of reading each other's rounds as their own.
+  static const char* const kKinds[] = {"store", "auto", "shm"};
+  const std::string kind = kKinds[static_cast<int>(shared_)];
+  const bool wants_shm = shared_ != SharedMemory::never;
+  const std::string name =
+      rank_ == 0 && wants_shm ? "/collmm-" + std::to_string(getpid()) + "-" + std::to_string(random_u64()) : "";
+  const std::vector<std::string> hello =
+      store_round(kind + "\n" + (wants_shm ? host_identity() : "") + "\n" + name, timeout, what);
+  auto field = [&](int q, int i) {
+    std::istringstream in(hello[static_cast<size_t>(q)]);
+    std::string f;
+    for (int j = 0; j <= i; ++j) std::getline(in, f);
+    return f;
+  };
+  for (int q = 0; q < size_; ++q)
+    if (field(q, 0) != kind)
+      throw UsageError("the ranks chose different channels for this group: rank " + std::to_string(rank_) + " " + kind +
+                       ", rank " + std::to_string(q) + " " + field(q, 0) +
+                       " (collmm.set_channel, the same on every rank before the group's first call)");
+  if (!wants_shm) return;
+  bool one_host = true;
+  for (int q = 0; q < size_; ++q) one_host = one_host && field(q, 1) == field(0, 1);
   if (!one_host) {
     if (shared_ == SharedMemory::required)
       throw UsageError(
@@ -76,7 +94,7 @@ void StoreChannel::set_up_shared_memory(std::chrono::milliseconds timeout, const
   }
   // 2: every rank maps the segment and writes a random number into it; 3: each says whether it
   // read every other's number there (ranks in other containers map another segment of that name).
-  const std::string segment = where[0].substr(where[0].find('\n') + 1);
+  const std::string segment = field(0, 2);
   std::string why;
   std::unique_ptr<ShmSlots> slots = ShmSlots::open(segment, rank_, size_, slot_bytes(), why);
   const uint64_t nonce = random_u64();

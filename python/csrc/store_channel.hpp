@@ -13,12 +13,14 @@
 //                     delete <prefix>/<s-1>/<r> (every rank has read it: each wrote round s after
 //                     finishing round s-1)
 //
-// Where every rank is on this host (SharedMemory::where_local, the default, or ::required), the
-// first round sets up shared memory instead (shm_slots.hpp) and every later round goes through it:
+// A channel's first round tells every rank how the others mean to agree (set_channel's kind) and
+// where they are: ranks that chose different kinds raise UsageError, all of them, at that first
+// call. Where every rank is on this host (SharedMemory::where_local, the default, or ::required),
+// two more store rounds set up shared memory (shm_slots.hpp) and every later round goes through it:
 // a copy and a poll, no request to the store's server (long strings still travel through the
-// store). The setup, three store rounds, checks that every rank maps the same memory (hostname and
-// boot id alike, then a random number each wrote and every rank read back), so ranks in separate
-// containers or namespaces on one machine fall back to the store (or, ::required, are refused).
+// store). The setup checks that every rank maps the same memory (hostname and boot id alike, then
+// a random number each wrote and every rank read back), so ranks in separate containers or
+// namespaces on one machine fall back to the store (or, ::required, are refused).
 //
 // A wait that runs out throws c10::DistBackendError (torch.distributed.DistBackendError in
 // Python) naming the ranks that did not answer and `what` (the call it waited in).
@@ -35,7 +37,7 @@
 
 namespace collmm::torch_ext {
 
-enum class SharedMemory { never, where_local, required };
+enum class SharedMemory { never, where_local, required };  // set_channel's store, auto, shm
 
 class StoreChannel {
  public:
@@ -52,7 +54,7 @@ class StoreChannel {
                                        const std::string& what);
   std::vector<std::string> shm_round(const std::string& mine, std::chrono::milliseconds timeout,
                                      const std::string& what);
-  void set_up_shared_memory(std::chrono::milliseconds timeout, const std::string& what);
+  void start(std::chrono::milliseconds timeout, const std::string& what);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string prefix_;

@@ -85,6 +85,23 @@ def shm_case(rank, world, env):
     assert_close(c, (a_full.double() @ b.double()).float(), "shm after the disagreement")
 
 
+def mixed_channel_case(rank, world):
+    """Rank 0 chose shared memory, the others the Store alone: every rank raises ValueError at the
+    group's first call, before any data moves, and the group's next call works (over the Store)."""
+    import collmm
+
+    collmm.set_channel("shm" if rank == 0 else "store")
+    group = dist.new_group(list(range(world))).group_name
+    a_full, a, b = _ag_inputs(rank, world)
+    try:
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
+        raise AssertionError("ranks on different channels: no error")
+    except ValueError as e:
+        assert "chose different channels" in str(e), str(e)
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+    assert_close(c, (a_full.double() @ b.double()).float(), "after the channels' disagreement")
+
+
 def timeout_case(rank, world, channel):
     """The last rank skips a call: every other rank raises DistBackendError naming the call it waited
     in within the timeout (plus a little), and goes on."""

@@ -4,7 +4,8 @@ collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files."""
 import pytest
 
 from dist_util import run_world
-from runtime_cases import channel_case, memo_case, profiler_case, shm_case, timeout_case, trace_case
+from runtime_cases import (channel_case, memo_case, mixed_channel_case, profiler_case, shm_case, timeout_case,
+                           trace_case)
 
 
 @pytest.mark.parametrize("world,channel,check", [(3, "store", "every"), (2, "store", "first"), (2, "group", "first"),
@@ -23,6 +24,10 @@ def test_shm_channel(env):
     """Shared memory with every string longer than its slots (through the store, signalled in shared
     memory), and refused on every rank where the ranks say they are on different hosts."""
     run_world(3, shm_case, env)
+
+
+def test_ranks_on_different_channels():
+    run_world(3, mixed_channel_case)
 
 
 @pytest.mark.parametrize("channel", ["store", "shm", "group"])
