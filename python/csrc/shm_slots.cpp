@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -12,32 +14,67 @@
 namespace collmm::torch_ext {
 
 namespace {
-static_assert(std::atomic<int64_t>::is_always_lock_free, "the stamps are shared between processes");
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "the nonces are shared between processes");
-
-constexpr size_t kAlign = 64;  // a slot per cache line boundary
+constexpr size_t kAlign = 64;  // every slot starts a cache line
 size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+std::string failed(const std::string& call, const std::string& name, int err) {
+  return call + "(" + name + "): " + std::strerror(err);
+}
 }  // namespace
 
-std::unique_ptr<ShmSlots> ShmSlots::open(const std::string& name, int rank, int size, size_t slot_bytes,
-                                         std::string& why) {
-  const size_t length = round_up(sizeof(uint64_t) * static_cast<size_t>(size)) +
-                        static_cast<size_t>(2 * size) * round_up(sizeof(Slot) + slot_bytes);
-  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
-  if (fd < 0) {
-    why = "shm_open(" + name + "): " + std::strerror(errno);
+size_t ShmSlots::bytes_for(int size, size_t slot_bytes) {
+  return round_up(sizeof(uint64_t) * static_cast<size_t>(size)) +
+         static_cast<size_t>(2 * size) * round_up(sizeof(Slot) + slot_bytes);
+}
+
+std::unique_ptr<ShmSlots> ShmSlots::create(const std::string& name, int size, size_t slot_bytes, std::string& why) {
+  if (slot_bytes > kMaxSlotBytes) {
+    why = "slots of " + std::to_string(slot_bytes) + " bytes (at most " + std::to_string(kMaxSlotBytes) + ")";
     return nullptr;
   }
-  // Every rank sizes it alike; the pages start zeroed (every stamp 0: no round published yet).
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    why = failed("shm_open", name, errno);
+    return nullptr;
+  }
+  // Zeroed pages (every stamp 0: no round published yet), reserved now.
+  const size_t length = bytes_for(size, slot_bytes);
   if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
-    why = "ftruncate(" + name + ", " + std::to_string(length) + "): " + std::strerror(errno);
+    why = failed("ftruncate", name, errno);
+  } else if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(length)); err != 0) {
+    why = failed("posix_fallocate", name, err);  // ENOSPC: /dev/shm is full
+  }
+  if (!why.empty()) {
+    close(fd);
+    unlink(name);
+    return nullptr;
+  }
+  return map(fd, name, 0, size, slot_bytes, why);
+}
+
+std::unique_ptr<ShmSlots> ShmSlots::attach(const std::string& name, int rank, int size, size_t slot_bytes,
+                                           std::string& why) {
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) {
+    why = failed("shm_open", name, errno);  // ENOENT: rank 0's memory is not this rank's
+    return nullptr;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes_for(size, slot_bytes)) {
+    why = name + " is not the size rank 0 made it";
     close(fd);
     return nullptr;
   }
+  return map(fd, name, rank, size, slot_bytes, why);
+}
+
+std::unique_ptr<ShmSlots> ShmSlots::map(int fd, const std::string& name, int rank, int size, size_t slot_bytes,
+                                        std::string& why) {
+  const size_t length = bytes_for(size, slot_bytes);
   void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
   close(fd);
   if (base == MAP_FAILED) {
-    why = "mmap(" + name + "): " + std::strerror(errno);
+    why = failed("mmap", name, err);
     return nullptr;
   }
   return std::unique_ptr<ShmSlots>(new ShmSlots(base, length, rank, size, slot_bytes));
@@ -50,12 +87,14 @@ ShmSlots::ShmSlots(void* base, size_t length, int rank, int size, size_t slot_by
 
 ShmSlots::~ShmSlots() { munmap(base_, length_); }
 
+uint64_t& ShmSlots::nonce_ref(int q) const { return static_cast<uint64_t*>(base_)[q]; }
+
 void ShmSlots::set_nonce(uint64_t nonce) {
-  reinterpret_cast<std::atomic<uint64_t>*>(base_)[rank_].store(nonce, std::memory_order_release);
+  std::atomic_ref<uint64_t>(nonce_ref(rank_)).store(nonce, std::memory_order_release);
 }
 
 uint64_t ShmSlots::nonce(int q) const {
-  return reinterpret_cast<const std::atomic<uint64_t>*>(base_)[q].load(std::memory_order_acquire);
+  return std::atomic_ref<uint64_t>(nonce_ref(q)).load(std::memory_order_acquire);
 }
 
 ShmSlots::Slot& ShmSlots::slot(int q, int64_t round) const {
@@ -69,16 +108,23 @@ void ShmSlots::publish(int64_t round, const std::string& bytes, bool in_store) {
   s.length = in_store ? 0 : static_cast<int64_t>(bytes.size());
   s.in_store = in_store ? 1 : 0;
   if (!in_store) std::memcpy(reinterpret_cast<char*>(&s + 1), bytes.data(), bytes.size());
-  s.stamp.store(round + 1, std::memory_order_release);
+  std::atomic_ref<int64_t>(s.stamp).store(round + 1, std::memory_order_release);
 }
 
-std::vector<int> ShmSlots::wait_round(int64_t round, Clock::time_point deadline) const {
-  std::vector<int> missing;
+void ShmSlots::give_up(int64_t round) {
+  std::atomic_ref<int64_t>(slot(rank_, round).stamp).store(-(round + 1), std::memory_order_release);
+}
+
+ShmSlots::Wait ShmSlots::wait_round(int64_t round, Clock::time_point deadline) const {
+  Wait w;
   for (long polls = 0;; ++polls) {
-    missing.clear();
-    for (int q = 0; q < size_; ++q)
-      if (slot(q, round).stamp.load(std::memory_order_acquire) != round + 1) missing.push_back(q);
-    if (missing.empty() || Clock::now() > deadline) return missing;
+    w.missing.clear();
+    for (int q = 0; q < size_; ++q) {
+      const int64_t stamp = std::atomic_ref<int64_t>(slot(q, round).stamp).load(std::memory_order_acquire);
+      if (stamp == -(round + 1)) w.gone.push_back(q);
+      if (stamp != round + 1) w.missing.push_back(q);
+    }
+    if (w.missing.empty() || !w.gone.empty() || Clock::now() > deadline) return w;
     if (polls < 2000)
       std::this_thread::yield();  // the others are usually microseconds away
     else

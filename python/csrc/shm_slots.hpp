@@ -3,17 +3,17 @@
 // store's server. StoreChannel sets it up over the store and checks that every rank maps the same
 // memory (store_channel.hpp); this file holds the segment and its protocol only.
 //
-//   segment: nonce[P] | slot[P][2]      slot: stamp (round + 1, atomic) | length | in_store | bytes
+//   segment: nonce[P] | slot[P][2]      slot: stamp | length | in_store | bytes
 //
 //   round s, rank r:  write bytes into slot[r][s % 2], then stamp = s + 1 (release)
 //                     wait until slot[q][s % 2].stamp == s + 1 for every q (acquire), read them
 //
 // Two buffers per rank are enough: rank r writes round s + 1 into the buffer of round s - 1 only
 // after every rank stamped round s, which each did after reading round s - 1. Bytes longer than a
-// slot go through the store instead (in_store marks them); the stamp still comes through here.
+// slot go through the store instead (in_store marks them); the stamp still comes through here. A
+// rank that gives up on round s (its wait ran out) stamps -(s + 1): the others see that it left.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -27,11 +27,15 @@ namespace collmm::torch_ext {
 class ShmSlots {
  public:
   using Clock = std::chrono::steady_clock;
+  static constexpr size_t kMaxSlotBytes = size_t{16} << 20;
 
-  // Maps (creating where no rank did yet) the segment `name` (shm_open's: "/collmm-...") for `size`
-  // ranks, slots of `slot_bytes` each; null where it cannot, with the reason in `why`.
-  static std::unique_ptr<ShmSlots> open(const std::string& name, int rank, int size, size_t slot_bytes,
-                                        std::string& why);
+  // Rank 0 creates the segment `name` (shm_open's: "/collmm-..."; a name taken is refused) for
+  // `size` ranks, slots of `slot_bytes` (at most kMaxSlotBytes), its memory reserved (a full
+  // /dev/shm is refused here, not met later as SIGBUS); the others attach to it, checking its size.
+  // Null where it cannot, with the reason in `why`.
+  static std::unique_ptr<ShmSlots> create(const std::string& name, int size, size_t slot_bytes, std::string& why);
+  static std::unique_ptr<ShmSlots> attach(const std::string& name, int rank, int size, size_t slot_bytes,
+                                          std::string& why);
   static void unlink(const std::string& name);  // the name goes; every mapping stays valid
   ~ShmSlots();
   ShmSlots(const ShmSlots&) = delete;
@@ -45,21 +49,30 @@ class ShmSlots {
   // This rank's part of `round`: `bytes` (at most slot_bytes()), or, with in_store, a mark that its
   // bytes went through the store.
   void publish(int64_t round, const std::string& bytes, bool in_store);
-  // Waits until every rank published `round` or `deadline` passed: the ranks still missing (none:
-  // every rank is there). It polls, yields, then sleeps 50 us between polls (a rank far behind
-  // costs little CPU).
-  std::vector<int> wait_round(int64_t round, Clock::time_point deadline) const;
+  // This rank leaves `round` unfinished (its wait ran out): the others' waits for it end.
+  void give_up(int64_t round);
+  struct Wait {
+    std::vector<int> missing;  // ranks that had not published `round` by the deadline
+    std::vector<int> gone;     // ranks that gave up on it
+  };
+  // Waits until every rank published `round`, one gave up, or `deadline` passed. It polls, yields,
+  // then sleeps 50 us between polls (a rank far behind costs little CPU).
+  Wait wait_round(int64_t round, Clock::time_point deadline) const;
   // Rank q's bytes of `round` (after wait_round), or nothing where they went through the store.
   std::optional<std::string> read(int q, int64_t round) const;
 
  private:
-  struct Slot {  // in the segment; `bytes` follow it
-    std::atomic<int64_t> stamp;
+  struct Slot {  // in the segment; `bytes` follow it. stamp is accessed through std::atomic_ref
+    int64_t stamp;
     int64_t length;
     int64_t in_store;
   };
+  static size_t bytes_for(int size, size_t slot_bytes);
+  static std::unique_ptr<ShmSlots> map(int fd, const std::string& name, int rank, int size, size_t slot_bytes,
+                                       std::string& why);
   ShmSlots(void* base, size_t length, int rank, int size, size_t slot_bytes);
   Slot& slot(int q, int64_t round) const;
+  uint64_t& nonce_ref(int q) const;
 
   void* base_;
   size_t length_;

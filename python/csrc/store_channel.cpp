@@ -20,9 +20,25 @@ namespace {
 
 // Bytes of a shared-memory slot: what a round's string may hold before it goes through the store.
 // COLLMM_SHM_SLOT_BYTES sets another (the tests make every string travel through the store).
+// Rank 0's value counts (sent in the first round), so the ranks cannot size the segment apart.
 size_t slot_bytes() {
   const char* env = std::getenv("COLLMM_SHM_SLOT_BYTES");
   return env && *env ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : 64 * 1024;
+}
+
+// What a rank that gave up on a round (its wait ran out) leaves in its key of that round.
+const std::string kGaveUp = std::string("\0collmm: gave up", 17);
+
+// The deadline `timeout` from now; 0 (a store's "no timeout") or years: none.
+ShmSlots::Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0 || timeout > std::chrono::hours(24 * 365)) return ShmSlots::Clock::time_point::max();
+  return ShmSlots::Clock::now() + timeout;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string t = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) t += (i ? ", " : "") + std::to_string(ranks[i]);
+  return t;
 }
 
 // This machine and this boot: ranks alike here may share memory (the nonce check proves it).
@@ -53,24 +69,49 @@ std::string StoreChannel::key(int64_t round, int q) const {
 
 std::vector<std::string> StoreChannel::allgather(const std::string& mine, std::chrono::milliseconds timeout,
                                                  const std::string& what) {
+  if (!out_of_step_.empty())
+    C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                                          ": the group's agreement is out of step since " + out_of_step_ + " (in " +
+                                          what + "): make a new group for the ops (dist.new_group)");
   if (!set_up_) {
     set_up_ = true;
-    if (size_ > 1) start(timeout, what);
+    if (size_ > 1) try {
+        start(timeout, what);
+      } catch (const UsageError&) {  // decided alike on every rank: the store from here on
+        throw;
+      } catch (const std::exception& e) {  // a wait or the store failed, maybe on this rank only
+        const std::string why = e.what();
+        out_of_step_ = "its setup failed at the first call (" + why.substr(0, why.find('\n')) + ")";
+        throw;
+      }
   }
   return shm_ ? shm_round(mine, timeout, what) : store_round(mine, timeout, what);
 }
 
 void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& what) {
-  // 1: how each rank means to agree and where it is; process 0 names the segment. Every channel
-  // over the store begins so, whatever its kind: ranks that chose different kinds learn it here,
-  // all of them, instead of reading each other's rounds as their own.
+  // 1: how each rank means to agree and where it is; rank 0 makes the segment first (a name of its
+  // own: the others only attach, so no rank elsewhere can leave one behind) and sends its name and
+  // slot size. Every channel over the store begins so, whatever its kind: ranks that chose
+  // different kinds learn it here, all of them, instead of reading each other's rounds as their own.
   static const char* const kKinds[] = {"store", "auto", "shm"};
   const std::string kind = kKinds[static_cast<int>(shared_)];
   const bool wants_shm = shared_ != SharedMemory::never;
-  const std::string name =
-      rank_ == 0 && wants_shm ? "/collmm-" + std::to_string(getpid()) + "-" + std::to_string(random_u64()) : "";
+  std::string made, why;  // rank 0: the segment's name, unlinked when the setup ends however it ends
+  std::unique_ptr<ShmSlots> slots;
+  if (rank_ == 0 && wants_shm) {
+    made = "/collmm-" + std::to_string(getpid()) + "-" + std::to_string(random_u64());
+    slots = ShmSlots::create(made, size_, slot_bytes(), why);
+    if (!slots) made.clear();
+  }
+  struct Unlink {
+    const std::string& name;
+    ~Unlink() {
+      if (!name.empty()) ShmSlots::unlink(name);
+    }
+  } unlink_made{made};
   const std::vector<std::string> hello =
-      store_round(kind + "\n" + (wants_shm ? host_identity() : "") + "\n" + name, timeout, what);
+      store_round(kind + "\n" + (wants_shm ? host_identity() : "") + "\n" + made + "\n" + std::to_string(slot_bytes()),
+                  timeout, what);
   auto field = [&](int q, int i) {
     std::istringstream in(hello[static_cast<size_t>(q)]);
     std::string f;
@@ -93,10 +134,12 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
     return;
   }
   // 2: every rank maps the segment and writes a random number into it; 3: each says whether it
-  // read every other's number there (ranks in other containers map another segment of that name).
+  // read every other's number there (ranks in other containers find no segment of that name, or
+  // another one).
   const std::string segment = field(0, 2);
-  std::string why;
-  std::unique_ptr<ShmSlots> slots = ShmSlots::open(segment, rank_, size_, slot_bytes(), why);
+  if (segment.empty()) why = "rank 0 could not make the shared memory: " + why;
+  const size_t bytes = std::strtoull(field(0, 3).c_str(), nullptr, 10);
+  if (rank_ != 0 && !segment.empty()) slots = ShmSlots::attach(segment, rank_, size_, bytes, why);
   const uint64_t nonce = random_u64();
   if (slots) slots->set_nonce(nonce);
   const std::vector<std::string> nonces = store_round(std::to_string(nonce), timeout, what);
@@ -106,7 +149,6 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
         why = "rank " + std::to_string(q) + "'s memory is not this rank's (another container or namespace)";
   }
   const std::vector<std::string> verdicts = store_round(why, timeout, what);
-  if (rank_ == 0) ShmSlots::unlink(segment);  // every rank has mapped it: nothing is left behind
   for (int q = 0; q < size_; ++q) {
     const std::string& v = verdicts[static_cast<size_t>(q)];
     if (v.empty()) continue;
@@ -116,6 +158,16 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
     return;
   }
   shm_ = std::move(slots);
+  stored_last_ = true;  // the verdicts' key: the first shared-memory round deletes it
+}
+
+void StoreChannel::give_up(int64_t round, const std::string& why) {
+  out_of_step_ = why;
+  try {  // so that a rank still on its way to this round does not take it for finished
+    if (shm_) shm_->give_up(round);
+    store_->set(key(round, rank_), std::vector<uint8_t>(kGaveUp.begin(), kGaveUp.end()));
+  } catch (const std::exception&) {  // the store went away: nothing more to tell
+  }
 }
 
 std::vector<std::string> StoreChannel::shm_round(const std::string& mine, std::chrono::milliseconds timeout,
@@ -124,21 +176,67 @@ std::vector<std::string> StoreChannel::shm_round(const std::string& mine, std::c
   const bool in_store = mine.size() > shm_->slot_bytes();
   if (in_store) store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
   shm_->publish(round, mine, in_store);
-  const std::vector<int> silent = shm_->wait_round(round, ShmSlots::Clock::now() + timeout);
-  if (!silent.empty()) C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, silent, timeout, what));
-  std::vector<std::string> all;
+  const ShmSlots::Wait w = shm_->wait_round(round, deadline_after(timeout));
+  if (!w.gone.empty()) {
+    give_up(round, ranks_text(w.gone) + " gave up on a call");
+    C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
+                                          ranks_text(w.gone) + " gave up waiting in " + what +
+                                          " (its timeout ran out before this rank came)");
+  }
+  if (!w.missing.empty()) {
+    give_up(round, "a wait ran out");
+    C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, w.missing, timeout, what));
+  }
+  std::vector<std::string> all(static_cast<size_t>(size_));
+  std::vector<std::string> keys;
+  std::vector<int> from;
   for (int q = 0; q < size_; ++q) {
     std::optional<std::string> bytes = shm_->read(q, round);
-    if (!bytes) {  // set before its stamp; the store's get waits for it all the same
-      const std::vector<uint8_t> v = store_->get(key(round, q));
-      bytes.emplace(v.begin(), v.end());
-    }
-    all.push_back(std::move(*bytes));
+    if (bytes)
+      all[static_cast<size_t>(q)] = std::move(*bytes);
+    else
+      keys.push_back(key(round, q)), from.push_back(q);
+  }
+  if (!keys.empty()) {  // set before their stamps; multiGet waits for any not at the server yet
+    const std::vector<std::vector<uint8_t>> values = gather_keys(keys, timeout, what, round);
+    for (size_t i = 0; i < keys.size(); ++i)
+      all[static_cast<size_t>(from[i])].assign(values[i].begin(), values[i].end());
   }
   // Every rank stamped this round, so every rank has read the previous one: its key can go.
-  if (stored_last_) store_->deleteKey(key(round - 1, rank_));
+  const bool delete_last = stored_last_;
   stored_last_ = in_store;
+  if (delete_last) store_->deleteKey(key(round - 1, rank_));
   return all;
+}
+
+std::vector<std::vector<uint8_t>> StoreChannel::gather_keys(const std::vector<std::string>& keys,
+                                                            std::chrono::milliseconds timeout, const std::string& what,
+                                                            int64_t round) {
+  std::vector<std::vector<uint8_t>> values;
+  try {
+    // multiGet waits for the keys itself, bounded by the store's timeout (set for the call where
+    // collmm.set_timeout asked for another): no separate wait, one round trip to the store less.
+    std::optional<c10d::StoreTimeoutGuard> bound;
+    if (timeout.count() > 0 && timeout != store_->getTimeout()) bound.emplace(*store_, timeout);
+    values = store_->multiGet(keys);
+  } catch (const c10::Error&) {  // DistStoreError: the wait ran out (or the store went away)
+    std::vector<int> silent;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (!store_->check({keys[i]})) silent.push_back(std::stoi(keys[i].substr(keys[i].rfind('/') + 1)));
+    give_up(round, "a wait ran out");
+    C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, silent, timeout, what));
+  }
+  std::vector<int> gone;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (std::string(values[i].begin(), values[i].end()) == kGaveUp)
+      gone.push_back(std::stoi(keys[i].substr(keys[i].rfind('/') + 1)));
+  if (!gone.empty()) {
+    give_up(round, ranks_text(gone) + " gave up on a call");
+    C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
+                                          ranks_text(gone) + " gave up waiting in " + what +
+                                          " (its timeout ran out before this rank came)");
+  }
+  return values;
 }
 
 std::vector<std::string> StoreChannel::store_round(const std::string& mine, std::chrono::milliseconds timeout,
@@ -147,19 +245,7 @@ std::vector<std::string> StoreChannel::store_round(const std::string& mine, std:
   store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
   std::vector<std::string> keys;
   for (int q = 0; q < size_; ++q) keys.push_back(key(round, q));
-  std::vector<std::vector<uint8_t>> values;
-  try {
-    // multiGet waits for the keys itself, bounded by the store's timeout (set for the call where
-    // collmm.set_timeout asked for another): no separate wait, one round trip to the store less.
-    std::optional<c10d::StoreTimeoutGuard> bound;
-    if (timeout != store_->getTimeout()) bound.emplace(*store_, timeout);
-    values = store_->multiGet(keys);
-  } catch (const c10::Error&) {  // DistStoreError: the wait ran out (or the store went away)
-    std::vector<int> silent;
-    for (int q = 0; q < size_; ++q)
-      if (!store_->check({keys[static_cast<size_t>(q)]})) silent.push_back(q);
-    C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, silent, timeout, what));
-  }
+  const std::vector<std::vector<uint8_t>> values = gather_keys(keys, timeout, what, round);
   std::vector<std::string> all;
   for (const std::vector<uint8_t>& v : values) all.emplace_back(v.begin(), v.end());
   if (round > 0) store_->deleteKey(key(round - 1, rank_));

@@ -23,10 +23,14 @@
 // namespaces on one machine fall back to the store (or, ::required, are refused).
 //
 // A wait that runs out throws c10::DistBackendError (torch.distributed.DistBackendError in
-// Python) naming the ranks that did not answer and `what` (the call it waited in).
+// Python) naming the ranks that did not answer and `what` (the call it waited in). The rank then
+// marks that round as given up (in shared memory and in its key), so a rank that comes late raises
+// too instead of taking the round for finished, and every later call of the channel raises: the
+// ranks' rounds no longer match (make a new group), as a timed-out NCCL communicator is aborted.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,7 +58,12 @@ class StoreChannel {
                                        const std::string& what);
   std::vector<std::string> shm_round(const std::string& mine, std::chrono::milliseconds timeout,
                                      const std::string& what);
+  std::vector<std::vector<uint8_t>> gather_keys(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                                                const std::string& what, int64_t round);
   void start(std::chrono::milliseconds timeout, const std::string& what);
+  // This rank leaves `round` unfinished: marked in shared memory and in its key, so a rank still on
+  // its way does not take the round for finished; every later call raises (the ranks are out of step).
+  void give_up(int64_t round, const std::string& why);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string prefix_;
@@ -63,7 +72,8 @@ class StoreChannel {
   bool set_up_ = false;
   std::unique_ptr<ShmSlots> shm_;
   int64_t round_ = 0;
-  bool stored_last_ = false;  // the last shared-memory round's bytes of this rank went through the store
+  bool stored_last_ = false;  // this rank's key of the last round is to be deleted (shared-memory rounds)
+  std::string out_of_step_;   // why the ranks' rounds no longer match, once they do not
 };
 
 // The message of a wait that ran out, the same for every channel: "collmm: rank r of P: no answer

@@ -123,6 +123,13 @@ def timeout_case(rank, world, channel):
             assert waited < 10, f"raised after {waited:.1f} s, timeout 2 s"
     else:
         time.sleep(6)  # alive and connected, just not calling
+    if channel != "group":  # the rounds no longer match: every later call raises, the late rank's too
+        try:
+            torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
+            raise AssertionError("a call after the timeout: no error")
+        except dist.DistBackendError as e:
+            want = "out of step" if rank != world - 1 else "gave up waiting"
+            assert want in str(e), str(e)
     collmm.set_timeout(0)
 
 

@@ -18,11 +18,13 @@ def test_memo_follows_agreement():
     run_world(2, memo_case)
 
 
-@pytest.mark.parametrize("env", [{"COLLMM_SHM_SLOT_BYTES": "8"}, {"COLLMM_SHM_HOST": "host{rank}"}],
-                         ids=["long strings through the store", "ranks on different hosts"])
+@pytest.mark.parametrize("env", [{"COLLMM_SHM_SLOT_BYTES": "8"}, {"COLLMM_SHM_SLOT_BYTES": "{rank}00"},
+                                 {"COLLMM_SHM_HOST": "host{rank}"}],
+                         ids=["long strings through the store", "slot sizes set apart", "ranks on different hosts"])
 def test_shm_channel(env):
     """Shared memory with every string longer than its slots (through the store, signalled in shared
-    memory), and refused on every rank where the ranks say they are on different hosts."""
+    memory), with slot sizes set differently per rank (rank 0's counts: the segment is one), and
+    refused on every rank where the ranks say they are on different hosts."""
     run_world(3, shm_case, env)
 
 
