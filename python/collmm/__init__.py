@@ -45,8 +45,11 @@ def set_channel(channel: str) -> None:
     """How groups first used after this call agree: "auto" (the default: over the group's c10d Store
     where the group has no CPU backend, an NCCL-only group, so no call waits for the device, through
     shared memory where every rank is on this host; else over the group's own collectives), "shm"
-    (shared memory set up over the group's Store: every rank on this host, else ValueError), "store"
-    (the Store alone: two round trips to its server per call) or "group"."""
+    (shared memory set up over the group's Store: every rank on this host, else ValueError at the
+    group's first call, whose later calls agree over the Store), "store" (the Store alone: two round
+    trips to its server per call) or "group". Set the same on every rank: ranks on different Store
+    channels raise ValueError at the group's first call. After a wait of the agreement ran out, every
+    later call on that group raises torch.distributed.DistBackendError (the ranks are out of step)."""
     _ops.set_channel(channel)
 
 
