@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -40,15 +41,19 @@ std::unique_ptr<ShmSlots> ShmSlots::create(const std::string& name, int size, si
   const size_t length = bytes_for(size, slot_bytes);
   if (ftruncate(fd, static_cast<off_t>(length)) != 0) {
     why = failed("ftruncate", name, errno);
-  } else if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(length)); err != 0) {
-    why = failed("posix_fallocate", name, err);  // ENOSPC: /dev/shm is full
+  } else {
+    int err = EINTR;
+    while (err == EINTR) err = posix_fallocate(fd, 0, static_cast<off_t>(length));
+    if (err != 0) why = failed("posix_fallocate", name, err);  // ENOSPC: /dev/shm is full
   }
   if (!why.empty()) {
     close(fd);
     unlink(name);
     return nullptr;
   }
-  return map(fd, name, 0, size, slot_bytes, why);
+  std::unique_ptr<ShmSlots> slots = map(fd, name, 0, size, slot_bytes, why);
+  if (!slots) unlink(name);
+  return slots;
 }
 
 std::unique_ptr<ShmSlots> ShmSlots::attach(const std::string& name, int rank, int size, size_t slot_bytes,
@@ -59,8 +64,11 @@ std::unique_ptr<ShmSlots> ShmSlots::attach(const std::string& name, int rank, in
     return nullptr;
   }
   struct stat st {};
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes_for(size, slot_bytes)) {
+  if (fstat(fd, &st) != 0)
+    why = failed("fstat", name, errno);
+  else if (static_cast<size_t>(st.st_size) != bytes_for(size, slot_bytes))
     why = name + " is not the size rank 0 made it";
+  if (!why.empty()) {
     close(fd);
     return nullptr;
   }
@@ -116,14 +124,23 @@ void ShmSlots::give_up(int64_t round) {
 }
 
 ShmSlots::Wait ShmSlots::wait_round(int64_t round, Clock::time_point deadline) const {
+  // Rank q gave up on this round, or on the last one after this rank had finished it (its stamp
+  // in the other buffer: a rank writing there now stamps round + 2, never -round).
+  auto gone = [&](int q) {
+    return std::atomic_ref<int64_t>(slot(q, round).stamp).load(std::memory_order_acquire) == -(round + 1) ||
+           (round > 0 && std::atomic_ref<int64_t>(slot(q, round - 1).stamp).load(std::memory_order_acquire) == -round);
+  };
   Wait w;
   for (long polls = 0;; ++polls) {
     w.missing.clear();
     for (int q = 0; q < size_; ++q) {
-      const int64_t stamp = std::atomic_ref<int64_t>(slot(q, round).stamp).load(std::memory_order_acquire);
-      if (stamp == -(round + 1)) w.gone.push_back(q);
-      if (stamp != round + 1) w.missing.push_back(q);
+      if (gone(q)) w.gone.push_back(q);
+      if (std::atomic_ref<int64_t>(slot(q, round).stamp).load(std::memory_order_acquire) != round + 1)
+        w.missing.push_back(q);
     }
+    if (w.missing.empty())  // a second look: stamps never go back to round + 1, so what holds now held
+      for (int q = 0; q < size_; ++q)
+        if (gone(q)) w.gone.push_back(q);
     if (w.missing.empty() || !w.gone.empty() || Clock::now() > deadline) return w;
     if (polls < 2000)
       std::this_thread::yield();  // the others are usually microseconds away
@@ -135,7 +152,7 @@ ShmSlots::Wait ShmSlots::wait_round(int64_t round, Clock::time_point deadline) c
 std::optional<std::string> ShmSlots::read(int q, int64_t round) const {
   const Slot& s = slot(q, round);
   if (s.in_store) return std::nullopt;
-  return std::string(reinterpret_cast<const char*>(&s + 1), static_cast<size_t>(s.length));
+  return std::string(reinterpret_cast<const char*>(&s + 1), std::min(static_cast<size_t>(s.length), slot_bytes_));
 }
 
 }  // namespace collmm::torch_ext

@@ -161,6 +161,13 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
   stored_last_ = true;  // the verdicts' key: the first shared-memory round deletes it
 }
 
+void StoreChannel::forget(const std::string& k) {
+  try {  // every rank is past the round: a key left behind costs the store a few bytes, no more
+    store_->deleteKey(k);
+  } catch (const std::exception&) {
+  }
+}
+
 void StoreChannel::give_up(int64_t round, const std::string& why) {
   out_of_step_ = why;
   try {  // so that a rank still on its way to this round does not take it for finished
@@ -173,6 +180,16 @@ void StoreChannel::give_up(int64_t round, const std::string& why) {
 std::vector<std::string> StoreChannel::shm_round(const std::string& mine, std::chrono::milliseconds timeout,
                                                  const std::string& what) {
   const int64_t round = round_++;
+  try {
+    return shm_round(round, mine, timeout, what);
+  } catch (...) {  // whatever failed (the store's set, a wait), the others must not wait for this rank
+    if (out_of_step_.empty()) give_up(round, "a call's agreement failed on this rank");
+    throw;
+  }
+}
+
+std::vector<std::string> StoreChannel::shm_round(int64_t round, const std::string& mine,
+                                                 std::chrono::milliseconds timeout, const std::string& what) {
   const bool in_store = mine.size() > shm_->slot_bytes();
   if (in_store) store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
   shm_->publish(round, mine, in_store);
@@ -181,7 +198,7 @@ std::vector<std::string> StoreChannel::shm_round(const std::string& mine, std::c
     give_up(round, ranks_text(w.gone) + " gave up on a call");
     C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
                                           ranks_text(w.gone) + " gave up waiting in " + what +
-                                          " (its timeout ran out before this rank came)");
+                                          " (its wait ran out: the ranks are out of step)");
   }
   if (!w.missing.empty()) {
     give_up(round, "a wait ran out");
@@ -205,7 +222,7 @@ std::vector<std::string> StoreChannel::shm_round(const std::string& mine, std::c
   // Every rank stamped this round, so every rank has read the previous one: its key can go.
   const bool delete_last = stored_last_;
   stored_last_ = in_store;
-  if (delete_last) store_->deleteKey(key(round - 1, rank_));
+  if (delete_last) forget(key(round - 1, rank_));
   return all;
 }
 
@@ -219,11 +236,14 @@ std::vector<std::vector<uint8_t>> StoreChannel::gather_keys(const std::vector<st
     std::optional<c10d::StoreTimeoutGuard> bound;
     if (timeout.count() > 0 && timeout != store_->getTimeout()) bound.emplace(*store_, timeout);
     values = store_->multiGet(keys);
-  } catch (const c10::Error&) {  // DistStoreError: the wait ran out (or the store went away)
+  } catch (const c10::Error&) {        // DistStoreError: the wait ran out (or the store went away)
+    give_up(round, "a wait ran out");  // first: a rank on its way must find the mark soon
     std::vector<int> silent;
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (!store_->check({keys[i]})) silent.push_back(std::stoi(keys[i].substr(keys[i].rfind('/') + 1)));
-    give_up(round, "a wait ran out");
+    try {
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (!store_->check({keys[i]})) silent.push_back(std::stoi(keys[i].substr(keys[i].rfind('/') + 1)));
+    } catch (const std::exception&) {  // the store itself is gone: no rank to name
+    }
     C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, silent, timeout, what));
   }
   std::vector<int> gone;
@@ -234,7 +254,7 @@ std::vector<std::vector<uint8_t>> StoreChannel::gather_keys(const std::vector<st
     give_up(round, ranks_text(gone) + " gave up on a call");
     C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
                                           ranks_text(gone) + " gave up waiting in " + what +
-                                          " (its timeout ran out before this rank came)");
+                                          " (its wait ran out: the ranks are out of step)");
   }
   return values;
 }
@@ -242,13 +262,18 @@ std::vector<std::vector<uint8_t>> StoreChannel::gather_keys(const std::vector<st
 std::vector<std::string> StoreChannel::store_round(const std::string& mine, std::chrono::milliseconds timeout,
                                                    const std::string& what) {
   const int64_t round = round_++;
-  store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+  try {
+    store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+  } catch (...) {
+    give_up(round, "a call's agreement failed on this rank");
+    throw;
+  }
   std::vector<std::string> keys;
   for (int q = 0; q < size_; ++q) keys.push_back(key(round, q));
   const std::vector<std::vector<uint8_t>> values = gather_keys(keys, timeout, what, round);
   std::vector<std::string> all;
   for (const std::vector<uint8_t>& v : values) all.emplace_back(v.begin(), v.end());
-  if (round > 0) store_->deleteKey(key(round - 1, rank_));
+  if (round > 0) forget(key(round - 1, rank_));
   return all;
 }
 
@@ -256,7 +281,7 @@ std::string no_answer(int rank, int size, const std::vector<int>& silent, std::c
                       const std::string& what) {
   std::ostringstream m;
   m << "collmm: rank " << rank << " of " << size << ": no answer from ";
-  if (silent.empty()) m << "every rank";
+  if (silent.empty()) m << "the other ranks";
   for (size_t i = 0; i < silent.size(); ++i) m << (i ? ", " : "rank ") << silent[i];
   m << " within " << static_cast<double>(timeout.count()) / 1000 << " s in " << what
     << " (a rank skipped the call, stopped or died; collmm.set_timeout sets the bound)";

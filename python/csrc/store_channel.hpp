@@ -58,6 +58,9 @@ class StoreChannel {
                                        const std::string& what);
   std::vector<std::string> shm_round(const std::string& mine, std::chrono::milliseconds timeout,
                                      const std::string& what);
+  std::vector<std::string> shm_round(int64_t round, const std::string& mine, std::chrono::milliseconds timeout,
+                                     const std::string& what);
+  void forget(const std::string& key);  // deletes a key of a finished round, if the store can
   std::vector<std::vector<uint8_t>> gather_keys(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
                                                 const std::string& what, int64_t round);
   void start(std::chrono::milliseconds timeout, const std::string& what);
