@@ -4,9 +4,9 @@ call is almost all agreement (ag_gemm, M = 8 P, N = K = 8, sequential):
     torchrun --nproc-per-node P python/bench/agreement.py [--device cpu|cuda [--share-gpu]] [--iters I]
 
 Rows: the group's collectives (gloo on CPU; on an NCCL-only group they run on the device), the
-group's Store (TCPStore under torchrun) and shared memory set up over the Store, each with check="every" (every call exchanges a
-fingerprint) and check="first" (later calls of a known problem exchange nothing); plus the
-all_gather_into_tensor + matmul of the same problem. Median microseconds of the slowest rank.
+group's Store (TCPStore under torchrun) and shared memory set up over the Store, each with
+check="every" (every call exchanges a fingerprint) and check="first" (later calls of a known
+problem exchange nothing); plus the all_gather_into_tensor + matmul of the same problem. Median microseconds of the slowest rank.
 """
 import argparse
 import statistics

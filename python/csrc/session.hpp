@@ -21,8 +21,10 @@
 namespace collmm::torch_ext {
 
 enum class ExecutorKind { host, aten };
-// How the ops agree: over the group's Store, over the group's own collectives, or (auto) over the
-// Store where the group's collectives would run on the device (an NCCL-only group), else the group.
+// How the ops agree: over the group's Store, through shared memory set up over it (every rank on
+// one host), over the group's own collectives, or (auto) over the Store, in shared memory where the
+// ranks share a host, where the group's collectives would run on the device (an NCCL-only group),
+// else the group.
 enum class Channel { automatic, store, shm, group };
 
 // A plan made and prepared on an executor of its own, kept for the next call of that shape.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -70,8 +71,7 @@ std::string StoreChannel::key(int64_t round, int q) const {
 std::vector<std::string> StoreChannel::allgather(const std::string& mine, std::chrono::milliseconds timeout,
                                                  const std::string& what) {
   if (!out_of_step_.empty())
-    C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                                          ": the group's agreement is out of step since " + out_of_step_ + " (in " +
+    C10_THROW_ERROR(DistBackendError, who() + "the group's agreement is out of step since " + out_of_step_ + " (in " +
                                           what + "): make a new group for the ops (dist.new_group)");
   if (!set_up_) {
     set_up_ = true;
@@ -93,8 +93,9 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
   // own: the others only attach, so no rank elsewhere can leave one behind) and sends its name and
   // slot size. Every channel over the store begins so, whatever its kind: ranks that chose
   // different kinds learn it here, all of them, instead of reading each other's rounds as their own.
-  static const char* const kKinds[] = {"store", "auto", "shm"};
-  const std::string kind = kKinds[static_cast<int>(shared_)];
+  const std::string kind = shared_ == SharedMemory::never      ? "store"
+                           : shared_ == SharedMemory::required ? "shm"
+                                                               : "auto";
   const bool wants_shm = shared_ != SharedMemory::never;
   std::string made, why;  // rank 0: the segment's name, unlinked when the setup ends however it ends
   std::unique_ptr<ShmSlots> slots;
@@ -161,6 +162,16 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
   stored_last_ = true;  // the verdicts' key: the first shared-memory round deletes it
 }
 
+std::string StoreChannel::who() const {
+  return "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": ";
+}
+
+void StoreChannel::raise_gone(int64_t round, const std::vector<int>& gone, const std::string& what) {
+  give_up(round, ranks_text(gone) + " gave up on a call");
+  C10_THROW_ERROR(DistBackendError, who() + ranks_text(gone) + " gave up waiting in " + what +
+                                        " (its wait ran out: the ranks are out of step)");
+}
+
 void StoreChannel::forget(const std::string& k) {
   try {  // every rank is past the round: a key left behind costs the store a few bytes, no more
     store_->deleteKey(k);
@@ -194,30 +205,23 @@ std::vector<std::string> StoreChannel::shm_round(int64_t round, const std::strin
   if (in_store) store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
   shm_->publish(round, mine, in_store);
   const ShmSlots::Wait w = shm_->wait_round(round, deadline_after(timeout));
-  if (!w.gone.empty()) {
-    give_up(round, ranks_text(w.gone) + " gave up on a call");
-    C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
-                                          ranks_text(w.gone) + " gave up waiting in " + what +
-                                          " (its wait ran out: the ranks are out of step)");
-  }
+  if (!w.gone.empty()) raise_gone(round, w.gone, what);
   if (!w.missing.empty()) {
     give_up(round, "a wait ran out");
     C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, w.missing, timeout, what));
   }
   std::vector<std::string> all(static_cast<size_t>(size_));
-  std::vector<std::string> keys;
-  std::vector<int> from;
+  std::vector<int> in_store_ranks;
   for (int q = 0; q < size_; ++q) {
     std::optional<std::string> bytes = shm_->read(q, round);
     if (bytes)
       all[static_cast<size_t>(q)] = std::move(*bytes);
     else
-      keys.push_back(key(round, q)), from.push_back(q);
+      in_store_ranks.push_back(q);
   }
-  if (!keys.empty()) {  // set before their stamps; multiGet waits for any not at the server yet
-    const std::vector<std::vector<uint8_t>> values = gather_keys(keys, timeout, what, round);
-    for (size_t i = 0; i < keys.size(); ++i)
-      all[static_cast<size_t>(from[i])].assign(values[i].begin(), values[i].end());
+  if (!in_store_ranks.empty()) {  // set before their stamps; multiGet waits for any not at the server yet
+    const std::vector<std::string> values = gather_keys(round, in_store_ranks, timeout, what);
+    for (size_t i = 0; i < values.size(); ++i) all[static_cast<size_t>(in_store_ranks[i])] = values[i];
   }
   // Every rank stamped this round, so every rank has read the previous one: its key can go.
   const bool delete_last = stored_last_;
@@ -226,9 +230,10 @@ std::vector<std::string> StoreChannel::shm_round(int64_t round, const std::strin
   return all;
 }
 
-std::vector<std::vector<uint8_t>> StoreChannel::gather_keys(const std::vector<std::string>& keys,
-                                                            std::chrono::milliseconds timeout, const std::string& what,
-                                                            int64_t round) {
+std::vector<std::string> StoreChannel::gather_keys(int64_t round, const std::vector<int>& ranks,
+                                                   std::chrono::milliseconds timeout, const std::string& what) {
+  std::vector<std::string> keys;
+  for (int q : ranks) keys.push_back(key(round, q));
   std::vector<std::vector<uint8_t>> values;
   try {
     // multiGet waits for the keys itself, bounded by the store's timeout (set for the call where
@@ -241,22 +246,19 @@ std::vector<std::vector<uint8_t>> StoreChannel::gather_keys(const std::vector<st
     std::vector<int> silent;
     try {
       for (size_t i = 0; i < keys.size(); ++i)
-        if (!store_->check({keys[i]})) silent.push_back(std::stoi(keys[i].substr(keys[i].rfind('/') + 1)));
+        if (!store_->check({keys[i]})) silent.push_back(ranks[i]);
     } catch (const std::exception&) {  // the store itself is gone: no rank to name
     }
     C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, silent, timeout, what));
   }
+  std::vector<std::string> all;
   std::vector<int> gone;
-  for (size_t i = 0; i < keys.size(); ++i)
-    if (std::string(values[i].begin(), values[i].end()) == kGaveUp)
-      gone.push_back(std::stoi(keys[i].substr(keys[i].rfind('/') + 1)));
-  if (!gone.empty()) {
-    give_up(round, ranks_text(gone) + " gave up on a call");
-    C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
-                                          ranks_text(gone) + " gave up waiting in " + what +
-                                          " (its wait ran out: the ranks are out of step)");
+  for (size_t i = 0; i < values.size(); ++i) {
+    all.emplace_back(values[i].begin(), values[i].end());
+    if (all.back() == kGaveUp) gone.push_back(ranks[i]);
   }
-  return values;
+  if (!gone.empty()) raise_gone(round, gone, what);
+  return all;
 }
 
 std::vector<std::string> StoreChannel::store_round(const std::string& mine, std::chrono::milliseconds timeout,
@@ -268,11 +270,9 @@ std::vector<std::string> StoreChannel::store_round(const std::string& mine, std:
     give_up(round, "a call's agreement failed on this rank");
     throw;
   }
-  std::vector<std::string> keys;
-  for (int q = 0; q < size_; ++q) keys.push_back(key(round, q));
-  const std::vector<std::vector<uint8_t>> values = gather_keys(keys, timeout, what, round);
-  std::vector<std::string> all;
-  for (const std::vector<uint8_t>& v : values) all.emplace_back(v.begin(), v.end());
+  std::vector<int> ranks(static_cast<size_t>(size_));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  std::vector<std::string> all = gather_keys(round, ranks, timeout, what);
   if (round > 0) forget(key(round - 1, rank_));
   return all;
 }
@@ -281,8 +281,7 @@ std::string no_answer(int rank, int size, const std::vector<int>& silent, std::c
                       const std::string& what) {
   std::ostringstream m;
   m << "collmm: rank " << rank << " of " << size << ": no answer from ";
-  if (silent.empty()) m << "the other ranks";
-  for (size_t i = 0; i < silent.size(); ++i) m << (i ? ", " : "rank ") << silent[i];
+  m << (silent.empty() ? "the other ranks" : ranks_text(silent));
   m << " within " << static_cast<double>(timeout.count()) / 1000 << " s in " << what
     << " (a rank skipped the call, stopped or died; collmm.set_timeout sets the bound)";
   return m.str();

@@ -61,8 +61,12 @@ class StoreChannel {
   std::vector<std::string> shm_round(int64_t round, const std::string& mine, std::chrono::milliseconds timeout,
                                      const std::string& what);
   void forget(const std::string& key);  // deletes a key of a finished round, if the store can
-  std::vector<std::vector<uint8_t>> gather_keys(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
-                                                const std::string& what, int64_t round);
+  // The strings `ranks` set for `round` in their keys, read by one multiGet bounded by `timeout`.
+  std::vector<std::string> gather_keys(int64_t round, const std::vector<int>& ranks, std::chrono::milliseconds timeout,
+                                       const std::string& what);
+  std::string who() const;  // "collmm: rank r of P: ", the start of every message
+  // Others gave up on `round`: so does this rank, and it raises.
+  [[noreturn]] void raise_gone(int64_t round, const std::vector<int>& gone, const std::string& what);
   void start(std::chrono::milliseconds timeout, const std::string& what);
   // This rank leaves `round` unfinished: marked in shared memory and in its key, so a rank still on
   // its way does not take the round for finished; every later call raises (the ranks are out of step).

@@ -17,6 +17,18 @@ def _ag_inputs(rank, world, rows=8, k=16, n=8):
     return a_full, a_full[block(rows * world + 1, world, rank)].clone(), b
 
 
+def _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, label):
+    """The last rank's K differs: ValueError on every rank; then the group's next call is right."""
+    bad_k = 17 if rank == world - 1 else 16
+    try:
+        torch.ops.collmm.fused_all_gather_matmul(seeded(5, 2, bad_k), [seeded(6, bad_k, 3)], 0, group)
+        raise AssertionError(f"{label}: ranks that disagree on K: no error")
+    except ValueError as e:
+        assert "disagree on K" in str(e), str(e)
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")  # the group still in step
+    assert_close(c, (a_full.double() @ b.double()).float(), f"{label}: after the disagreement")
+
+
 def channel_case(rank, world, channel, check):
     """Right results on repeated calls, and a disagreement raises ValueError on every rank (also after
     check="first", for a problem not seen before), on the given channel."""
@@ -44,14 +56,7 @@ def channel_case(rank, world, channel, check):
             _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a_i, [b_i], 0, group, algo="ring")
             assert_close(c, (a_full_i.double() @ b_i.double()).to(c.dtype), f"{channel} {check} {name}")
     if world > 1:
-        bad_k = 17 if rank == world - 1 else 16
-        try:
-            torch.ops.collmm.fused_all_gather_matmul(seeded(5, 2, bad_k), [seeded(6, bad_k, 3)], 0, group)
-            raise AssertionError("ranks that disagree on K: no error")
-        except ValueError as e:
-            assert "disagree on K" in str(e), str(e)
-        _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")  # the group still in step
-        assert_close(c, (a_full.double() @ b.double()).float(), "after the disagreement")
+        _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, f"{channel} {check}")
     collmm.set_check("every")
 
 
@@ -75,14 +80,7 @@ def shm_case(rank, world, env):
     for _ in range(3):
         _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
         assert_close(c, (a_full.double() @ b.double()).float(), f"shm {env}")
-    bad_k = 17 if rank == world - 1 else 16
-    try:
-        torch.ops.collmm.fused_all_gather_matmul(seeded(5, 2, bad_k), [seeded(6, bad_k, 3)], 0, group)
-        raise AssertionError("ranks that disagree on K: no error")
-    except ValueError as e:
-        assert "disagree on K" in str(e), str(e)
-    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="sequential")
-    assert_close(c, (a_full.double() @ b.double()).float(), "shm after the disagreement")
+    _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, f"shm {env}")
 
 
 def mixed_channel_case(rank, world):
