@@ -74,6 +74,15 @@ void Bench::validate() {
         }
         cases.emplace_back(op, po);
       }
+      for (const ListedConfig& c : o_.configs) {
+        const PlanOptions po = plan_options_of(o_, op, c);
+        try {
+          for (int r : ex_.local_ranks()) make_plan(p, po, r);
+        } catch (const UsageError& e) {
+          throw UsageError(to_string(op) + " " + c.label + ": " + e.what());
+        }
+        cases.emplace_back(op, po);
+      }
     }
     check_outputs_writable(o_, host.proc() == 0);
   } catch (const UsageError& e) {
@@ -121,6 +130,7 @@ void Bench::validate() {
         for (Algo algo : algos_to_run(o_))
           labels.emplace_back(o_.ops[i], algo_label(algo == Algo::sequential ? plan_options_of(o_, algo)
                                                                              : plan_options_of(o_, o_.ops[i], algo)));
+        for (const ListedConfig& c : o_.configs) labels.emplace_back(o_.ops[i], c.label);
         if (o_.algo_auto) labels.emplace_back(o_.ops[i], "auto:" + algo_label(picks_.at(i).options));
       }
       check_timeline_paths(o_.timeline_path, labels);
@@ -131,6 +141,18 @@ void Bench::validate() {
     error = e.what();
   }
   raise_if_any_process_failed(host, error);
+}
+
+void Bench::measure_auto(size_t op_i, bool printer, std::ostream& out) {
+  const Op op = o_.ops[op_i];
+  AutoPick& pick = picks_.at(op_i);
+  if (printer) out << "# " << to_string(op) << " --algo auto\n" << pick.printed << std::flush;
+  if (auto_timed_candidates(o_, pick).empty()) return;
+  const MeasuredChoice m = measure_auto_pick(ex_, o_, op, pick);
+  if (printer) out << print(m, o_.auto_measure) << std::flush;
+  if (o_.plan.post == Post::comm_first)
+    for (const TuningEntry& e : tuning_entries(problem_of(o_, op, ex_.world_size()), o_.dtype, m))
+      auto_timed_.push_back(e);
 }
 
 std::vector<CaseResult> Bench::run(std::ostream& out) {
@@ -160,28 +182,47 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     // The sequential case is the baseline of every other; when not asked for, it is only timed.
     CaseWork base = sequential_listed ? work : CaseWork{};
     base.alone = true;
-    CaseResult sequential = run_case(ex_, o_, op, plan_options_of(o_, Algo::sequential), base);
-    auto finish = [&](CaseResult r) {
-      derive_figures(r, sequential);
-      if (predict_) r.predicted_us = predicted_time_us(r.problem, r.plan, r.dtype, profile_);
-      if (printer) print_table_row(out, r, predict_);
-      results.push_back(std::move(r));
+    // The rows after it, in order: each listed algorithm (sequential: the baseline's own row), each
+    // listed configuration, auto's pick. With --rounds, the baseline and every row run again in turn.
+    struct Row {
+      PlanOptions options;
+      std::string label;  // "": the algorithm's
+      bool baseline = false, auto_pick = false;
     };
+    std::vector<Row> rows;
     for (Algo algo : algos)
-      finish(algo == Algo::sequential ? sequential : run_case(ex_, o_, op, plan_options_of(o_, op, algo), work));
-    if (o_.algo_auto) {
-      AutoPick& pick = picks_.at(op_i);
-      if (printer) out << "# " << to_string(op) << " --algo auto\n" << pick.printed << std::flush;
-      if (!auto_timed_candidates(o_, pick).empty()) {
-        const MeasuredChoice m = measure_auto_pick(ex_, o_, op, pick);
-        if (printer) out << print(m, o_.auto_measure) << std::flush;
-        if (o_.plan.post == Post::comm_first)
-          for (const TuningEntry& e : tuning_entries(problem_of(o_, op, ex_.world_size()), o_.dtype, m))
-            auto_timed_.push_back(e);
+      rows.push_back(algo == Algo::sequential ? Row{{}, "", true} : Row{plan_options_of(o_, op, algo), ""});
+    for (const ListedConfig& c : o_.configs) rows.push_back({plan_options_of(o_, op, c), c.label});
+    if (o_.algo_auto) rows.push_back({{}, "", false, true});
+
+    std::vector<CaseResult> baseline_rounds;
+    std::vector<std::vector<CaseResult>> row_rounds(rows.size());
+    for (int round = 0; round < o_.rounds; ++round) {
+      const bool last = round + 1 == o_.rounds;
+      baseline_rounds.push_back(run_case(ex_, o_, op, plan_options_of(o_, Algo::sequential), base));
+      const CaseResult sequential = merge_rounds(baseline_rounds);
+      std::vector<std::pair<std::string, double>> times{{"sequential", baseline_rounds.back().time_us}};
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const Row& row = rows[i];
+        if (row.auto_pick && round == 0) measure_auto(op_i, printer, out);
+        if (row.baseline) {
+          row_rounds[i].push_back(baseline_rounds.back());
+        } else if (row.auto_pick) {  // the pick as measure_auto left it
+          const AutoPick& pick = picks_.at(op_i);
+          row_rounds[i].push_back(run_case(ex_, o_, op, pick.options, work, "auto:" + algo_label(pick.options)));
+          row_rounds[i].back().chosen_by = pick.source;
+        } else {
+          row_rounds[i].push_back(run_case(ex_, o_, op, row.options, work, row.label));
+        }
+        if (!row.baseline) times.emplace_back(row_rounds[i].back().label, row_rounds[i].back().time_us);
+        if (!last) continue;
+        CaseResult r = merge_rounds(row_rounds[i]);
+        derive_figures(r, sequential);
+        if (predict_) r.predicted_us = predicted_time_us(r.problem, r.plan, r.dtype, profile_);
+        if (printer) print_table_row(out, r, predict_);
+        results.push_back(std::move(r));
       }
-      CaseResult r = run_case(ex_, o_, op, pick.options, work, "auto:" + algo_label(pick.options));
-      r.chosen_by = pick.source;
-      finish(std::move(r));
+      if (printer && o_.rounds > 1) print_round(out, op, round + 1, o_.rounds, times);
     }
   }
   inject_fault(o_, ex_.local_ranks(), "output");

@@ -28,6 +28,10 @@ class Bench {
   std::vector<CaseResult> run(std::ostream& out);
 
  private:
+  // --algo auto, before its first row: prints the pick and its alternatives, times the best few
+  // candidates (--auto-measure) and takes the fastest into picks_ (and into auto_timed_).
+  void measure_auto(size_t op_i, bool printer, std::ostream& out);
+
   Executor& ex_;
   BenchOptions o_;
   std::vector<AutoPick> picks_;          // --algo auto: one per op of o_.ops

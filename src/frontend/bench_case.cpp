@@ -205,6 +205,33 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+CaseResult merge_rounds(const std::vector<CaseResult>& rounds) {
+  if (rounds.size() == 1) return rounds[0];
+  std::vector<double> times;
+  for (const CaseResult& r : rounds) times.push_back(r.time_us);
+  CaseResult m = rounds.at(median_index(times));
+  auto median_of = [&](double CaseResult::*field) {
+    std::vector<double> v;
+    for (const CaseResult& r : rounds) v.push_back(r.*field);
+    return median(v);
+  };
+  m.time_us = median(times);
+  m.t_gemm_us = median_of(&CaseResult::t_gemm_us);
+  m.t_comm_us = median_of(&CaseResult::t_comm_us);
+  if (!std::isnan(m.t_gemm_plan_us)) {  // --gemm-rate: measured in every round alike
+    m.t_gemm_plan_us = median_of(&CaseResult::t_gemm_plan_us);
+    m.gemm_busy_us = median_of(&CaseResult::gemm_busy_us);
+  }
+  m.wrong = 0;
+  m.max_rel_err = 0;
+  for (const CaseResult& r : rounds) {
+    m.wrong += r.wrong;
+    m.max_rel_err = std::max(m.max_rel_err, r.max_rel_err);
+  }
+  m.round_us = times;
+  return m;
+}
+
 void derive_figures(CaseResult& r, const CaseResult& seq) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const Problem& p = r.problem;

@@ -47,6 +47,7 @@ struct CaseResult {
   // while transfers run, relative to alone (1: the comm costs the GEMMs nothing).
   double t_gemm_plan_us = std::numeric_limits<double>::quiet_NaN();
   double gemm_busy_us = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> round_us;  // --rounds R > 1: the time of each round (time_us is their median)
 };
 
 // The expected outputs of one op on this process's ranks, computed once and shared by its cases.
@@ -80,6 +81,11 @@ void inject_fault(const BenchOptions&, const std::vector<int>& local_ranks, cons
 // (collective), and their median. Used by the cases and by --calibrate.
 std::vector<double> iteration_times(Executor&, StepFilter, int warmup, int iters);
 double time_iterations(Executor&, StepFilter, int warmup, int iters);
+
+// One row from the rounds of one case (--rounds): the round whose time is the median gives the
+// timeline and overlap; the times (and t_gemm, t_comm, the GEMM rate) are the medians over the
+// rounds; a check counts the wrong elements of every round. One round is returned as it is.
+CaseResult merge_rounds(const std::vector<CaseResult>& rounds);
 
 // Fills t_gemm_us, t_comm_us (from the sequential case), tflops, speedup and efficiency.
 void derive_figures(CaseResult& result, const CaseResult& sequential);

@@ -1,6 +1,8 @@
 // bench_options.cpp: the agreement keys of collmm-bench's options, and the Problem they describe.
 #include "bench_options.hpp"
 
+#include "collmm/sizes.hpp"
+
 namespace collmm {
 namespace {
 
@@ -20,7 +22,8 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
   std::vector<std::pair<std::string, std::string>> keys{
       {"backend", to_string(b.backend)},
       {"op", join(o.ops, op_name)},
-      {"algo", join(algos_to_run(o), algo_name) + (o.algo_auto ? (algos_to_run(o).empty() ? "auto" : ",auto") : "")},
+      {"algo", join(algos_to_run(o), algo_name) + (o.configs.empty() ? "" : "+") +
+                   join(o.configs, [](const ListedConfig& c) { return c.label; }) + (o.algo_auto ? ",auto" : "")},
       {"M", std::to_string(o.m)},
       {"N", std::to_string(o.n)},
       {"K", std::to_string(o.k)},
@@ -28,6 +31,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const BenchOptio
       {"b-layout", to_string(o.b_layout)},
       {"warmup", std::to_string(o.warmup)},
       {"iters", std::to_string(o.iters)},
+      {"rounds", std::to_string(o.rounds)},
       {"check", o.check ? "yes" : "no"},
       {"gemm-rate", o.gemm_rate ? "yes" : "no"},
       {"seed", std::to_string(o.seed)},
@@ -83,6 +87,62 @@ std::string algo_label(const PlanOptions& p) {
   return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
          (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "") +
          (p.pieces > 1 && p.piece_sizes == PieceSizes::halving ? "h" : "");
+}
+
+ListedConfig parse_listed_config(const std::string& text) {
+  ListedConfig c;
+  c.label = text;
+  std::vector<std::string> words;
+  for (size_t start = 0;;) {
+    const size_t colon = text.find(':', start);
+    words.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  c.algo = parse_algo(words[0]);
+  // A count after its word: "merge2" -> 2, in lo..hi; "pieces4h" -> 4 with halving.
+  auto count = [&](const std::string& word, const std::string& key, int hi, bool& halving) {
+    std::string digits = word.substr(key.size());
+    halving = !digits.empty() && digits.back() == 'h';
+    if (halving) digits.pop_back();
+    const bool number = !digits.empty() && digits.size() < 6 &&
+                        digits.find_first_not_of("0123456789") == std::string::npos;
+    const int v = number ? std::stoi(digits) : 0;
+    if (v < 1 || v > hi)
+      throw UsageError("'" + text + "': " + key + " takes a count 1.." + std::to_string(hi) + " (got '" + word + "')");
+    return v;
+  };
+  for (size_t i = 1; i < words.size(); ++i) {
+    bool halving = false;  // "merge2h" is refused below: algo_label writes no such word
+    if (words[i].rfind("merge", 0) == 0) {
+      c.merge = count(words[i], "merge", kMaxWorld, halving);
+    } else if (words[i].rfind("pieces", 0) == 0) {
+      c.pieces = count(words[i], "pieces", kMaxPieces, halving);
+      c.piece_sizes = halving ? PieceSizes::halving : PieceSizes::equal;
+    } else {
+      throw UsageError("'" + text + "': unknown option '" + words[i] +
+                       "' (an entry is ALGO[:mergeG][:piecesS[h]], e.g. ring:pieces4h)");
+    }
+  }
+  PlanOptions p;
+  p.algo = c.algo;
+  p.merge = c.merge;
+  p.pieces = c.pieces;
+  p.piece_sizes = c.pieces > 1 ? c.piece_sizes : PieceSizes::equal;
+  if (algo_label(p) != text) throw UsageError("'" + text + "': write it as '" + algo_label(p) + "'");
+  return c;
+}
+
+PlanOptions plan_options_of(const BenchOptions& o, Op op, const ListedConfig& c) {
+  PlanOptions p = o.plan;
+  p.merge = c.merge;
+  p.pieces = c.pieces;
+  p.piece_sizes = c.piece_sizes;
+  p = options_for(op, c.algo, p);
+  if (algo_label(p) != c.label)
+    throw UsageError("--algo " + c.label + ": " + to_string(op) + "'s " + to_string(c.algo) +
+                     " does not take these options (it would run as " + algo_label(p) + ")");
+  return p;
 }
 
 }  // namespace collmm

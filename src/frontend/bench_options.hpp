@@ -12,9 +12,21 @@
 
 namespace collmm {
 
+// An --algo entry with plan options of its own, spelled as algo_label writes them: "ring:pieces4h",
+// "ring:merge2". Its merge and pieces replace --merge, --pieces and --piece-sizes for that row, so
+// that configurations are timed side by side in one run.
+struct ListedConfig {
+  std::string label;  // as typed (and canonical: parse_listed_config refuses another spelling)
+  Algo algo = Algo::ring;
+  int merge = 1;
+  int pieces = 1;
+  PieceSizes piece_sizes = PieceSizes::equal;
+};
+
 struct BenchOptions {
   std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};  // --op NAME|all
   std::vector<Algo> algos;                        // --algo NAME,...|all (empty: all_algos(); auto alone: none)
+  std::vector<ListedConfig> configs;              // --algo entries with their own options (ring:pieces4h)
   bool algo_auto = false;                         // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
   MeasureSettings auto_measure;                   // --auto-measure on|off: auto times its best few candidates
   int64_t m = 1024, n = 1024, k = 1024;           // global sizes
@@ -22,6 +34,7 @@ struct BenchOptions {
   Dtype dtype = Dtype::f32;
   PlanOptions plan;  // stages (0: the algorithm's default), post, gemm_lanes; algo per case
   int warmup = 5, iters = 20;
+  int rounds = 1;  // --rounds R: every case of an op run R times in turn; each row the median round
   bool check = false;
   bool gemm_rate = false;  // --gemm-rate: also time each case's GEMMs alone (CaseResult::gemm_busy_us)
   uint64_t seed = 1;
@@ -62,5 +75,13 @@ PlanOptions plan_options_of(const BenchOptions&, Op, Algo);
 // ("ring:pieces4h" in pieces of halving size): the algo
 // column's words for a case.
 std::string algo_label(const PlanOptions&);
+
+// The inverse of algo_label for an --algo entry: "ALGO[:mergeG][:piecesS[h]]"; UsageError for a
+// bad word, a value out of range or a spelling that algo_label would write otherwise.
+ListedConfig parse_listed_config(const std::string& text);
+
+// The plan options of a listed configuration for one op (the other options from --stages, --post,
+// ...); UsageError where the op's algorithm does not take its merge or pieces.
+PlanOptions plan_options_of(const BenchOptions&, Op, const ListedConfig&);
 
 }  // namespace collmm

@@ -134,6 +134,13 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
       << std::flush;
 }
 
+void print_round(std::ostream& out, Op op, int round, int rounds,
+                 const std::vector<std::pair<std::string, double>>& times) {
+  out << "# round " << round << "/" << rounds << " of " << to_string(op) << ", us:";
+  for (size_t i = 0; i < times.size(); ++i) out << (i ? ", " : " ") << times[i].first << " " << fixed(times[i].second, 1);
+  out << "\n" << std::flush;
+}
+
 nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& results) {
   nlohmann::json rows = nlohmann::json::array();
   for (const CaseResult& r : results) {
@@ -159,6 +166,7 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
          {"overlap_hidden_fraction_per_rank", per_rank}});
     if (info.predicted) rows.back()["predicted_us"] = number_or_null(r.predicted_us);
     if (!r.chosen_by.empty()) rows.back()["chosen_by"] = r.chosen_by;
+    if (!r.round_us.empty()) rows.back()["round_us"] = r.round_us;
     if (!std::isnan(r.t_gemm_plan_us)) {
       rows.back()["t_gemm_plan_us"] = number_or_null(r.t_gemm_plan_us);
       rows.back()["gemm_busy_us"] = number_or_null(r.gemm_busy_us);

@@ -26,6 +26,8 @@ void print_table_header(std::ostream&, const BenchOptions&, const RunInfo&);
 void print_table_row(std::ostream&, const CaseResult&, bool predicted = false);
 // '# Out of bounds values : N FAILED|OK' and the average speedup of the overlapped algorithms.
 void print_table_summary(std::ostream&, const std::vector<CaseResult>&);
+// --rounds: one comment line per round of an op, "# round 2/3 of ag_gemm, us: sequential 812.4, ring 530.1".
+void print_round(std::ostream&, Op, int round, int rounds, const std::vector<std::pair<std::string, double>>& times);
 
 // {"collmm_version", "backend", "world_size", "results": [...]}: a row starts with case_json's keys
 // (collmm/tuning.hpp: the problem's fields, "dtype", the plan options' fields), then "steps" (the

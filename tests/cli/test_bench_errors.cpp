@@ -54,7 +54,14 @@ INSTANTIATE_TEST_SUITE_P(
                       BadOption{"--op foo", 2, "--op: unknown op 'foo'"},
                       BadOption{"--algo pipelined --stages 9 -m 16 -n 16 -k 16", 2, "--stages 9 cannot split M=16"},
                       BadOption{"--iters 0", 2, "--iters: must be an integer 1..1000000"},
-                      BadOption{"--bogus", 2, "--bogus"}));
+                      BadOption{"--bogus", 2, "--bogus"},
+                      BadOption{"--algo ring:pieces4:merge2", 2, "write it as 'ring:merge2:pieces4'"},
+                      BadOption{"--algo ring:stages2", 2, "unknown option 'stages2'"},
+                      BadOption{"--op all --algo ring:merge2 -m 16 -n 16 -k 16", 2,
+                                "--algo ring:merge2: gemm_rs's ring does not take these options"},
+                      BadOption{"--op gemm_rs --algo ring:pieces9h -m 64 -n 16 -k 16", 2,
+                                "gemm_rs ring:pieces9h: --pieces 9 with --piece-sizes halving: at most 8"},
+                      BadOption{"--rounds 0", 2, "--rounds: must be an integer 1..100"}));
 
 TEST(BenchErrors, DtypeTheBackendLacksIsAUsageError) {
   const CommandResult r = run_command(mpirun(2) + " " + bench() + " --dtype fp8 -m 16" + kSmall, 60);

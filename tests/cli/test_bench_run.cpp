@@ -268,6 +268,49 @@ TEST(BenchPieces, EveryOpAndAlgorithmOnFiveToEightRanks) {
   }
 }
 
+// --algo with configurations and auto, --rounds 2, checked, on 3 ranks of an uneven shape: every
+// row once, the configurations with their own options, each row's time the median of its two rounds
+// (round_us, printed per round), nothing wrong in any round.
+TEST(BenchRounds, ConfigurationsAndAutoSideBySideInRounds) {
+  const std::string dir = fresh_dir("bench_rounds");
+  const CommandResult r = run_command(
+      mpirun(3) + " " + bench() +
+          " --op all --algo ring,ring:pieces2h,bidir:pieces3,auto --rounds 2 --check -m 61 -n 20 -k 23 -w 0 -i 2"
+          " --threads 1 --json " + dir + "/r.json",
+      120);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  for (const char* line : {"# round 1/2 of ag_gemm, us: sequential ", "# round 2/2 of gemm_rs, us: sequential "})
+    EXPECT_NE(r.output.find(line), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(", ring:pieces2h "), std::string::npos) << r.output;
+  const json rows = json::parse(read_file(dir + "/r.json")).at("results");
+  std::map<std::string, int> seen;
+  for (const json& row : rows) {
+    const std::string label = row.at("label");
+    ++seen[row.at("op").get<std::string>() + " " + label.substr(0, label.find("auto:") == 0 ? 5 : std::string::npos)];
+    EXPECT_EQ(row.at("wrong"), 0) << row.dump();
+    const std::vector<double> rounds = row.at("round_us");
+    ASSERT_EQ(rounds.size(), 2u) << row.dump();
+    EXPECT_DOUBLE_EQ(row.at("time_us").get<double>(), 0.5 * (rounds[0] + rounds[1])) << row.dump();
+    if (label == "ring:pieces2h") {
+      EXPECT_EQ(row.at("options").at("pieces"), 2);
+      EXPECT_EQ(row.at("options").at("piece_sizes"), "halving");
+    }
+    if (label == "bidir:pieces3") {
+      EXPECT_EQ(row.at("algo"), "bidir");
+      EXPECT_EQ(row.at("options").at("pieces"), 3);
+      EXPECT_EQ(row.at("options").at("piece_sizes"), "equal");
+    }
+    if (label == "ring") {
+      EXPECT_EQ(row.at("options").at("pieces"), 1);
+    }
+  }
+  const std::map<std::string, int> expected{{"ag_gemm ring", 1}, {"ag_gemm ring:pieces2h", 1},
+                                            {"ag_gemm bidir:pieces3", 1}, {"ag_gemm auto:", 1},
+                                            {"gemm_rs ring", 1}, {"gemm_rs ring:pieces2h", 1},
+                                            {"gemm_rs bidir:pieces3", 1}, {"gemm_rs auto:", 1}};
+  EXPECT_EQ(seen, expected) << r.output;
+}
+
 // --gemm-rate: every row has the GEMMs' rate beside the comm, in the table and the JSON, and it is
 // the ratio of the two times it is made of.
 TEST(BenchGemmRate, PrintedAndInTheJson) {

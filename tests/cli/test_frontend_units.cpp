@@ -235,6 +235,87 @@ TEST(Figures, MedianAndDerived) {
   EXPECT_DOUBLE_EQ(ring.speedup, 150.0 / 110.0);
 }
 
+// --rounds: the median round's time (and its timeline), the medians of t_gemm and t_comm, every
+// round's wrong elements counted; one round comes back as it was.
+TEST(Figures, RoundsMergeIntoTheMedianRound) {
+  std::vector<CaseResult> rounds(3);
+  const double times[] = {130, 100, 120}, gemm[] = {90, 80, 85};
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    rounds[i].time_us = times[i];
+    rounds[i].t_gemm_us = gemm[i];
+    rounds[i].t_comm_us = 40 + static_cast<double>(i);
+    rounds[i].checked = true;
+    rounds[i].wrong = static_cast<int64_t>(i);
+    rounds[i].max_rel_err = 1e-7 * static_cast<double>(3 - i);
+    rounds[i].timeline.events.push_back(TimelineEvent{.rank = static_cast<int>(i)});
+  }
+  const CaseResult m = merge_rounds(rounds);
+  EXPECT_DOUBLE_EQ(m.time_us, 120);
+  EXPECT_EQ(m.timeline.events.at(0).rank, 2);  // the round of 120 us
+  EXPECT_DOUBLE_EQ(m.t_gemm_us, 85);
+  EXPECT_DOUBLE_EQ(m.t_comm_us, 41);
+  EXPECT_EQ(m.wrong, 0 + 1 + 2);
+  EXPECT_DOUBLE_EQ(m.max_rel_err, 3e-7);
+  EXPECT_EQ(m.round_us, (std::vector<double>{130, 100, 120}));
+  const CaseResult one = merge_rounds({rounds[0]});
+  EXPECT_DOUBLE_EQ(one.time_us, 130);
+  EXPECT_TRUE(one.round_us.empty());
+}
+
+// --algo's configured entries: every label algo_label writes for an algorithm with merge, pieces
+// and piece sizes reads back into the same options; other spellings are refused with the right one.
+TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
+  int labels = 0;
+  for (Algo algo : all_algos())
+    for (int merge : {1, 2, 8})
+      for (int pieces : {1, 2, 5, 64})
+        for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving}) {
+          PlanOptions p;
+          p.algo = algo;
+          p.merge = merge;
+          p.pieces = pieces;
+          p.piece_sizes = pieces > 1 ? sizes : PieceSizes::equal;
+          const std::string label = algo_label(p);
+          const ListedConfig c = parse_listed_config(label);
+          EXPECT_EQ(c.label, label);
+          EXPECT_EQ(c.algo, algo) << label;
+          EXPECT_EQ(c.merge, merge) << label;
+          EXPECT_EQ(c.pieces, pieces) << label;
+          EXPECT_EQ(c.piece_sizes, p.piece_sizes) << label;
+          ++labels;
+        }
+  EXPECT_EQ(labels, 4 * 3 * 4 * 2);
+  auto refusal = [](const std::string& text) {
+    try {
+      parse_listed_config(text);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("ring:pieces4:merge2").find("write it as 'ring:merge2:pieces4'"), std::string::npos);
+  EXPECT_NE(refusal("ring:pieces1").find("write it as 'ring'"), std::string::npos);
+  EXPECT_NE(refusal("ring:merge2h").find("write it as 'ring:merge2'"), std::string::npos);
+  EXPECT_NE(refusal("ring:pieces0").find("pieces takes a count 1..64"), std::string::npos);
+  EXPECT_NE(refusal("ring:pieces65").find("pieces takes a count 1..64"), std::string::npos);
+  EXPECT_NE(refusal("ring:pieces").find("pieces takes a count"), std::string::npos);
+  EXPECT_NE(refusal("ring:pieces-2").find("pieces takes a count"), std::string::npos);
+  EXPECT_NE(refusal("ring:stages2").find("unknown option 'stages2'"), std::string::npos);
+  EXPECT_NE(refusal("ring:").find("unknown option ''"), std::string::npos);
+  EXPECT_NE(refusal("rings:pieces2").find("unknown algorithm 'rings'"), std::string::npos);
+  // Per op: gemm_rs takes no merge, sequential no pieces; the ring's options are kept.
+  BenchOptions o;
+  o.plan.stages = 3;
+  EXPECT_THROW(plan_options_of(o, Op::gemm_rs, parse_listed_config("ring:merge2")), UsageError);
+  EXPECT_THROW(plan_options_of(o, Op::ag_gemm, parse_listed_config("sequential:pieces2")), UsageError);
+  const PlanOptions p = plan_options_of(o, Op::gemm_rs, parse_listed_config("ring:pieces4h"));
+  EXPECT_EQ(p.algo, Algo::ring);
+  EXPECT_EQ(p.pieces, 4);
+  EXPECT_EQ(p.piece_sizes, PieceSizes::halving);
+  EXPECT_EQ(p.stages, 0);  // ring takes no stages
+  EXPECT_EQ(plan_options_of(o, Op::ag_gemm, parse_listed_config("pipelined")).stages, 3);
+}
+
 // An executor of one rank whose run() does nothing: the outputs keep whatever poison() left.
 class IdleExecutor : public Executor {
  public:

@@ -22,22 +22,35 @@ struct Names {
 };
 
 // --algo's names: algorithms, all, auto (all,auto: the auto row beside every algorithm, measured in
-// one run). The algorithms in the order given, each once; `algo_auto` set by auto. Auto alone: none.
-std::vector<Algo> parse_algo_list(const std::vector<std::string>& names, bool& algo_auto) {
-  algo_auto = false;
-  std::vector<Algo> algos;
+// one run), and algorithms with options of their own (ring:pieces4h). The algorithms in the order
+// given, each once, into o.algos; the configurations likewise into o.configs; `algo_auto` set by
+// auto. Auto alone: no algorithm.
+void parse_algo_list(const std::vector<std::string>& names, BenchOptions& o) {
+  o.algo_auto = false;
+  o.algos.clear();
+  o.configs.clear();
   auto add = [&](Algo a) {
-    if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
+    if (std::find(o.algos.begin(), o.algos.end(), a) == o.algos.end()) o.algos.push_back(a);
   };
   for (const std::string& name : names) {
-    if (name == "auto")
-      algo_auto = true;
-    else if (name == "all")
+    if (name == "auto") {
+      o.algo_auto = true;
+    } else if (name == "all") {
       for (Algo a : all_algos()) add(a);
-    else
-      add(parse_algo(name));
+    } else if (name.find(':') != std::string::npos) {
+      ListedConfig c = parse_listed_config(name);
+      auto same = [&](const ListedConfig& x) { return x.label == c.label; };
+      if (std::none_of(o.configs.begin(), o.configs.end(), same)) o.configs.push_back(std::move(c));
+    } else {
+      try {
+        add(parse_algo(name));
+      } catch (const UsageError& e) {
+        throw UsageError(std::string(e.what()) + ", all, auto, or ALGO:piecesS[h] / ALGO:mergeG (ring:pieces4h)");
+      }
+    }
   }
-  return algos;
+  // Configurations alone: no plain algorithm row beside them (the sequential baseline still runs).
+  if (o.algos.empty() && !o.configs.empty() && !o.algo_auto) o.algos = {Algo::sequential};
 }
 
 // An integer lo..hi (hi: the type's own bound when not given), checked on the text, so that a
@@ -69,7 +82,9 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
              " | all | auto (the cost model's pick of algorithm, stages and "
              "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
              "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>); "
-             "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run")
+             "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run; an entry "
+             "ALGO:piecesS, ALGO:piecesSh (halving sizes) or ALGO:mergeG runs that algorithm with those options as a row "
+             "of its own, e.g. all,ring:pieces4h,auto")
       ->delimiter(',')
       ->capture_default_str();
   app.add_flag_callback(
@@ -92,6 +107,12 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->capture_default_str();
   app.add_option("-i,--iters", o.iters, "timed iterations (the median is reported)")
       ->check(in_range(1, kMaxIters))
+      ->capture_default_str();
+  app.add_option("--rounds", o.rounds,
+                 "run every case of an op this many times in turn (sequential, each --algo entry, auto; "
+                 "then again): a slow drift of the machine falls on every case alike; each row reports "
+                 "the median round, and every round's time in --json (round_us)")
+      ->check(in_range(1, 100))
       ->capture_default_str();
   app.add_flag("--check", o.check, "compare every output with an f64 reference (outputs poisoned with NaN first)");
   app.add_flag("--gemm-rate", o.gemm_rate,
@@ -232,9 +253,9 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
     throw UsageError(std::string("--op: ") + e.what() + " or all");
   }
   try {
-    o.algos = parse_algo_list(names.algo, o.algo_auto);
+    parse_algo_list(names.algo, o);
   } catch (const UsageError& e) {
-    throw UsageError(std::string("--algo: ") + e.what() + ", all or auto");
+    throw UsageError(std::string("--algo: ") + e.what());
   }
   auto named = [](const char* option, auto parse, const std::string& name) {
     try {
