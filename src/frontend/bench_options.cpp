@@ -105,8 +105,8 @@ ListedConfig parse_listed_config(const std::string& text) {
     std::string digits = word.substr(key.size());
     halving = !digits.empty() && digits.back() == 'h';
     if (halving) digits.pop_back();
-    const bool number = !digits.empty() && digits.size() < 6 &&
-                        digits.find_first_not_of("0123456789") == std::string::npos;
+    const bool number =
+        !digits.empty() && digits.size() < 6 && digits.find_first_not_of("0123456789") == std::string::npos;
     const int v = number ? std::stoi(digits) : 0;
     if (v < 1 || v > hi)
       throw UsageError("'" + text + "': " + key + " takes a count 1.." + std::to_string(hi) + " (got '" + word + "')");

@@ -137,7 +137,8 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
 void print_round(std::ostream& out, Op op, int round, int rounds,
                  const std::vector<std::pair<std::string, double>>& times) {
   out << "# round " << round << "/" << rounds << " of " << to_string(op) << ", us:";
-  for (size_t i = 0; i < times.size(); ++i) out << (i ? ", " : " ") << times[i].first << " " << fixed(times[i].second, 1);
+  for (size_t i = 0; i < times.size(); ++i)
+    out << (i ? ", " : " ") << times[i].first << " " << fixed(times[i].second, 1);
   out << "\n" << std::flush;
 }
 

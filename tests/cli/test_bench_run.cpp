@@ -276,7 +276,8 @@ TEST(BenchRounds, ConfigurationsAndAutoSideBySideInRounds) {
   const CommandResult r = run_command(
       mpirun(3) + " " + bench() +
           " --op all --algo ring,ring:pieces2h,bidir:pieces3,auto --rounds 2 --check -m 61 -n 20 -k 23 -w 0 -i 2"
-          " --threads 1 --json " + dir + "/r.json",
+          " --threads 1 --json " +
+          dir + "/r.json",
       120);
   ASSERT_EQ(r.rc, 0) << r.output;
   for (const char* line : {"# round 1/2 of ag_gemm, us: sequential ", "# round 2/2 of gemm_rs, us: sequential "})
@@ -304,10 +305,9 @@ TEST(BenchRounds, ConfigurationsAndAutoSideBySideInRounds) {
       EXPECT_EQ(row.at("options").at("pieces"), 1);
     }
   }
-  const std::map<std::string, int> expected{{"ag_gemm ring", 1}, {"ag_gemm ring:pieces2h", 1},
-                                            {"ag_gemm bidir:pieces3", 1}, {"ag_gemm auto:", 1},
-                                            {"gemm_rs ring", 1}, {"gemm_rs ring:pieces2h", 1},
-                                            {"gemm_rs bidir:pieces3", 1}, {"gemm_rs auto:", 1}};
+  const std::map<std::string, int> expected{
+      {"ag_gemm ring", 1}, {"ag_gemm ring:pieces2h", 1}, {"ag_gemm bidir:pieces3", 1}, {"ag_gemm auto:", 1},
+      {"gemm_rs ring", 1}, {"gemm_rs ring:pieces2h", 1}, {"gemm_rs bidir:pieces3", 1}, {"gemm_rs auto:", 1}};
   EXPECT_EQ(seen, expected) << r.output;
 }
 
