@@ -11,8 +11,10 @@
 //   run measured.options; record tuning_entries(...) into the cache (source "auto")
 //
 // The cost of the first call of a shape: for each timed candidate, its plan prepared once, then
-// `warmup` + `iters` runs (default 1 + 3, at most 4 candidates: 16 runs), and two small
-// exchanges between the processes. Later calls of the shape run the pick at once.
+// `warmup` + `iters` runs (default 1 + 3, at most 4 candidates: 16 runs); then, only where two or
+// more candidates came within 5% of the fastest, those again in up to 2 more passes (at most 32
+// runs more, 8 with two close candidates); a few small exchanges between the processes. Later
+// calls of the shape run the pick at once.
 #pragma once
 
 #include <cstdint>
@@ -37,13 +39,20 @@ struct MeasureSettings {
   int iters = 3;           // timed runs per candidate: their median is the process's time
   int max_candidates = 4;  // sequential included
   double margin = 0.25;    // candidates predicted within (1 + margin) x the best prediction
+  // The runoff: after the first pass, the candidates measured within (1 + runoff_margin) x the
+  // fastest are timed again, up to runoff_passes more passes (each in the other order), while two
+  // or more stay that close; a candidate's time is the median of its passes. One pass's outlier
+  // (a run of 8% measured on the host bed) then cannot decide between candidates 2-5% apart.
+  double runoff_margin = 0.05;
+  int runoff_passes = 2;
 };
 
 struct TimedCandidate {
   PlanOptions options;
   double predicted_us = 0;
-  double time_us = 0;           // the slowest process's time
-  std::vector<double> proc_us;  // every process's time, in process order
+  double time_us = 0;           // the median over its passes of the slowest process's time
+  std::vector<double> pass_us;  // the slowest process's time in each pass that timed it
+  std::vector<double> proc_us;  // every process's time (the median over its passes), in process order
 };
 
 struct MeasuredChoice {
@@ -67,7 +76,8 @@ using TimeCandidate = std::function<double(const PlanOptions&, int warmup, int i
 
 // Times every candidate (collective; the candidates must be the same on every process: checked
 // first, a UsageError on every process when they differ), agrees each one's time as the slowest
-// process's, and picks the fastest. Every process returns the same MeasuredChoice.
+// process's, runs the runoff among the close ones (MeasureSettings) and picks the fastest. Every
+// decision rests on agreed times: every process returns the same MeasuredChoice.
 MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const TimeCandidate& time, HostComm& host,
                               const MeasureSettings& settings);
 

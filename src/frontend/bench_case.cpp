@@ -198,13 +198,6 @@ double time_iterations(Executor& ex, StepFilter filter, int warmup, int iters) {
   return median(iteration_times(ex, filter, warmup, iters));
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 CaseResult merge_rounds(const std::vector<CaseResult>& rounds) {
   if (rounds.size() == 1) return rounds[0];
   std::vector<double> times;

@@ -12,6 +12,7 @@
 #include "bench_options.hpp"
 #include "collmm/data.hpp"
 #include "collmm/executor.hpp"
+#include "collmm/median.hpp"
 #include "collmm/overlap.hpp"
 #include "collmm/timeline.hpp"
 
@@ -89,8 +90,5 @@ CaseResult merge_rounds(const std::vector<CaseResult>& rounds);
 
 // Fills t_gemm_us, t_comm_us (from the sequential case), tflops, speedup and efficiency.
 void derive_figures(CaseResult& result, const CaseResult& sequential);
-
-// The median of a list of times (mean of the two middle ones when the count is even).
-double median(std::vector<double> v);
 
 }  // namespace collmm

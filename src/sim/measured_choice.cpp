@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "collmm/agreement.hpp"
+#include "collmm/median.hpp"
 
 namespace collmm {
 
@@ -56,19 +57,46 @@ MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const 
   host.set_phase("auto: the ranks' agreement on the candidates to time");
   check_processes_agree(host, keys);
 
-  std::vector<double> mine;
-  for (const Alternative& a : candidates) {
-    host.set_phase("auto: the timed runs of " + to_string(a.options));
-    mine.push_back(time(a.options, s.warmup, s.iters));
-  }
-  host.set_phase("auto: gathering the candidates' times");
-  const std::vector<double> all = host.allgather(mine);  // candidates.size() per process, process order
-  MeasuredChoice m;
   const size_t n = candidates.size();
+  std::vector<std::vector<double>> pass_us(n);               // per candidate, the agreed time of each pass
+  std::vector<std::vector<std::vector<double>>> proc_us(n);  // per candidate, per pass, every process's
+  // One pass over some candidates: this process's times, then everyone's (one exchange).
+  auto pass = [&](const std::vector<size_t>& which) {
+    std::vector<double> mine;
+    for (size_t i : which) {
+      host.set_phase("auto: the timed runs of " + to_string(candidates[i].options));
+      mine.push_back(time(candidates[i].options, s.warmup, s.iters));
+    }
+    host.set_phase("auto: gathering the candidates' times");
+    const std::vector<double> all = host.allgather(mine);  // which.size() per process, process order
+    for (size_t j = 0; j < which.size(); ++j) {
+      std::vector<double> procs;
+      for (size_t q = 0; q < all.size() / which.size(); ++q) procs.push_back(all[q * which.size() + j]);
+      pass_us[which[j]].push_back(*std::max_element(procs.begin(), procs.end()));
+      proc_us[which[j]].push_back(procs);
+    }
+  };
+  std::vector<size_t> close(n);
+  for (size_t i = 0; i < n; ++i) close[i] = i;
+  pass(close);
+  for (int p = 0; p < s.runoff_passes; ++p) {  // the runoff, on agreed times only
+    double fastest = median(pass_us[0]);
+    for (size_t i = 1; i < n; ++i) fastest = std::min(fastest, median(pass_us[i]));
+    close.clear();
+    for (size_t i = 0; i < n; ++i)
+      if (median(pass_us[i]) <= fastest * (1 + s.runoff_margin)) close.push_back(i);
+    if (close.size() < 2) break;
+    if (p % 2 == 0) std::reverse(close.begin(), close.end());  // the first pass ran them in order
+    pass(close);
+  }
+  MeasuredChoice m;
   for (size_t i = 0; i < n; ++i) {
-    TimedCandidate t{candidates[i].options, candidates[i].predicted_us, 0, {}};
-    for (size_t q = 0; q < all.size() / n; ++q) t.proc_us.push_back(all[q * n + i]);
-    t.time_us = *std::max_element(t.proc_us.begin(), t.proc_us.end());
+    TimedCandidate t{candidates[i].options, candidates[i].predicted_us, median(pass_us[i]), pass_us[i], {}};
+    for (size_t q = 0; q < proc_us[i].front().size(); ++q) {
+      std::vector<double> passes;
+      for (const std::vector<double>& procs : proc_us[i]) passes.push_back(procs[q]);
+      t.proc_us.push_back(median(passes));
+    }
     m.timed.push_back(t);
   }
   const TimedCandidate* best = &m.timed.front();
@@ -83,14 +111,21 @@ std::string print(const MeasuredChoice& m, const MeasureSettings& s) {
   std::ostringstream out;
   char line[256];
   std::snprintf(line, sizeof line,
-                "# auto measured: %zu candidates, %d warm-up + %d timed runs each (median; the slowest rank's)\n",
-                m.timed.size(), s.warmup, s.iters);
+                "# auto measured: %zu candidates, %d warm-up + %d timed runs each (median; the slowest rank's); "
+                "those within %.0f%% of the fastest again, up to %d more passes (the median of the passes)\n",
+                m.timed.size(), s.warmup, s.iters, 100 * s.runoff_margin, s.runoff_passes);
   out << line;
   for (const TimedCandidate& t : m.timed) {
-    std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us  measured %10.1f us%s\n",
+    std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us  measured %10.1f us%s",
                   to_string(t.options.algo).c_str(), options_after_name(t.options).c_str(), t.predicted_us, t.time_us,
                   t.options == m.options ? "  <- pick" : "");
     out << line;
+    if (t.pass_us.size() > 1) {
+      out << "  (passes";
+      for (double us : t.pass_us) std::snprintf(line, sizeof line, " %.1f", us), out << line;
+      out << ")";
+    }
+    out << "\n";
   }
   std::snprintf(line, sizeof line, "# auto: %s%s (from the measured; %.1f us)\n", to_string(m.options.algo).c_str(),
                 options_after_name(m.options).c_str(), m.time_us);

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -150,6 +151,55 @@ TEST(MeasuredChoice, EveryProcessPicksTheSameFromTheSlowestTimes) {
   const std::string printed = print(picks[0], s);
   EXPECT_NE(printed.find("3 candidates, 1 warm-up + 3 timed runs each"), std::string::npos) << printed;
   EXPECT_NE(printed.find("measured      130.0 us  <- pick"), std::string::npos) << printed;
+}
+
+// The runoff: ring's first pass is an outlier (109 against bidir's 105, within 5%), so both are
+// timed again, in the other order and then in order; ring's median over its three passes (101)
+// beats bidir's (105). Process 2 is 1 us slower in every run, so its times are the agreed ones; every
+// process times the same candidates in the same order. Without the runoff bidir would be picked.
+TEST(MeasuredChoice, CloseCandidatesAreTimedAgainAndTheMedianPassDecides) {
+  const std::vector<Alternative> candidates{
+      {opts(Algo::ring), 90, -1}, {opts(Algo::bidir), 95, -1}, {opts(Algo::sequential), 140, -1}};
+  const std::map<Algo, std::vector<double>> passes{
+      {Algo::ring, {109, 100, 101}}, {Algo::bidir, {105, 106, 104}}, {Algo::sequential, {200}}};
+  auto run = [&](const MeasureSettings& s) {
+    return on_processes<std::pair<MeasuredChoice, std::vector<Algo>>>(3, [&](HostComm& host) {
+      std::map<Algo, size_t> calls;
+      std::vector<Algo> order;
+      auto time = [&](const PlanOptions& o, int, int) {
+        order.push_back(o.algo);
+        return passes.at(o.algo).at(calls[o.algo]++) + (host.proc() == 2 ? 1.0 : 0.0);
+      };
+      return std::make_pair(measure_choice(candidates, time, host, s), order);
+    });
+  };
+  const auto with_runoff = run(MeasureSettings{});
+  for (const auto& [m, order] : with_runoff) {
+    EXPECT_EQ(m.options, opts(Algo::ring));
+    EXPECT_EQ(m.time_us, 102);
+    EXPECT_EQ(order, (std::vector<Algo>{Algo::ring, Algo::bidir, Algo::sequential, Algo::bidir, Algo::ring, Algo::ring,
+                                        Algo::bidir}));
+    EXPECT_EQ(m.timed[0].pass_us, (std::vector<double>{110, 101, 102}));
+    EXPECT_EQ(m.timed[0].proc_us, (std::vector<double>{101, 101, 102}));
+    EXPECT_EQ(m.timed[1].time_us, 106);
+    EXPECT_EQ(m.timed[2].pass_us, (std::vector<double>{201}));
+  }
+  const std::string printed = print(with_runoff[0].first, MeasureSettings{});
+  EXPECT_NE(printed.find("those within 5% of the fastest again, up to 2 more passes"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("measured      102.0 us  <- pick  (passes 110.0 101.0 102.0)"), std::string::npos) << printed;
+  MeasureSettings one_pass;
+  one_pass.runoff_passes = 0;
+  for (const auto& [m, order] : run(one_pass)) {
+    EXPECT_EQ(m.options, opts(Algo::bidir));
+    EXPECT_EQ(order.size(), 3u);
+  }
+  // Far apart after the first pass: no runoff.
+  MeasureSettings narrow;
+  narrow.runoff_margin = 0.01;
+  for (const auto& [m, order] : run(narrow)) {
+    EXPECT_EQ(m.options, opts(Algo::bidir));
+    EXPECT_EQ(order.size(), 3u);
+  }
 }
 
 TEST(MeasuredChoice, CandidatesThatDifferAcrossProcessesAreRefusedBeforeAnyRun) {
