@@ -11,7 +11,8 @@ one algorithm with --pieces S, NAME-sS.json, or with --pieces S --piece-sizes ha
 count among the measured configurations), pass/fail each: the best within 1.05x of max(t_gemm,
 t_comm) (rows with min/max >= 0.25 only), auto within 3% of the best measured, auto never more than
 2% slower than the baseline (sequential, of auto's own run); where auto's configuration was also
-measured as a case of its run, auto is that configuration at the mean of the two. Each time is set over the t_gemm and
+measured as a case of its run (the same plan options, GEMM lanes included), auto is that
+configuration at the mean of the two. Each time is set over the t_gemm and
 t_comm of its own run (each collmm-bench run times them interleaved with its baseline); auto and the
 best are compared side by side where they are of one run. A row whose GPU SM clock moved during its
 runs (clocks.csv, NAME.window of scripts/gpu-host-bed) is marked and not counted. The bed's PCIe link
@@ -149,7 +150,7 @@ def targets(paths):
         # Where auto's configuration was also measured as a case of auto's run (all,auto: auto:ring
         # beside ring), auto stands for that configuration at the mean of its two measurements: two
         # runs of one plan differ by noise (on the bed up to 6% in one run), not by auto's choice.
-        twin = [r for r in row_runs[auto_run] if r["label"] == auto["label"][len("auto:"):]]
+        twin = [r for r in row_runs[auto_run] if r["options"] == auto["options"] and r is not auto]
         if twin:
             auto = dict(auto, time_us=(auto["time_us"] + twin[0]["time_us"]) / 2)
         same_run = auto_run == best_run
