@@ -87,11 +87,18 @@ TEST(Golden, AgGemmRingMergesAdjacentChunks) {
 }
 
 // --pieces S: ag_gemm's last transfer (step P-2) and the last chunk's GEMM in S pieces, each GEMM
-// piece waiting for its own transfer piece only; the other steps as without pieces.
+// piece waiting for its own transfer piece only; the other steps as without pieces. Posted
+// comm-first: the first piece, that step's GEMM (g3), then the other pieces.
 TEST(Golden, AgGemmRingCutsItsLastChunkInPieces) {
   const Problem p{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
   const Plan plan = make_plan(p, {.algo = Algo::ring, .pieces = 2}, 1);
-  EXPECT_EQ(order_of(plan), "c1 g1 c0 g0 c3 c3 g3 g2 g2 ");
+  EXPECT_EQ(order_of(plan), "c1 g1 c0 g0 c3 g3 c3 g2 g2 ");
+  // At P = 2 the edge is the first step: the own chunk's GEMM right after the first piece;
+  // gemm-first keeps the GEMM before every piece.
+  const Problem p2{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 2, .b_layout = BLayout::kn};
+  EXPECT_EQ(order_of(make_plan(p2, {.algo = Algo::ring, .pieces = 3}, 1)), "c1 g1 c1 c1 g0 g0 g0 ");
+  EXPECT_EQ(order_of(make_plan(p2, {.algo = Algo::ring, .post = Post::gemm_first, .pieces = 3}, 1)),
+            "g1 c1 c1 c1 g0 g0 g0 ");
   std::vector<int> comms;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
@@ -183,7 +190,7 @@ TEST(Golden, PiecesOfHalvingSizeTileTheRows) {
 TEST(Golden, PiecesOfHalvingSizeInTheRings) {
   const Problem ag{.op = Op::ag_gemm, .m = 32, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
   const Plan plan = make_plan(ag, {.algo = Algo::ring, .pieces = 3, .piece_sizes = PieceSizes::halving}, 1);
-  EXPECT_EQ(order_of(plan), "c1 g1 c0 g0 c3 c3 c3 g3 g2 g2 g2 ");
+  EXPECT_EQ(order_of(plan), "c1 g1 c0 g0 c3 g3 c3 c3 g2 g2 g2 ");
   std::vector<int> comms;
   std::vector<std::pair<int64_t, int64_t>> moved, computed;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
