@@ -150,7 +150,8 @@ def targets(paths):
         # Where auto's configuration was also measured as a case of auto's run (all,auto: auto:ring
         # beside ring), auto stands for that configuration at the mean of its two measurements: two
         # runs of one plan differ by noise (on the bed up to 6% in one run), not by auto's choice.
-        twin = [r for r in row_runs[auto_run] if r["options"] == auto["options"] and r is not auto]
+        twin = [r for r in row_runs[auto_run]  # rows written before "options" existed have no twin
+                if "options" in auto and r.get("options") == auto["options"] and r is not auto]
         if twin:
             auto = dict(auto, time_us=(auto["time_us"] + twin[0]["time_us"]) / 2)
         same_run = auto_run == best_run

@@ -48,6 +48,7 @@ void Bench::validate() {
   try {
     if (o_.iters < 1) throw UsageError("--iters must be >= 1 (got " + std::to_string(o_.iters) + ")");
     if (o_.warmup < 0) throw UsageError("--warmup must be >= 0 (got " + std::to_string(o_.warmup) + ")");
+    if (o_.rounds < 1) throw UsageError("--rounds must be >= 1 (got " + std::to_string(o_.rounds) + ")");
     if (!o_.calibrate_path.empty() && o_.iters < kCalibrateMinIters)
       throw UsageError("--calibrate needs -i >= " + std::to_string(kCalibrateMinIters) + " (got " +
                        std::to_string(o_.iters) +
@@ -74,8 +75,13 @@ void Bench::validate() {
         }
         cases.emplace_back(op, po);
       }
+      const size_t plain_rows = cases.size();
       for (const ListedConfig& c : o_.configs) {
         const PlanOptions po = plan_options_of(o_, op, c);
+        for (size_t i = plain_rows - algos.size(); i < plain_rows; ++i)  // one plan, one row
+          if (cases[i].second == po)
+            throw UsageError("--algo " + c.label + ": " + to_string(op) + " runs this plan already as " +
+                             algo_label(cases[i].second) + " (with --merge, --pieces or --piece-sizes)");
         try {
           for (int r : ex_.local_ranks()) make_plan(p, po, r);
         } catch (const UsageError& e) {

@@ -17,6 +17,7 @@
 #include "collmm/element_types.hpp"
 #include "collmm/played_peers.hpp"
 #include "npy.hpp"
+#include "preflight.hpp"
 
 namespace collmm {
 namespace {
@@ -123,15 +124,16 @@ void check_outputs(Executor& ex, const std::vector<Plan>& plans, const Reference
   }
 }
 
-void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, const std::string& dir) {
+void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, const std::string& dir,
+                  const std::string& label) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);  // several processes race here; check the result
   if (!std::filesystem::is_directory(dir)) throw std::runtime_error("--save: cannot create directory " + dir);
   const Dtype out = ex.out_dtype(dtype);
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];
-    const std::string prefix = dir + "/" + to_string(plan.problem.op) + "-" + to_string(plan.options.algo) + "-rank" +
-                               std::to_string(plan.rank) + "-";
+    const std::string prefix =
+        dir + "/" + to_string(plan.problem.op) + "-" + file_label(label) + "-rank" + std::to_string(plan.rank) + "-";
     auto save = [&](int buf, const std::string& name) {
       const Dtype t = buffer_dtype(plan.buffers[static_cast<size_t>(buf)].role, dtype, out);
       const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
@@ -293,7 +295,7 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   if (work.check) ex.poison();
   ex.run(StepFilter::all, false);
   if (work.check) check_outputs(ex, plans, *work.check, o.dtype, result);
-  if (!work.save_dir.empty()) save_buffers(ex, plans, o.dtype, work.save_dir);
+  if (!work.save_dir.empty()) save_buffers(ex, plans, o.dtype, work.save_dir, result.label);
   return result;
 }
 

@@ -62,14 +62,18 @@ void check_outputs_writable(const BenchOptions& o, bool writer) {
   check_dir_writable(o.save_dir, "--save");
 }
 
+std::string file_label(const std::string& label) {
+  std::string name = label;
+  for (char& c : name)
+    if (c == ':') c = '-';
+  return name;
+}
+
 std::string timeline_path(const std::string& base, Op op, const std::string& label, bool several) {
   if (!several) return base;
   const size_t dot = base.rfind('.');
   const bool has_ext = dot != std::string::npos && base.find('/', dot) == std::string::npos;
-  std::string name = label;
-  for (char& c : name)
-    if (c == ':') c = '-';
-  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(op) + "-" + name +
+  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(op) + "-" + file_label(label) +
          (has_ext ? base.substr(dot) : ".svg");
 }
 

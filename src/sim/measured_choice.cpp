@@ -51,7 +51,9 @@ MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const 
   if (candidates.empty()) throw std::logic_error("measure_choice: no candidates");
   // Every process must time the same candidates the same way, or their runs would not match.
   std::vector<std::pair<std::string, std::string>> keys{{"auto warm-up runs", std::to_string(s.warmup)},
-                                                        {"auto timed runs", std::to_string(s.iters)}};
+                                                        {"auto timed runs", std::to_string(s.iters)},
+                                                        {"auto runoff margin", std::to_string(s.runoff_margin)},
+                                                        {"auto runoff passes", std::to_string(s.runoff_passes)}};
   for (size_t i = 0; i < candidates.size(); ++i)
     keys.emplace_back("auto candidate " + std::to_string(i), to_string(candidates[i].options));
   host.set_phase("auto: the ranks' agreement on the candidates to time");

@@ -61,7 +61,9 @@ INSTANTIATE_TEST_SUITE_P(
                                 "--algo ring:merge2: gemm_rs's ring does not take these options"},
                       BadOption{"--op gemm_rs --algo ring:pieces9h -m 64 -n 16 -k 16", 2,
                                 "gemm_rs ring:pieces9h: --pieces 9 with --piece-sizes halving: at most 8"},
-                      BadOption{"--rounds 0", 2, "--rounds: must be an integer 1..100"}));
+                      BadOption{"--rounds 0", 2, "--rounds: must be an integer 1..100"},
+                      BadOption{"--op ag_gemm --pieces 4 --algo ring,ring:pieces4 -m 64 -n 16 -k 16", 2,
+                                "--algo ring:pieces4: ag_gemm runs this plan already as ring:pieces4"}));
 
 TEST(BenchErrors, DtypeTheBackendLacksIsAUsageError) {
   const CommandResult r = run_command(mpirun(2) + " " + bench() + " --dtype fp8 -m 16" + kSmall, 60);

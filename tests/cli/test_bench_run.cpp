@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -277,7 +278,7 @@ TEST(BenchRounds, ConfigurationsAndAutoSideBySideInRounds) {
       mpirun(3) + " " + bench() +
           " --op all --algo ring,ring:pieces2h,bidir:pieces3,auto --rounds 2 --check -m 61 -n 20 -k 23 -w 0 -i 2"
           " --threads 1 --json " +
-          dir + "/r.json",
+          dir + "/r.json --save " + dir + "/npy",
       120);
   ASSERT_EQ(r.rc, 0) << r.output;
   for (const char* line : {"# round 1/2 of ag_gemm, us: sequential ", "# round 2/2 of gemm_rs, us: sequential "})
@@ -309,6 +310,11 @@ TEST(BenchRounds, ConfigurationsAndAutoSideBySideInRounds) {
       {"ag_gemm ring", 1}, {"ag_gemm ring:pieces2h", 1}, {"ag_gemm bidir:pieces3", 1}, {"ag_gemm auto:", 1},
       {"gemm_rs ring", 1}, {"gemm_rs ring:pieces2h", 1}, {"gemm_rs bidir:pieces3", 1}, {"gemm_rs auto:", 1}};
   EXPECT_EQ(seen, expected) << r.output;
+  // --save: every row its own files, named by its label (':' as '-').
+  for (const char* row : {"ring", "ring-pieces2h", "bidir-pieces3"})
+    for (int rank = 0; rank < 3; ++rank)
+      EXPECT_TRUE(std::filesystem::exists(dir + "/npy/gemm_rs-" + row + "-rank" + std::to_string(rank) + "-C.npy"))
+          << row << " rank " << rank;
 }
 
 // --gemm-rate: every row has the GEMMs' rate beside the comm, in the table and the JSON, and it is

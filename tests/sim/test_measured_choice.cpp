@@ -218,6 +218,22 @@ TEST(MeasuredChoice, CandidatesThatDifferAcrossProcessesAreRefusedBeforeAnyRun) 
   for (const std::string& e : errors) EXPECT_NE(e.find("ranks disagree on auto candidate 0"), std::string::npos) << e;
 }
 
+TEST(MeasuredChoice, RunoffSettingsThatDifferAcrossProcessesAreRefused) {
+  const auto errors = on_processes<std::string>(2, [&](HostComm& host) -> std::string {
+    const std::vector<Alternative> c{{opts(Algo::ring), 1, -1}, {opts(Algo::sequential), 2, -1}};
+    MeasureSettings s;
+    if (host.proc() == 1) s.runoff_passes = 1;
+    try {
+      measure_choice(
+          c, [](const PlanOptions&, int, int) { return 1.0; }, host, s);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  });
+  for (const std::string& e : errors) EXPECT_NE(e.find("ranks disagree on auto runoff passes"), std::string::npos) << e;
+}
+
 TEST(MeasuredChoice, DecisionKeptPerProcessAndInTheTuningCache) {
   const std::string dir = testing::TempDir() + "/measured_choice";
   std::filesystem::create_directories(dir);

@@ -148,7 +148,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->type_name("FILE");
   app.add_option("--save", o.save_dir,
                  "write each rank's A, B, C (and ag_gemm's gathered A) as .npy files "
-                 "DIR/<op>-<algo>-rank<r>-A.npy ...; bf16 and fp8 are decoded and saved as float32")
+                 "DIR/<op>-<row>-rank<r>-A.npy ... (<row>: the algo column, ':' as '-': ring-pieces4h, auto-ring); "
+                 "bf16 and fp8 are decoded and saved as float32")
       ->type_name("DIR");
   app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: max(1, min(P, M/P)))")
       ->check(at_least(1));
