@@ -171,6 +171,10 @@ std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
     const Problem p = problem_of(o, op, world);
     std::vector<PlanOptions> cases = auto_candidates(p);
     for (Algo a : algos_to_run(o)) cases.push_back(plan_options_of(o, op, a));
+    for (const ListedConfig& c : o.configs) try {
+        cases.push_back(plan_options_of(o, op, c));
+      } catch (const UsageError&) {  // an entry this op does not take: Bench::validate says so
+      }
     for (const PlanOptions& po : cases)
       for (int r = 0; r < world; ++r) {
         Plan plan;
