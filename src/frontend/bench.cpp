@@ -161,15 +161,69 @@ void Bench::measure_auto(size_t op_i, bool printer, std::ostream& out) {
       auto_timed_.push_back(e);
 }
 
+void Bench::run_op(size_t op_i, bool printer, std::ostream& out, std::vector<CaseResult>& results) {
+  const Op op = o_.ops[op_i];
+  const std::vector<Algo> algos = algos_to_run(o_);
+  Reference ref;
+  if (o_.check) ref = make_reference(problem_of(o_, op, ex_.world_size()), ex_.local_ranks(), o_.seed, o_.dtype);
+  CaseWork work;
+  work.check = o_.check ? &ref : nullptr;
+  work.save_dir = o_.save_dir.empty() ? "" : staging_dir(o_.save_dir);
+
+  // The sequential case is the baseline of every other; when not asked for, it is only timed.
+  const bool sequential_listed = std::find(algos.begin(), algos.end(), Algo::sequential) != algos.end();
+  CaseWork base = sequential_listed ? work : CaseWork{};
+  base.alone = true;
+  // The rows after it, in order: each listed algorithm (sequential: the baseline's own row), each
+  // listed configuration, auto's pick. With --rounds, the baseline and every row run again in turn.
+  struct Row {
+    PlanOptions options;
+    std::string label;  // "": the algorithm's
+    bool baseline = false, auto_pick = false;
+  };
+  std::vector<Row> rows;
+  for (Algo algo : algos)
+    rows.push_back(algo == Algo::sequential ? Row{{}, "", true} : Row{plan_options_of(o_, op, algo), ""});
+  for (const ListedConfig& c : o_.configs) rows.push_back({plan_options_of(o_, op, c), c.label});
+  if (o_.algo_auto) rows.push_back({{}, "", false, true});
+
+  std::vector<CaseResult> baseline_rounds;
+  std::vector<std::vector<CaseResult>> row_rounds(rows.size());
+  for (int round = 0; round < o_.rounds; ++round) {
+    const bool last = round + 1 == o_.rounds;
+    baseline_rounds.push_back(run_case(ex_, o_, op, plan_options_of(o_, Algo::sequential), base));
+    const CaseResult sequential = merge_rounds(baseline_rounds);
+    std::vector<std::pair<std::string, double>> times{{"sequential", baseline_rounds.back().time_us}};
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& row = rows[i];
+      if (row.auto_pick && round == 0) measure_auto(op_i, printer, out);
+      if (row.baseline) {
+        row_rounds[i].push_back(baseline_rounds.back());
+      } else if (row.auto_pick) {  // the pick as measure_auto left it
+        const AutoPick& pick = picks_.at(op_i);
+        row_rounds[i].push_back(run_case(ex_, o_, op, pick.options, work, "auto:" + algo_label(pick.options)));
+        row_rounds[i].back().chosen_by = pick.source;
+      } else {
+        row_rounds[i].push_back(run_case(ex_, o_, op, row.options, work, row.label));
+      }
+      if (!row.baseline) times.emplace_back(row_rounds[i].back().label, row_rounds[i].back().time_us);
+      if (!last) continue;  // rows print as the last round ends them
+      CaseResult r = merge_rounds(row_rounds[i]);
+      derive_figures(r, sequential);
+      if (predict_) r.predicted_us = predicted_time_us(r.problem, r.plan, r.dtype, profile_);
+      if (printer) print_table_row(out, r, predict_);
+      results.push_back(std::move(r));
+    }
+    if (printer && o_.rounds > 1) print_round(out, op, round + 1, o_.rounds, times);
+  }
+}
+
 std::vector<CaseResult> Bench::run(std::ostream& out) {
   HostComm& host = ex_.host();
   const bool printer = host.proc() == 0;
   const RunInfo info{ex_.backend(), ex_.world_size(), host.procs(), ex_.timing_note(), predict_};
   if (printer) print_table_header(out, o_, info);
-
-  const std::vector<Algo> algos = algos_to_run(o_);
   auto_timed_.clear();
-  const bool sequential_listed = std::find(algos.begin(), algos.end(), Algo::sequential) != algos.end();
   // --save fills a staging directory, put in place of the old one once every rank has saved.
   if (!o_.save_dir.empty()) {
     host.set_phase("the start of --save's directory");
@@ -177,60 +231,7 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     host.barrier();
   }
   std::vector<CaseResult> results;
-  for (size_t op_i = 0; op_i < o_.ops.size(); ++op_i) {
-    const Op op = o_.ops[op_i];
-    Reference ref;
-    if (o_.check) ref = make_reference(problem_of(o_, op, ex_.world_size()), ex_.local_ranks(), o_.seed, o_.dtype);
-    CaseWork work;
-    work.check = o_.check ? &ref : nullptr;
-    work.save_dir = o_.save_dir.empty() ? "" : staging_dir(o_.save_dir);
-
-    // The sequential case is the baseline of every other; when not asked for, it is only timed.
-    CaseWork base = sequential_listed ? work : CaseWork{};
-    base.alone = true;
-    // The rows after it, in order: each listed algorithm (sequential: the baseline's own row), each
-    // listed configuration, auto's pick. With --rounds, the baseline and every row run again in turn.
-    struct Row {
-      PlanOptions options;
-      std::string label;  // "": the algorithm's
-      bool baseline = false, auto_pick = false;
-    };
-    std::vector<Row> rows;
-    for (Algo algo : algos)
-      rows.push_back(algo == Algo::sequential ? Row{{}, "", true} : Row{plan_options_of(o_, op, algo), ""});
-    for (const ListedConfig& c : o_.configs) rows.push_back({plan_options_of(o_, op, c), c.label});
-    if (o_.algo_auto) rows.push_back({{}, "", false, true});
-
-    std::vector<CaseResult> baseline_rounds;
-    std::vector<std::vector<CaseResult>> row_rounds(rows.size());
-    for (int round = 0; round < o_.rounds; ++round) {
-      const bool last = round + 1 == o_.rounds;
-      baseline_rounds.push_back(run_case(ex_, o_, op, plan_options_of(o_, Algo::sequential), base));
-      const CaseResult sequential = merge_rounds(baseline_rounds);
-      std::vector<std::pair<std::string, double>> times{{"sequential", baseline_rounds.back().time_us}};
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const Row& row = rows[i];
-        if (row.auto_pick && round == 0) measure_auto(op_i, printer, out);
-        if (row.baseline) {
-          row_rounds[i].push_back(baseline_rounds.back());
-        } else if (row.auto_pick) {  // the pick as measure_auto left it
-          const AutoPick& pick = picks_.at(op_i);
-          row_rounds[i].push_back(run_case(ex_, o_, op, pick.options, work, "auto:" + algo_label(pick.options)));
-          row_rounds[i].back().chosen_by = pick.source;
-        } else {
-          row_rounds[i].push_back(run_case(ex_, o_, op, row.options, work, row.label));
-        }
-        if (!row.baseline) times.emplace_back(row_rounds[i].back().label, row_rounds[i].back().time_us);
-        if (!last) continue;
-        CaseResult r = merge_rounds(row_rounds[i]);
-        derive_figures(r, sequential);
-        if (predict_) r.predicted_us = predicted_time_us(r.problem, r.plan, r.dtype, profile_);
-        if (printer) print_table_row(out, r, predict_);
-        results.push_back(std::move(r));
-      }
-      if (printer && o_.rounds > 1) print_round(out, op, round + 1, o_.rounds, times);
-    }
-  }
+  for (size_t op_i = 0; op_i < o_.ops.size(); ++op_i) run_op(op_i, printer, out, results);
   inject_fault(o_, ex_.local_ranks(), "output");
   host.set_phase("the output of the results");
   if (!o_.save_dir.empty()) {

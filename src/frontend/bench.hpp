@@ -31,6 +31,8 @@ class Bench {
   // --algo auto, before its first row: prints the pick and its alternatives, times the best few
   // candidates (--auto-measure) and takes the fastest into picks_ (and into auto_timed_).
   void measure_auto(size_t op_i, bool printer, std::ostream& out);
+  // One op's cases, every round, its rows (merged over the rounds) appended to `results`.
+  void run_op(size_t op_i, bool printer, std::ostream& out, std::vector<CaseResult>& results);
 
   Executor& ex_;
   BenchOptions o_;
