@@ -78,6 +78,11 @@ struct LinkCost {
   double intra_latency_us = 0;
   double inter_gbps = 0;  // GB/s per direction per rank, between nodes
   double inter_latency_us = 0;
+  // Each ring step of a collective (the ring model over these links) costs this much more. Where a
+  // transport runs collectives as lowered rings of sendrecv, copy and add steps (the host bed),
+  // each step's event hops between its copy streams and its lane, and reduce-scatter's add, come
+  // one after another; with many small parts (pipelined's stages) that fixed cost dominates.
+  double collective_step_us = 0;
 };
 
 struct Contention {

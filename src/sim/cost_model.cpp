@@ -118,6 +118,10 @@ double collective_time_us(const Profile& prof, int world, double max_part_bytes,
       multi_node ? std::max(prof.links.intra_latency_us, prof.links.inter_latency_us) : prof.links.intra_latency_us;
   double step = transfer_us(max_part_bytes, gbps);
   if (reduce && prof.memory_gbps > 0) step = std::max(step, add_time_us(prof, max_part_bytes));
+  if (prof.links.collective_step_us > 0) {  // lowered: sendrecv, then (reduce) the add after it
+    step = transfer_us(max_part_bytes, gbps) + prof.links.collective_step_us;
+    if (reduce) step += add_time_us(prof, max_part_bytes) + prof.links.collective_step_us;
+  }
   return (world - 1) * (lat + step);
 }
 

@@ -54,6 +54,17 @@ TEST(CostModel, LinksAndCollectives) {
   EXPECT_DOUBLE_EQ(add_time_us(p, 4300e3), 3);
 }
 
+// A transport that lowers collectives (the host bed): each ring step pays the fixed cost once for
+// its sendrecv, and reduce-scatter once more for its add, which then runs after the transfer.
+TEST(CostModel, LoweredCollectiveStepsPayTheirFixedCost) {
+  Profile p = builtin_profile("h200-host");  // 48 GB/s, 10 us; 8 us a lowered step
+  EXPECT_DOUBLE_EQ(p.links.collective_step_us, 8);
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, false), 3 * (10 + 1 + 8));
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, true), 3 * (10 + 1 + 8 + add_time_us(p, 48e3) + 8));
+  p.links.collective_step_us = 0;  // not lowered: the add hides under the transfer
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, true), 3 * (10 + 1));
+}
+
 TEST(CostModel, MeasuredCollectiveReplacesTheRing) {
   Profile p = builtin_profile("cpu-2core");  // links 4 GB/s, 2 us
   const double ring = collective_time_us(p, 4, 4e6, false);
