@@ -62,7 +62,7 @@ Profile h200_host() {
       "contention). Collectives run as rings over the link, lowered to sendrecv and add steps: "
       "8 us per dependent step of them (event hops between the copy streams and the lane, as the "
       "bed's timelines show between consecutive steps), fitted on the 120 limit rows of "
-      "2026-12-04 (pipelined's many small reduce-scatter steps: pred/meas 0.74 -> 0.91).";
+      "2026-12-04 (pipelined's many small reduce-scatter steps: pred/meas 0.74 -> 0.96).";
   p.links = {0, 48, 10, 48, 10};
   p.links.collective_step_us = 8;
   p.contention = {false, 1.0, 1.0, false};
