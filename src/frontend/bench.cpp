@@ -66,28 +66,26 @@ void Bench::validate() {
       const Problem p = problem_of(o_, op, ex_.world_size());
       std::vector<Algo> algos = algos_to_run(o_);  // with auto: the baseline is run too
       if (std::find(algos.begin(), algos.end(), Algo::sequential) == algos.end()) algos.push_back(Algo::sequential);
-      for (Algo algo : algos) {
-        const PlanOptions po = algo == Algo::sequential ? plan_options_of(o_, algo) : plan_options_of(o_, op, algo);
+      // Every rank's plan of a case must build; the case is then kept for the memory check.
+      auto add_case = [&](const std::string& name, const PlanOptions& po) {
         try {
           for (int r : ex_.local_ranks()) make_plan(p, po, r);
         } catch (const UsageError& e) {
-          throw UsageError(to_string(op) + " " + to_string(algo) + ": " + e.what());
+          throw UsageError(to_string(op) + " " + name + ": " + e.what());
         }
         cases.emplace_back(op, po);
-      }
-      const size_t plain_rows = cases.size();
+      };
+      const size_t first = cases.size();
+      for (Algo algo : algos)
+        add_case(to_string(algo), algo == Algo::sequential ? plan_options_of(o_, algo) : plan_options_of(o_, op, algo));
+      const size_t plain_end = cases.size();
       for (const ListedConfig& c : o_.configs) {
         const PlanOptions po = plan_options_of(o_, op, c);
-        for (size_t i = plain_rows - algos.size(); i < plain_rows; ++i)  // one plan, one row
+        for (size_t i = first; i < plain_end; ++i)  // one plan, one row
           if (cases[i].second == po)
             throw UsageError("--algo " + c.label + ": " + to_string(op) + " runs this plan already as " +
-                             algo_label(cases[i].second) + " (with --merge, --pieces or --piece-sizes)");
-        try {
-          for (int r : ex_.local_ranks()) make_plan(p, po, r);
-        } catch (const UsageError& e) {
-          throw UsageError(to_string(op) + " " + c.label + ": " + e.what());
-        }
-        cases.emplace_back(op, po);
+                             algo_label(po) + " (with --merge, --pieces or --piece-sizes)");
+        add_case(c.label, po);
       }
     }
     check_outputs_writable(o_, host.proc() == 0);

@@ -90,8 +90,6 @@ std::string algo_label(const PlanOptions& p) {
 }
 
 ListedConfig parse_listed_config(const std::string& text) {
-  ListedConfig c;
-  c.label = text;
   std::vector<std::string> words;
   for (size_t start = 0;;) {
     const size_t colon = text.find(':', start);
@@ -99,8 +97,9 @@ ListedConfig parse_listed_config(const std::string& text) {
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
-  c.algo = parse_algo(words[0]);
-  // A count after its word: "merge2" -> 2, in lo..hi; "pieces4h" -> 4 with halving.
+  PlanOptions p;
+  p.algo = parse_algo(words[0]);
+  // A count after its word: "merge2" -> 2, in 1..hi; "pieces4h" -> 4 with halving.
   auto count = [&](const std::string& word, const std::string& key, int hi, bool& halving) {
     std::string digits = word.substr(key.size());
     halving = !digits.empty() && digits.back() == 'h';
@@ -115,32 +114,28 @@ ListedConfig parse_listed_config(const std::string& text) {
   for (size_t i = 1; i < words.size(); ++i) {
     bool halving = false;  // "merge2h" is refused below: algo_label writes no such word
     if (words[i].rfind("merge", 0) == 0) {
-      c.merge = count(words[i], "merge", kMaxWorld, halving);
+      p.merge = count(words[i], "merge", kMaxWorld, halving);
     } else if (words[i].rfind("pieces", 0) == 0) {
-      c.pieces = count(words[i], "pieces", kMaxPieces, halving);
-      c.piece_sizes = halving ? PieceSizes::halving : PieceSizes::equal;
+      p.pieces = count(words[i], "pieces", kMaxPieces, halving);
+      p.piece_sizes = halving ? PieceSizes::halving : PieceSizes::equal;
     } else {
       throw UsageError("'" + text + "': unknown option '" + words[i] +
                        "' (an entry is ALGO[:mergeG][:piecesS[h]], e.g. ring:pieces4h)");
     }
   }
-  PlanOptions p;
-  p.algo = c.algo;
-  p.merge = c.merge;
-  p.pieces = c.pieces;
-  p.piece_sizes = c.pieces > 1 ? c.piece_sizes : PieceSizes::equal;
+  if (p.pieces == 1) p.piece_sizes = PieceSizes::equal;
   if (algo_label(p) != text) throw UsageError("'" + text + "': write it as '" + algo_label(p) + "'");
-  return c;
+  return {text, p};
 }
 
 PlanOptions plan_options_of(const BenchOptions& o, Op op, const ListedConfig& c) {
   PlanOptions p = o.plan;
-  p.merge = c.merge;
-  p.pieces = c.pieces;
-  p.piece_sizes = c.piece_sizes;
-  p = options_for(op, c.algo, p);
+  p.merge = c.options.merge;
+  p.pieces = c.options.pieces;
+  p.piece_sizes = c.options.piece_sizes;
+  p = options_for(op, c.options.algo, p);
   if (algo_label(p) != c.label)
-    throw UsageError("--algo " + c.label + ": " + to_string(op) + "'s " + to_string(c.algo) +
+    throw UsageError("--algo " + c.label + ": " + to_string(op) + "'s " + to_string(c.options.algo) +
                      " does not take these options (it would run as " + algo_label(p) + ")");
   return p;
 }

@@ -16,11 +16,8 @@ namespace collmm {
 // "ring:merge2". Its merge and pieces replace --merge, --pieces and --piece-sizes for that row, so
 // that configurations are timed side by side in one run.
 struct ListedConfig {
-  std::string label;  // as typed (and canonical: parse_listed_config refuses another spelling)
-  Algo algo = Algo::ring;
-  int merge = 1;
-  int pieces = 1;
-  PieceSizes piece_sizes = PieceSizes::equal;
+  std::string label;    // as typed (and canonical: parse_listed_config refuses another spelling)
+  PlanOptions options;  // its algo, merge, pieces and piece sizes (the rest from the command line)
 };
 
 struct BenchOptions {

@@ -117,11 +117,11 @@ double collective_time_us(const Profile& prof, int world, double max_part_bytes,
   const double lat =
       multi_node ? std::max(prof.links.intra_latency_us, prof.links.inter_latency_us) : prof.links.intra_latency_us;
   double step = transfer_us(max_part_bytes, gbps);
-  if (reduce && prof.memory_gbps > 0) step = std::max(step, add_time_us(prof, max_part_bytes));
-  if (prof.links.collective_step_us > 0) {  // lowered: sendrecv, then (reduce) the add after it
-    step = transfer_us(max_part_bytes, gbps) + prof.links.collective_step_us;
-    if (reduce) step += add_time_us(prof, max_part_bytes) + prof.links.collective_step_us;
-  }
+  const double step_cost = prof.links.collective_step_us;
+  if (step_cost > 0)  // a lowered ring: the sendrecv, then (reduce-scatter) the add after it
+    step += step_cost + (reduce ? add_time_us(prof, max_part_bytes) + step_cost : 0);
+  else if (reduce && prof.memory_gbps > 0)  // the add hidden under the transfer
+    step = std::max(step, add_time_us(prof, max_part_bytes));
   return (world - 1) * (lat + step);
 }
 

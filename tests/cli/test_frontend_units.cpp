@@ -278,10 +278,10 @@ TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
           const std::string label = algo_label(p);
           const ListedConfig c = parse_listed_config(label);
           EXPECT_EQ(c.label, label);
-          EXPECT_EQ(c.algo, algo) << label;
-          EXPECT_EQ(c.merge, merge) << label;
-          EXPECT_EQ(c.pieces, pieces) << label;
-          EXPECT_EQ(c.piece_sizes, p.piece_sizes) << label;
+          EXPECT_EQ(c.options.algo, algo) << label;
+          EXPECT_EQ(c.options.merge, merge) << label;
+          EXPECT_EQ(c.options.pieces, pieces) << label;
+          EXPECT_EQ(c.options.piece_sizes, p.piece_sizes) << label;
           ++labels;
         }
   EXPECT_EQ(labels, 4 * 3 * 4 * 2);

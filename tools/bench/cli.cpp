@@ -83,9 +83,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
              "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
              "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>); "
              "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run; an entry "
-             "ALGO:piecesS, ALGO:piecesSh (halving sizes) or ALGO:mergeG runs that algorithm with those options as a "
-             "row "
-             "of its own, e.g. all,ring:pieces4h,auto")
+             "ALGO:piecesS, ALGO:piecesSh (halving sizes) or ALGO:mergeG runs that algorithm with those options "
+             "as a row of its own, e.g. all,ring:pieces4h,auto")
       ->delimiter(',')
       ->capture_default_str();
   app.add_flag_callback(
