@@ -9,8 +9,12 @@ them, except every 10 calls so that the launch queue stays short). Rows:
   c10d all_gather_into_tensor, reduce_scatter_tensor, one send + recv (batch_isend_irecv), matmul:
                        the pieces the plain path and collmm's plans are made of
   torch ag+mm / mm+rs  the plain path
-  collmm <op> <algo> check=<every|first>
-                       the op with each algorithm (ring with 2 pieces too) and each check
+  collmm <op> <algo> check=<every|first> [c10d]
+                       the op with each algorithm (ring with 2 pieces too) and each check, its
+                       transfers on the group's NCCL communicator called directly (collmm.set_comm
+                       "auto"; the path taken is printed: nccl, c10d or none) and, with --comm both
+                       (the default on CUDA), through c10d's calls
+--comm auto|c10d|both: which of the ops' ways to move data to measure.
 --rows: only the rows whose label matches REGEX.
 --profile: a torch.profiler table of the host's time (self CPU) per function over 20 calls of the
 op with the ring, check first: what the call spends its host time on.
@@ -54,6 +58,8 @@ def main():
     p.add_argument("--iters", type=int, default=100)
     p.add_argument("--rows", default="", help="only the rows whose label matches this regex")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--comm", choices=("auto", "c10d", "both"), default=None,
+                   help="the ops' transfers: collmm.set_comm's paths (default: both on CUDA, auto on CPU)")
     args = p.parse_args()
     device = launch.init(args)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -84,14 +90,19 @@ def main():
              ("torch ag+mm", lambda: (dist.all_gather_into_tensor(gathered, a_ag), gathered @ b_ag)),
              ("torch mm+rs", lambda: dist.reduce_scatter_tensor(scattered, a_rs @ b_rs))]
     ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
+    comm = args.comm or ("both" if device.type == "cuda" else "auto")
+    paths = ("auto", "c10d") if comm == "both" else (comm,)
     for algo, pieces in [(a, 1) for a in collmm.ALGOS] + [("ring", 2)]:
         label = algo + (f":pieces{pieces}" if pieces > 1 else "")
         for check in ("every", "first"):
-            rows.append((f"collmm ag_gemm {label} check={check}", check,
-                         lambda algo=algo, pieces=pieces: ag(a_ag, [b_ag], 0, name, return_A=False, algo=algo,
-                                                             pieces=pieces)))
-            rows.append((f"collmm gemm_rs {label} check={check}", check,
-                         lambda algo=algo, pieces=pieces: rs(a_rs, b_rs, "sum", 0, name, algo=algo, pieces=pieces)))
+            for path in paths:
+                tail = " [c10d]" if path == "c10d" else ""
+                rows.append((f"collmm ag_gemm {label} check={check}{tail}", check, path,
+                             lambda algo=algo, pieces=pieces: ag(a_ag, [b_ag], 0, name, return_A=False, algo=algo,
+                                                                 pieces=pieces)))
+                rows.append((f"collmm gemm_rs {label} check={check}{tail}", check, path,
+                             lambda algo=algo, pieces=pieces: rs(a_rs, b_rs, "sum", 0, name, algo=algo,
+                                                                 pieces=pieces)))
     if rank == 0:
         print(f"# host_us per call: P = {world}, M N K = {m} {n} {k}, {args.dtype}, device {device}, group "
               f"{dist.get_backend()}, torch {torch.__version__}")
@@ -99,11 +110,14 @@ def main():
         label, fn = row[0], row[-1]
         if not re.search(args.rows, label):
             continue
-        collmm.set_check(row[1] if len(row) == 3 else "every")
+        collmm.set_check(row[1] if len(row) == 4 else "every")
+        collmm.set_comm(row[2] if len(row) == 4 else "auto")
         t = torch.tensor([host_us(fn, device, args.iters)], dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        path = f"  ({torch.ops.collmm.last_comm()})" if len(row) == 4 else ""
         if rank == 0:
-            print(f"  {label:<44} {t.item():9.1f}", flush=True)
+            print(f"  {label:<52} {t.item():9.1f}{path}", flush=True)
+    collmm.set_comm("auto")
     if args.profile:
         collmm.set_check("first")
         fn = lambda: ag(a_ag, [b_ag], 0, name, return_A=False, algo="ring")  # noqa: E731

@@ -53,6 +53,17 @@ def set_channel(channel: str) -> None:
     _ops.set_channel(channel)
 
 
+def set_comm(path: str) -> None:
+    """How the ops' runs on CUDA tensors move data, from the next run on: "auto" (the default: once
+    c10d has made the group's NCCL communicator, in a shape's first call, every later transfer calls
+    that communicator directly, ncclSend/ncclRecv in one ncclGroup per step or one ncclAllGather /
+    ncclReduceScatter, on a stream of collmm's: a few us of host time per step where c10d's calls
+    cost tens; a watchdog of collmm's bounds them as c10d's bounds its own) or "c10d" (every transfer
+    through the group's c10d calls). ``torch.ops.collmm.last_comm()`` says how the last run went:
+    "nccl", "c10d" or "none"."""
+    _ops.set_comm(path)
+
+
 def set_timeout(seconds: float) -> None:
     """Bounds every wait of the ops for the other ranks (their agreement) by `seconds`: a rank left
     waiting raises torch.distributed.DistBackendError naming the call it waited in. It also bounds a
@@ -86,4 +97,4 @@ class trace:
 
 
 __all__ = ["ALGOS", "block_size", "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "set_channel",
-           "set_check", "set_cpu_executor", "set_timeout", "trace"]
+           "set_check", "set_comm", "set_cpu_executor", "set_timeout", "trace"]

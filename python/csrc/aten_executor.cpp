@@ -18,9 +18,12 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
+#include "c10d_transport.hpp"  // wait_bound
 #include "chrome_trace.hpp"
 #include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
+#include "comm_watch.hpp"
+#include "nccl_comm.hpp"
 #include "torch_util.hpp"
 
 namespace collmm::torch_ext {
@@ -90,7 +93,8 @@ class StepClock {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// What a posted comm step leaves to do: its Works, then a copy out of padded scratch (if any).
+// What a posted comm step leaves to do: its Works (c10d), then `finish` (a copy out of padded
+// scratch; for a transfer of collmm's own, the current stream's wait for it).
 struct Pending {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   std::function<void()> finish;
@@ -98,8 +102,9 @@ struct Pending {
 
 class AtenExecutor : public Executor {
  public:
-  AtenExecutor(c10d::ProcessGroup* group, c10::Device device, std::unique_ptr<HostComm> host)
-      : group_(group), device_(device), host_(std::move(host)) {}
+  AtenExecutor(c10d::ProcessGroup* group, c10::Device device, std::unique_ptr<HostComm> host,
+               std::shared_ptr<GroupComm> comm)
+      : group_(group), device_(device), host_(std::move(host)), comm_(std::move(comm)) {}
 
   std::string backend() const override { return "aten"; }
   int world_size() const override { return group_->getSize(); }
@@ -129,6 +134,19 @@ class AtenExecutor : public Executor {
     fills_only_.assign(p.steps.size(), false);
     alone_.assign(p.steps.size(), false);
     names_.clear();
+    forks_.clear();
+    dones_.clear();
+    if (device_.is_cuda()) {  // a transfer of collmm's own: on this stream, between two events of its step
+      comm_stream_ = c10::impl::getDeviceGuardImpl(device_.type())->getStreamFromGlobalPool(device_, true);
+      for (size_t i = 0; i < p.steps.size(); ++i) {
+        forks_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+        dones_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+      }
+    }
+    run_name_ = "collmm " + to_string(p.problem.op) + " " + to_string(p.options.algo) + " (M " +
+                std::to_string(p.problem.m) + " N " + std::to_string(p.problem.n) + " K " +
+                std::to_string(p.problem.k) + ", rank " + std::to_string(p.rank) + " of " +
+                std::to_string(p.problem.world) + ")";
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const Step& st = p.steps[i];
       fills_only_[i] = only_fills_output(p, static_cast<int>(i));
@@ -174,6 +192,11 @@ class AtenExecutor : public Executor {
 
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override {
     const auto t0 = std::chrono::steady_clock::now();
+    if (const std::string why = comm_->failure->why(); !why.empty()) C10_THROW_ERROR(DistBackendError, why);
+    // The group's communicator, once c10d has made it for this device (a first run through c10d).
+    if (!comm_->nccl && comm_->c10d_ran && direct_comm_allowed()) comm_->nccl = NcclComm::of(*group_, device_);
+    direct_ = comm_->nccl && direct_comm_allowed();
+    bool any_comm = false;
     std::optional<StepClock> clock;
     if (timestamps) clock.emplace(device_, plan_.steps.size());
     for (size_t i = 0; i < tensors_.size(); ++i) backed(0, static_cast<int>(i));
@@ -196,12 +219,16 @@ class AtenExecutor : public Executor {
       StepRange range(names_[i]);
       if (clock) clock->start(i);
       pending[i] = issue(s, i);
+      any_comm = any_comm || is_comm(s.kind);
       // c10d returns no Work for what is already ordered on the current stream (NCCL's coalesced
       // sends and receives, a collective with asyncOp false): nothing to wait for.
       std::erase_if(pending[i].works, [](const auto& w) { return !w; });
       if (clock && pending[i].works.empty() && !pending[i].finish) clock->end(i);
     }
     for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
+    if (any_comm && direct_) watch_run();
+    if (any_comm && !direct_ && device_.is_cuda()) comm_->c10d_ran = true;
+    note_comm_path(!any_comm ? "none" : direct_ ? "nccl" : "c10d");
     RankRun r;
     if (clock) r.steps = clock->finish();
     r.rank = group_->getRank();
@@ -240,6 +267,34 @@ class AtenExecutor : public Executor {
     return plan_.problem.b_layout == BLayout::kn ? b : b.t();
   }
   bool coalesce() const { return device_.is_cuda(); }  // NCCL: a group's sends and receives in one ncclGroup
+  static bool is_comm(StepKind k) {
+    return k == StepKind::sendrecv || k == StepKind::allgather || k == StepKind::reduce_scatter;
+  }
+  c10::Stream current_stream() const { return c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_); }
+
+  // A transfer of collmm's own (NcclComm), on the comm stream: after what the current stream holds
+  // now (step i's fork event), and before whatever the current stream runs after the step settles
+  // (its done event). With `alone` (nothing runs beside it), on the current stream itself.
+  Pending direct(size_t i, bool alone, const std::function<void(void* stream)>& transfer) {
+    const c10::DeviceGuard guard(device_);
+    if (alone) {
+      transfer(current_stream().native_handle());
+      return {};
+    }
+    forks_[i].record(current_stream());
+    forks_[i].block(*comm_stream_);
+    transfer(comm_stream_->native_handle());
+    dones_[i].record(*comm_stream_);
+    return {{}, [this, i] { dones_[i].block(current_stream()); }};
+  }
+
+  // The bound on this run's transfers (comm_watch.hpp): an event after all of them, watched.
+  void watch_run() {
+    if (stream_capturing(current_stream())) return;
+    c10::Event done = watch_event(device_);
+    done.record(current_stream());
+    watch_comm(std::move(done), wait_bound(*group_), run_name_, comm_->nccl->backend(), comm_->failure);
+  }
   // NCCL has all_gather_into_tensor and reduce_scatter_tensor; gloo has both in the torch versions
   // from 2.8 on (older ones: the collectives of a list of tensors).
   bool one_tensor_collectives() const {
@@ -258,14 +313,20 @@ class AtenExecutor : public Executor {
       }
       case StepKind::copy: rows(s.out).copy_(rows(s.a)); return {};
       case StepKind::add: rows(s.out).add_(rows(s.a)); return {};
-      case StepKind::sendrecv: return sendrecv(s);
-      case StepKind::allgather: return allgather(s, !alone_[i]);
-      case StepKind::reduce_scatter: return reduce_scatter(s, !alone_[i]);
+      case StepKind::sendrecv: return sendrecv(s, i);
+      case StepKind::allgather: return allgather(s, i);
+      case StepKind::reduce_scatter: return reduce_scatter(s, i);
     }
     return {};
   }
 
-  Pending sendrecv(const Step& s) {
+  Pending sendrecv(const Step& s, size_t i) {
+    if (direct_) {
+      std::vector<NcclComm::Message> recvs, sends;
+      for (const Transfer& t : s.recvs) recvs.push_back(message(t));
+      for (const Transfer& t : s.sends) sends.push_back(message(t));
+      return direct(i, alone_[i], [&](void* stream) { comm_->nccl->sendrecv(recvs, sends, stream); });
+    }
     Pending p;
     if (coalesce()) group_->startCoalescing(device_.type());
     for (const Transfer& t : s.recvs) {
@@ -278,6 +339,11 @@ class AtenExecutor : public Executor {
     }
     if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
     return p;
+  }
+
+  NcclComm::Message message(const Transfer& t) {
+    const at::Tensor r = rows(t.slice);
+    return {t.peer, r.data_ptr(), r.nbytes()};
   }
 
   std::vector<int64_t> part_rows(const Step& s) const {
@@ -302,10 +368,15 @@ class AtenExecutor : public Executor {
   // Equal parts go straight into their rows (on NCCL as one tensor: all_gather_into_tensor, no
   // copies out of a flat buffer; on the current stream where nothing overlaps it, async_op false);
   // uneven ones through parts padded to the largest.
-  Pending allgather(const Step& s, bool async_op) {
+  Pending allgather(const Step& s, size_t i) {
     Pending p;
+    const bool async_op = !alone_[i];
     if (std::optional<at::Tensor> all = one_tensor(s)) {
       at::Tensor mine = rows(s.a);
+      if (direct_)
+        return direct(i, alone_[i], [&](void* stream) {
+          comm_->nccl->all_gather(mine.data_ptr(), all->data_ptr(), mine.nbytes(), stream);
+        });
       p.works.push_back(gather_single(*group_, *all, mine, async_op));
       return p;
     }
@@ -323,10 +394,16 @@ class AtenExecutor : public Executor {
     return p;
   }
 
-  Pending reduce_scatter(const Step& s, bool async_op) {
+  Pending reduce_scatter(const Step& s, size_t i) {
     Pending p;
+    const bool async_op = !alone_[i];
     if (std::optional<at::Tensor> all = one_tensor(s)) {  // reduce_scatter_tensor
       at::Tensor mine = rows(s.out);
+      if (direct_)
+        return direct(i, alone_[i], [&](void* stream) {
+          comm_->nccl->reduce_scatter(all->data_ptr(), mine.data_ptr(), static_cast<size_t>(mine.numel()), dtype_,
+                                      stream);
+        });
       p.works.push_back(scatter_single(*group_, mine, *all, async_op));
       return p;
     }
@@ -350,14 +427,19 @@ class AtenExecutor : public Executor {
   std::vector<bool> fills_only_;           // per step: only_fills_output (made once per plan)
   std::vector<bool> alone_;                // per step: nothing is issued beside it (made once per plan)
   PeerTags tags_;
-  std::vector<std::string> names_;  // per step: its range's name
+  std::vector<std::string> names_;   // per step: its range's name
+  std::shared_ptr<GroupComm> comm_;  // the session's (nccl_comm.hpp)
+  bool direct_ = false;              // this run's transfers go through comm_->nccl
+  std::optional<c10::Stream> comm_stream_;
+  std::vector<c10::Event> forks_, dones_;  // per step
+  std::string run_name_;
 };
 
 }  // namespace
 
 std::unique_ptr<Executor> make_aten_executor(c10d::ProcessGroup* group, c10::Device device,
-                                             std::unique_ptr<HostComm> host) {
-  return std::make_unique<AtenExecutor>(group, device, std::move(host));
+                                             std::unique_ptr<HostComm> host, std::shared_ptr<GroupComm> comm) {
+  return std::make_unique<AtenExecutor>(group, device, std::move(host), std::move(comm));
 }
 
 }  // namespace collmm::torch_ext

@@ -7,6 +7,12 @@
 // when a later step needs them: a step waits for the steps in its `waits` and for the step before
 // it on its lane. So lanes collapse into one compute stream plus the group's comm.
 //
+// On an NCCL group, once c10d has made the group's communicator (a shape's first run goes through
+// c10d), the transfers skip c10d: each comm step is one ncclGroup of sends and receives (or one
+// ncclAllGather / ncclReduceScatter) on a comm stream of the executor's, between an event of the
+// current stream and one the current stream waits for (nccl_comm.hpp); the run's end is watched
+// (comm_watch.hpp), as c10d's watchdog watches its Works. collmm.set_comm("c10d") keeps c10d.
+//
 //   issue:   send/recv 0 | gemm 0 | wait(comm 0) send/recv 1 | gemm 1 | ...
 //   stream:  gemm 0 ......... gemm 1 ......... (gemm j+1 after comm j)
 //   comm:    comm 0 ......... comm 1 .........
@@ -17,10 +23,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "collmm/executor.hpp"
+#include "nccl_comm.hpp"
 
 namespace collmm::torch_ext {
 
 std::unique_ptr<Executor> make_aten_executor(c10d::ProcessGroup* group, c10::Device device,
-                                             std::unique_ptr<HostComm> host);
+                                             std::unique_ptr<HostComm> host, std::shared_ptr<GroupComm> comm);
 
 }  // namespace collmm::torch_ext

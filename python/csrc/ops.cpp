@@ -31,6 +31,7 @@
 #include "collmm/agreement.hpp"
 #include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
+#include "nccl_comm.hpp"
 #include "row_split.hpp"
 #include "session.hpp"
 #include "torch_util.hpp"
@@ -430,6 +431,12 @@ TORCH_LIBRARY(collmm, m) {
     return collmm::torch_ext::user_errors_as_value_errors(
         [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });
   });
+  // How CUDA runs move data: "auto" (the group's NCCL communicator called directly where it can be
+  // reached, nccl_comm.hpp) or "c10d"; and how the last run moved it ("nccl", "c10d" or "none").
+  m.def("set_comm(str path) -> ()", [](c10::string_view path) {
+    collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_comm(std::string(path)); });
+  });
+  m.def("last_comm() -> str", [] { return collmm::torch_ext::last_comm_path(); });
   // The bound of the ops' waits for other ranks and of the host executor's run watchdog (0: defaults).
   m.def("set_timeout(float seconds) -> ()", [](double seconds) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_timeout(seconds); });

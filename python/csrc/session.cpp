@@ -1,8 +1,6 @@
 // session.cpp: per-group executors for the ops, their prepared plan and "auto" choices.
 #include "session.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -96,7 +94,7 @@ Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kin
 
 std::unique_ptr<Executor> Session::make_executor() {
   auto host = std::make_unique<C10dHostComm>(group_, device_, channel_);
-  if (kind_ == ExecutorKind::aten) return make_aten_executor(group_, device_, std::move(host));
+  if (kind_ == ExecutorKind::aten) return make_aten_executor(group_, device_, std::move(host), comm_);
   BackendOptions options;
   if (g_timeout_s > 0) options.timeout_s = std::max(1, static_cast<int>(g_timeout_s + 0.5));
   return cpu::make_host_executor(options, std::move(host), std::make_unique<C10dTransport>(group_));
@@ -113,25 +111,8 @@ void Session::run(Prepared& prepared, Dtype dtype) {
   trace_add({gather_timeline(*host_, make_timeline({prepared.plan}, runs)), p.m, p.n, p.k, dtype});
 }
 
-namespace {
-// Whether `stream` records a CUDA graph now: c10::Stream::is_capturing where this torch has it; on
-// an older torch, the CUDA runtime's cudaStreamIsCapturing, from the libcudart torch loaded (the
-// extension links no CUDA library of its own). Status 0 is cudaStreamCaptureStatusNone.
-template <class S>
-auto stream_capturing(const S& stream, int) -> decltype(stream.is_capturing()) {
-  return stream.is_capturing();
-}
-template <class S>
-bool stream_capturing(const S& stream, long) {
-  using IsCapturing = int (*)(void*, int*);
-  static const auto is_capturing = reinterpret_cast<IsCapturing>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
-  int status = 0;
-  return is_capturing && is_capturing(stream.native_handle(), &status) == 0 && status != 0;
-}
-}  // namespace
-
 bool Session::capturing() const {
-  return device_.is_cuda() && stream_capturing(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_), 0);
+  return device_.is_cuda() && stream_capturing(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
 }
 
 std::vector<std::vector<double>> Session::agree(const std::string& call, const std::string& misfit,

@@ -16,6 +16,7 @@
 #include "collmm/executor.hpp"
 #include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
+#include "nccl_comm.hpp"
 #include "store_channel.hpp"
 
 namespace collmm::torch_ext {
@@ -102,6 +103,7 @@ class Session {
   AutoChooser auto_;
   std::map<std::string, std::vector<std::vector<double>>> known_;  // agreed fingerprints, their gathered numbers
   std::map<CallKey, CallMemo> memos_;  // cleared with known_ and whenever a prepared plan is dropped
+  std::shared_ptr<GroupComm> comm_ = std::make_shared<GroupComm>();  // its executors' (nccl_comm.hpp)
 };
 
 // One op call's agreement, for the ops: agree_and_gather(Agreement, ...) is Session::agree.

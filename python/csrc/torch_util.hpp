@@ -3,12 +3,15 @@
 // want parts of one size: uneven ones travel as zero-padded copies), and the tags of point-to-point messages.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/core/Stream.h>
 
 #include "collmm/executor.hpp"
 
@@ -105,5 +108,21 @@ c10::intrusive_ptr<c10d::Work> scatter_single(G& group, at::Tensor& out, at::Ten
   set_async_op(opts, async_op, 0);
   return scatter_single(group, out, in, opts, 0);
 }
+
+// Whether `stream` records a CUDA graph now: c10::Stream::is_capturing where this torch has it; on
+// an older torch, the CUDA runtime's cudaStreamIsCapturing, from the libcudart torch loaded (the
+// extension links no CUDA library of its own). Status 0 is cudaStreamCaptureStatusNone.
+template <class S>
+auto stream_capturing(const S& stream, int) -> decltype(stream.is_capturing()) {
+  return stream.is_capturing();
+}
+template <class S>
+bool stream_capturing(const S& stream, long) {
+  using IsCapturing = int (*)(void*, int*);
+  static const auto is_capturing = reinterpret_cast<IsCapturing>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
+  int status = 0;
+  return is_capturing && is_capturing(stream.native_handle(), &status) == 0 && status != 0;
+}
+inline bool stream_capturing(const c10::Stream& stream) { return stream_capturing(stream, 0); }
 
 }  // namespace collmm::torch_ext

@@ -30,6 +30,45 @@ def gpu_cases(rank, world, share_gpu):
     seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
     trace_on_gpu(rank, world, device)
     kernels_under_ranges(rank, world, device)
+    direct_comm_cases(rank, world, device)
+
+
+def direct_comm_cases(rank, world, device):
+    """Every algorithm of both ops (the ring in pieces too, even and uneven M) gives the same bits with
+    its transfers on the group's NCCL communicator called directly (collmm.set_comm "auto", once c10d
+    has made the communicator) as through c10d's calls, and last_comm() says which way each went."""
+    import collmm
+    from collmm import ALGOS
+    from dist_util import assert_close, block, seeded
+
+    group = torch.distributed.group.WORLD.group_name
+    ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
+    want_path = ("nccl",) if world > 1 else ("nccl", "none")  # world 1: sequential's gather of one rank
+    for m in (64 * world, 64 * world + 5):
+        a_full, b = seeded(80, m, 96, dtype=torch.bfloat16), seeded(81, 96, 32 * world, dtype=torch.bfloat16)
+        h, w = seeded(82, m, 48 * world, dtype=torch.bfloat16), seeded(83, 48 * world, 40, dtype=torch.bfloat16)
+        a = a_full[block(m, world, rank)].to(device)
+        b_r = b[:, block(32 * world, world, rank)].to(device)
+        h_r = h[:, block(48 * world, world, rank)].contiguous().to(device)
+        w_r = w[block(48 * world, world, rank)].to(device)
+        for algo, pieces in [(x, 1) for x in ALGOS] + [("ring", 3), ("bidir", 2)]:
+            got = {}
+            for path in ("c10d", "auto", "auto"):  # the second auto: the plan already prepared
+                collmm.set_comm(path)
+                _, (c,) = ag(a, [b_r], 0, group, algo=algo, pieces=pieces)
+                y = rs(h_r, w_r, "sum", 0, group, algo=algo, pieces=pieces)
+                took = torch.ops.collmm.last_comm()
+                got.setdefault(path, []).append((c, y))
+            collmm.set_comm("auto")
+            what = f"M {m} {algo} pieces {pieces} rank {rank}/{world}"
+            if algo != "auto":  # auto's pick may differ between the calls: its choice is measured
+                assert took in want_path, f"{what}: the last run went through {took}, not {want_path}"
+            assert_close(got["auto"][1][0], (a_full.double() @ b[:, block(32 * world, world, rank)].double()).to(
+                torch.bfloat16), what + " ag")
+            for c, y in got["auto"]:
+                if algo != "auto":
+                    assert torch.equal(c, got["c10d"][0][0]), f"{what}: ag differs between nccl and c10d"
+                    assert torch.equal(y, got["c10d"][0][1]), f"{what}: rs differs between nccl and c10d"
 
 
 def kernels_under_ranges(rank, world, device):
@@ -155,7 +194,49 @@ def no_host_sync_case(rank, world, share_gpu):
     done = time.perf_counter() - t0
     assert issued < 0.5 * done, f"the op waited for the device: issued after {issued:.4f} s, done after {done:.4f} s"
     assert_close(c, (a_full.double() @ b.double()).float(), "ring on CUDA")
+    took = torch.ops.collmm.last_comm()
+    assert took == ("nccl" if world > 1 else "none"), f"the timed call's transfers went through {took}"
     del busy
+
+
+def stopped_peer_case(rank, world, share_gpu):
+    """A peer that stops calling, where nothing on the host waits for it (check "first": no
+    agreement; the transfers enqueued on the group's communicator by collmm itself): the last rank
+    sleeps, rank 0's call returns, and rank 0's synchronization returns within the bound
+    (collmm.set_timeout) plus a few seconds, because collmm's watchdog aborts the group's
+    communicator; rank 0's next call raises DistBackendError saying why."""
+    import time
+
+    import collmm
+    from dist_util import block, seeded
+
+    device = torch.device("cuda", 0 if share_gpu else rank)
+    group = torch.distributed.group.WORLD.group_name
+    collmm.set_check("first")
+    collmm.set_timeout(5)
+    a = seeded(60, 64 * world, 128)[block(64 * world, world, rank)].to(device)
+    b = seeded(61, 128, 64).to(device)
+    ag = torch.ops.collmm.fused_all_gather_matmul
+    for _ in range(3):  # the first call through c10d, the next ones on the communicator itself
+        ag(a, [b], 0, group, algo="ring")
+    torch.cuda.synchronize()
+    assert torch.ops.collmm.last_comm() == "nccl", torch.ops.collmm.last_comm()
+    torch.distributed.barrier()
+    if rank == world - 1:
+        time.sleep(25)  # stopped: never calls again
+        return
+    t0 = time.perf_counter()
+    ag(a, [b], 0, group, algo="ring")
+    issued = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    waited = time.perf_counter() - t0
+    assert issued < 1.0, f"the call itself waited {issued:.1f} s"
+    assert 4.0 < waited < 15.0, f"the synchronization returned after {waited:.1f} s (bound 5 s)"
+    try:
+        ag(a, [b], 0, group, algo="ring")
+        raise AssertionError("a call after the watchdog aborted the group: no error")
+    except torch.distributed.DistBackendError as e:
+        assert "has not finished on the device" in str(e) and "peer stopped" in str(e), str(e)
 
 
 def capture_case(rank, world, share_gpu):
@@ -201,6 +282,22 @@ def capture_case(rank, world, share_gpu):
         want_y = rs(h_i, w, "sum", 0, group, algo="ring")
         assert torch.equal(static_c, want_c), f"replay {i}: ag differs from the eager op"
         assert torch.equal(static_y, want_y), f"replay {i}: rs differs from the eager op"
+    # An eager call's transfers are watched (comm_watch.hpp): its event is polled while another
+    # capture runs (begun at once, no synchronization before it, held 100 ms), which must neither
+    # fail the poll nor invalidate the capture.
+    import time
+
+    eager_c = ag(static_a, [b], 0, group, algo="ring")[1][0].clone()
+    side.wait_stream(torch.cuda.current_stream())
+    held = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        held.capture_begin()
+        _, (held_c,) = ag(static_a, [b], 0, group, algo="ring")
+        time.sleep(0.1)
+        held.capture_end()
+    torch.cuda.current_stream().wait_stream(side)
+    held.replay()
+    assert torch.equal(held_c, eager_c), "the capture held while the watchdog polled: a different result"
     try:  # a shape never run eagerly
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             ag(static_a, [b[:, :64].contiguous()], 0, group, algo="ring")
@@ -244,6 +341,8 @@ def main() -> int:
     for w in (2, 4):
         runs.append((f"one GPU, NCCL-only group, world {w}, no host sync",
                      lambda w=w: run_world(w, no_host_sync_case, True, backend="nccl", share_gpu=True)))
+    runs.append(("one GPU, NCCL, world 2, a peer stops: the watchdog",
+                 lambda: run_world(2, stopped_peer_case, True, backend="nccl", share_gpu=True, timeout=150)))
     for w in (1, 2, 3, 4):
         runs.append((f"one GPU, NCCL, world {w}, CUDA graph capture",
                      lambda w=w: run_world(w, capture_case, True, backend="nccl", share_gpu=True, timeout=150)))

@@ -209,3 +209,26 @@ def memo_case(rank, world):
         assert "scatter_size is -1" in str(e), str(e)
     collmm.set_check("every")
     collmm.set_timeout(0)
+
+
+def comm_path_case(rank, world):
+    """collmm.set_comm takes "auto" and "c10d" and refuses anything else on every rank; on a gloo
+    group every transfer goes through c10d whatever it says (the direct path is NCCL's), and
+    torch.ops.collmm.last_comm() says so; a run without a transfer says "none"."""
+    import collmm
+
+    try:
+        collmm.set_comm("nccl-please")
+        raise AssertionError("set_comm of an unknown path: no error")
+    except ValueError as e:
+        assert "auto or c10d" in str(e), str(e)
+    group = dist.group.WORLD.group_name
+    a_full, a, b = _ag_inputs(rank, world)
+    for path in ("auto", "c10d", "auto"):
+        collmm.set_comm(path)
+        for _ in range(2):
+            _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+            assert_close(c, (a_full.double() @ b.double()).float(), f"ring, comm {path}")
+            assert torch.ops.collmm.last_comm() == ("c10d" if world > 1 else "none"), torch.ops.collmm.last_comm()
+    collmm.set_comm("auto")
+

@@ -4,7 +4,7 @@ collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files."""
 import pytest
 
 from dist_util import run_world
-from runtime_cases import (channel_case, memo_case, mixed_channel_case, profiler_case, shm_case, timeout_case,
+from runtime_cases import (channel_case, comm_path_case, memo_case, mixed_channel_case, profiler_case, shm_case, timeout_case,
                            trace_case)
 
 
@@ -43,3 +43,8 @@ def test_profiler_ranges():
 
 def test_trace(tmp_path):
     run_world(2, trace_case, str(tmp_path / "step"))
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_comm_path(world):
+    run_world(world, comm_path_case)
