@@ -49,6 +49,12 @@ def host_us(fn, device, iters):
     return statistics.median(us)
 
 
+def _plan_text():
+    """The last run's plan options without the defaults: what auto picked, in short."""
+    defaults = {"gemm_lanes=1", "merge=1", "pieces=1", "piece_sizes=equal", "stages=0", "post=comm-first"}
+    return " ".join(f for f in torch.ops.collmm.last_plan().split() if f not in defaults)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     launch.add_args(p)
@@ -114,7 +120,7 @@ def main():
         collmm.set_comm(row[2] if len(row) == 4 else "auto")
         t = torch.tensor([host_us(fn, device, args.iters)], dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        path = f"  ({torch.ops.collmm.last_comm()})" if len(row) == 4 else ""
+        path = f"  ({torch.ops.collmm.last_comm()}; {_plan_text()})" if len(row) == 4 else ""
         if rank == 0:
             print(f"  {label:<52} {t.item():9.1f}{path}", flush=True)
     collmm.set_comm("auto")

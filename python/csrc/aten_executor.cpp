@@ -143,6 +143,7 @@ class AtenExecutor : public Executor {
         dones_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
       }
     }
+    plan_options_ = to_string(p.options);
     run_name_ = "collmm " + to_string(p.problem.op) + " " + to_string(p.options.algo) + " (M " +
                 std::to_string(p.problem.m) + " N " + std::to_string(p.problem.n) + " K " +
                 std::to_string(p.problem.k) + ", rank " + std::to_string(p.rank) + " of " +
@@ -228,7 +229,7 @@ class AtenExecutor : public Executor {
     for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
     if (any_comm && direct_) watch_run();
     if (any_comm && !direct_ && device_.is_cuda()) comm_->c10d_ran = true;
-    note_comm_path(!any_comm ? "none" : direct_ ? "nccl" : "c10d");
+    note_last_run(!any_comm ? "none" : direct_ ? "nccl" : "c10d", plan_options_);
     RankRun r;
     if (clock) r.steps = clock->finish();
     r.rank = group_->getRank();
@@ -432,7 +433,7 @@ class AtenExecutor : public Executor {
   bool direct_ = false;              // this run's transfers go through comm_->nccl
   std::optional<c10::Stream> comm_stream_;
   std::vector<c10::Event> forks_, dones_;  // per step
-  std::string run_name_;
+  std::string run_name_, plan_options_;
 };
 
 }  // namespace

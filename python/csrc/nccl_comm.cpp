@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <c10/core/DeviceGuard.h>
@@ -20,11 +21,23 @@
 namespace collmm::torch_ext {
 namespace {
 std::atomic<bool> g_direct{true};
-std::atomic<const char*> g_last_path{"none"};
+std::mutex g_last_mutex;
+std::string g_last_path = "none", g_last_options;
 }  // namespace
 
-void note_comm_path(const char* path) { g_last_path = path; }
-std::string last_comm_path() { return g_last_path.load(); }
+void note_last_run(const char* comm_path, const std::string& plan_options) {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  g_last_path = comm_path;
+  g_last_options = plan_options;
+}
+std::string last_comm_path() {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  return g_last_path;
+}
+std::string last_plan_options() {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  return g_last_options;
+}
 
 void set_comm(const std::string& path) {
   if (path != "auto" && path != "c10d") throw UsageError("comm must be auto or c10d (got " + path + ")");

@@ -74,8 +74,10 @@ struct GroupComm {
 // through NcclComm where of() reaches the communicator, else c10d) or "c10d" (always c10d's calls).
 void set_comm(const std::string& path);
 bool direct_comm_allowed();
-// How the last run of this process moved its data: "nccl" (NcclComm), "c10d" or "none" (no transfer).
-void note_comm_path(const char* path);
+// The last run of this process: how it moved its data, "nccl" (NcclComm), "c10d" or "none" (no
+// transfer), and its plan's options (to_string(PlanOptions): what "auto" picked).
+void note_last_run(const char* comm_path, const std::string& plan_options);
 std::string last_comm_path();
+std::string last_plan_options();
 
 }  // namespace collmm::torch_ext

@@ -432,11 +432,13 @@ TORCH_LIBRARY(collmm, m) {
         [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });
   });
   // How CUDA runs move data: "auto" (the group's NCCL communicator called directly where it can be
-  // reached, nccl_comm.hpp) or "c10d"; and how the last run moved it ("nccl", "c10d" or "none").
+  // reached, nccl_comm.hpp) or "c10d"; how the last run moved it ("nccl", "c10d" or "none") and its
+  // plan's options ("algo=ring ...": what auto picked).
   m.def("set_comm(str path) -> ()", [](c10::string_view path) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_comm(std::string(path)); });
   });
   m.def("last_comm() -> str", [] { return collmm::torch_ext::last_comm_path(); });
+  m.def("last_plan() -> str", [] { return collmm::torch_ext::last_plan_options(); });
   // The bound of the ops' waits for other ranks and of the host executor's run watchdog (0: defaults).
   m.def("set_timeout(float seconds) -> ()", [](double seconds) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_timeout(seconds); });

@@ -230,5 +230,6 @@ def comm_path_case(rank, world):
             _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
             assert_close(c, (a_full.double() @ b.double()).float(), f"ring, comm {path}")
             assert torch.ops.collmm.last_comm() == ("c10d" if world > 1 else "none"), torch.ops.collmm.last_comm()
+            assert "algo=ring" in torch.ops.collmm.last_plan().split(), torch.ops.collmm.last_plan()
     collmm.set_comm("auto")
 
