@@ -194,10 +194,10 @@ class AtenExecutor : public Executor {
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override {
     const auto t0 = std::chrono::steady_clock::now();
     if (const std::string why = comm_->failure->why(); !why.empty()) C10_THROW_ERROR(DistBackendError, why);
-    // The group's communicator, once c10d has made it for this device (a first run through c10d).
-    if (!comm_->nccl && comm_->c10d_ran && direct_comm_allowed()) comm_->nccl = NcclComm::of(*group_, device_);
-    direct_ = comm_->nccl && direct_comm_allowed();
-    bool any_comm = false;
+    // The group's communicator, once c10d has made it for this device (a first run through c10d),
+    // asked again at every run: one that c10d aborted since is not used.
+    nccl_ = comm_->c10d_ran && direct_comm_allowed() ? NcclComm::of(*group_, device_) : nullptr;
+    used_direct_ = used_c10d_ = false;
     std::optional<StepClock> clock;
     if (timestamps) clock.emplace(device_, plan_.steps.size());
     for (size_t i = 0; i < tensors_.size(); ++i) backed(0, static_cast<int>(i));
@@ -212,24 +212,42 @@ class AtenExecutor : public Executor {
       if (p.finish) std::exchange(p.finish, nullptr)();
       if (clock && was_pending) clock->end(static_cast<size_t>(j));
     };
-    for (size_t i = 0; i < plan_.steps.size(); ++i) {
-      const Step& s = plan_.steps[i];
-      for (int w : s.waits) settle(w);
-      settle(std::exchange(last_on_lane[static_cast<size_t>(s.lane)], static_cast<int>(i)));
-      if (skips(filter, s.kind) || unwanted(static_cast<int>(i))) continue;
-      StepRange range(names_[i]);
-      if (clock) clock->start(i);
-      pending[i] = issue(s, i);
-      any_comm = any_comm || is_comm(s.kind);
-      // c10d returns no Work for what is already ordered on the current stream (NCCL's coalesced
-      // sends and receives, a collective with asyncOp false): nothing to wait for.
-      std::erase_if(pending[i].works, [](const auto& w) { return !w; });
-      if (clock && pending[i].works.empty() && !pending[i].finish) clock->end(i);
+    try {
+      for (size_t i = 0; i < plan_.steps.size(); ++i) {
+        const Step& s = plan_.steps[i];
+        for (int w : s.waits) settle(w);
+        settle(std::exchange(last_on_lane[static_cast<size_t>(s.lane)], static_cast<int>(i)));
+        if (skips(filter, s.kind) || unwanted(static_cast<int>(i))) continue;
+        StepRange range(names_[i]);
+        if (clock) clock->start(i);
+        pending[i] = issue(s, i);
+        // c10d returns no Work for what is already ordered on the current stream (NCCL's coalesced
+        // sends and receives, a collective with asyncOp false): nothing to wait for.
+        std::erase_if(pending[i].works, [](const auto& w) { return !w; });
+        if (clock && pending[i].works.empty() && !pending[i].finish) clock->end(i);
+      }
+      for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
+    } catch (...) {
+      // What is on the comm stream still writes the caller's and the plan's memory: the current
+      // stream waits for all of it before anything reuses that memory, and it stays watched.
+      if (used_direct_) {
+        try {
+          c10::Event all(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+          all.record(*comm_stream_);
+          all.block(current_stream());
+          watch_run();
+        } catch (const std::exception&) {  // the device itself failed: the first error is the one to raise
+        }
+      }
+      throw;
     }
-    for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
-    if (any_comm && direct_) watch_run();
-    if (any_comm && !direct_ && device_.is_cuda()) comm_->c10d_ran = true;
-    note_last_run(!any_comm ? "none" : direct_ ? "nccl" : "c10d", plan_options_);
+    if (used_direct_) watch_run();
+    if (used_c10d_ && device_.is_cuda()) comm_->c10d_ran = true;
+    note_last_run(used_direct_ && used_c10d_ ? "nccl+c10d"
+                  : used_direct_             ? "nccl"
+                  : used_c10d_               ? "c10d"
+                                             : "none",
+                  plan_options_);
     RankRun r;
     if (clock) r.steps = clock->finish();
     r.rank = group_->getRank();
@@ -268,9 +286,6 @@ class AtenExecutor : public Executor {
     return plan_.problem.b_layout == BLayout::kn ? b : b.t();
   }
   bool coalesce() const { return device_.is_cuda(); }  // NCCL: a group's sends and receives in one ncclGroup
-  static bool is_comm(StepKind k) {
-    return k == StepKind::sendrecv || k == StepKind::allgather || k == StepKind::reduce_scatter;
-  }
   c10::Stream current_stream() const { return c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_); }
 
   // A transfer of collmm's own (NcclComm), on the comm stream: after what the current stream holds
@@ -278,6 +293,7 @@ class AtenExecutor : public Executor {
   // (its done event). With `alone` (nothing runs beside it), on the current stream itself.
   Pending direct(size_t i, bool alone, const std::function<void(void* stream)>& transfer) {
     const c10::DeviceGuard guard(device_);
+    used_direct_ = true;
     if (alone) {
       transfer(current_stream().native_handle());
       return {};
@@ -294,7 +310,7 @@ class AtenExecutor : public Executor {
     if (stream_capturing(current_stream())) return;
     c10::Event done = watch_event(device_);
     done.record(current_stream());
-    watch_comm(std::move(done), wait_bound(*group_), run_name_, comm_->nccl->backend(), comm_->failure);
+    watch_comm(std::move(done), wait_bound(*group_), run_name_, nccl_->backend(), comm_->failure);
   }
   // NCCL has all_gather_into_tensor and reduce_scatter_tensor; gloo has both in the torch versions
   // from 2.8 on (older ones: the collectives of a list of tensors).
@@ -322,12 +338,13 @@ class AtenExecutor : public Executor {
   }
 
   Pending sendrecv(const Step& s, size_t i) {
-    if (direct_) {
+    if (nccl_) {
       std::vector<NcclComm::Message> recvs, sends;
       for (const Transfer& t : s.recvs) recvs.push_back(message(t));
       for (const Transfer& t : s.sends) sends.push_back(message(t));
-      return direct(i, alone_[i], [&](void* stream) { comm_->nccl->sendrecv(recvs, sends, stream); });
+      return direct(i, alone_[i], [&](void* stream) { nccl_->sendrecv(recvs, sends, stream); });
     }
+    used_c10d_ = true;
     Pending p;
     if (coalesce()) group_->startCoalescing(device_.type());
     for (const Transfer& t : s.recvs) {
@@ -374,13 +391,18 @@ class AtenExecutor : public Executor {
     const bool async_op = !alone_[i];
     if (std::optional<at::Tensor> all = one_tensor(s)) {
       at::Tensor mine = rows(s.a);
-      if (direct_)
+      if (nccl_) {
+        TORCH_CHECK(all->nbytes() == mine.nbytes() * static_cast<size_t>(world_size()), "collmm: all-gather of ",
+                    mine.nbytes(), " bytes per rank into ", all->nbytes());
         return direct(i, alone_[i], [&](void* stream) {
-          comm_->nccl->all_gather(mine.data_ptr(), all->data_ptr(), mine.nbytes(), stream);
+          nccl_->all_gather(mine.data_ptr(), all->data_ptr(), mine.nbytes(), stream);
         });
+      }
+      used_c10d_ = true;
       p.works.push_back(gather_single(*group_, *all, mine, async_op));
       return p;
     }
+    used_c10d_ = true;
     const PartSize size = part_size(part_rows(s));
     const at::Tensor mine = rows(s.a);
     std::vector<at::Tensor> in{padded_rows(mine, size.most)};
@@ -400,14 +422,18 @@ class AtenExecutor : public Executor {
     const bool async_op = !alone_[i];
     if (std::optional<at::Tensor> all = one_tensor(s)) {  // reduce_scatter_tensor
       at::Tensor mine = rows(s.out);
-      if (direct_)
+      if (nccl_) {
+        TORCH_CHECK(all->numel() == mine.numel() * world_size(), "collmm: reduce-scatter of ", all->numel(),
+                    " elements into ", mine.numel(), " per rank");
         return direct(i, alone_[i], [&](void* stream) {
-          comm_->nccl->reduce_scatter(all->data_ptr(), mine.data_ptr(), static_cast<size_t>(mine.numel()), dtype_,
-                                      stream);
+          nccl_->reduce_scatter(all->data_ptr(), mine.data_ptr(), static_cast<size_t>(mine.numel()), dtype_, stream);
         });
+      }
+      used_c10d_ = true;
       p.works.push_back(scatter_single(*group_, mine, *all, async_op));
       return p;
     }
+    used_c10d_ = true;
     const PartSize size = part_size(part_rows(s));
     std::vector<std::vector<at::Tensor>> in(1);
     for (const Slice& q : s.parts) in[0].push_back(padded_rows(rows(q), size.most));
@@ -428,9 +454,10 @@ class AtenExecutor : public Executor {
   std::vector<bool> fills_only_;           // per step: only_fills_output (made once per plan)
   std::vector<bool> alone_;                // per step: nothing is issued beside it (made once per plan)
   PeerTags tags_;
-  std::vector<std::string> names_;   // per step: its range's name
-  std::shared_ptr<GroupComm> comm_;  // the session's (nccl_comm.hpp)
-  bool direct_ = false;              // this run's transfers go through comm_->nccl
+  std::vector<std::string> names_;                // per step: its range's name
+  std::shared_ptr<GroupComm> comm_;               // the session's (nccl_comm.hpp)
+  std::unique_ptr<NcclComm> nccl_;                // this run's: its transfers through it; null: through c10d
+  bool used_direct_ = false, used_c10d_ = false;  // this run's transfers, by way
   std::optional<c10::Stream> comm_stream_;
   std::vector<c10::Event> forks_, dones_;  // per step
   std::string run_name_, plan_options_;

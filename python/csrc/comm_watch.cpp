@@ -3,8 +3,10 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <list>
 #include <thread>
 #include <vector>
@@ -31,6 +33,9 @@ void relax_capture_mode() {
                "break a CUDA graph captured while it polls\n");
 }
 
+// Set at exit: the thread stops polling (CUDA and torch are being torn down).
+std::atomic<bool> g_exiting{false};
+
 struct Watched {
   c10::Event done;
   std::chrono::steady_clock::time_point deadline;
@@ -42,15 +47,19 @@ struct Watched {
 
 class Watch {
  public:
+  // Called by the issuing thread once per run: a lock and a push (the thread is woken only when
+  // the list was empty; it polls on its own every 20 ms otherwise).
   void add(Watched w) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (watched_.size() >= kMaxWatched) return;  // the oldest ones bound the host's lead anyway
+    const bool was_empty = watched_.empty();
     watched_.push_back(std::move(w));
     if (!thread_started_) {
       thread_started_ = true;
+      std::atexit([] { g_exiting = true; });
       std::thread([this] { loop(); }).detach();  // lives as long as the process (never destroyed)
     }
-    wake_.notify_one();
+    if (was_empty) wake_.notify_one();
   }
   c10::Event take(c10::Device device) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -66,32 +75,43 @@ class Watch {
  private:
   static constexpr size_t kMaxWatched = 4096;
 
+  // Takes the list, queries its events without the lock (the issuing thread never waits for a
+  // poll), puts back what is still running, every 20 ms while there is any.
   void loop() {
     relax_capture_mode();
-    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      if (watched_.empty()) wake_.wait(lock, [this] { return !watched_.empty(); });
-      wake_.wait_for(lock, std::chrono::milliseconds(20));
+      std::list<Watched> polled;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return !watched_.empty(); });
+        polled.swap(watched_);
+      }
+      if (g_exiting) return;
       const auto now = std::chrono::steady_clock::now();
-      for (auto it = watched_.begin(); it != watched_.end();) {
+      std::vector<c10::Event> finished;
+      for (auto it = polled.begin(); it != polled.end();) {
         bool done = true;
         try {
           done = it->done.query();
-        } catch (const std::exception&) {  // the device is gone (the process is ending): nothing to watch
+        } catch (const std::exception&) {  // the device is gone: nothing to watch
         }
         if (done) {
-          if (free_.size() < 64) free_.push_back(std::move(it->done));
-          it = watched_.erase(it);
+          finished.push_back(std::move(it->done));
+          it = polled.erase(it);
         } else if (now > it->deadline) {
-          Watched late = std::move(*it);
-          it = watched_.erase(it);
-          lock.unlock();
-          give_up(late);
-          lock.lock();
+          give_up(*it);
+          it = polled.erase(it);
         } else {
           ++it;
         }
       }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        watched_.splice(watched_.begin(), polled);  // older first, as they came
+        for (c10::Event& e : finished)
+          if (free_.size() < 64) free_.push_back(std::move(e));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
 

@@ -1,6 +1,7 @@
 // comm_watch.hpp: a bound on the NCCL transfers collmm enqueues itself (nccl_comm.hpp), which c10d's
 // watchdog does not see. A run hands in an event recorded on the device after its last transfer; one
-// thread per process polls the events (every 20 ms, only while there are some). Where an event has not
+// thread per process polls the events (every 20 ms while there are some, without holding the lock the
+// issuing thread takes; it sleeps while there are none). Where an event has not
 // completed within its bound (a peer stopped or died: its transfers never come), the thread prints
 // why on stderr, aborts the group's backend (c10d's abort: its communicators end, and the kernels
 // waiting in them return, so the host's next synchronization returns) and leaves the message in

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
+#include <typeinfo>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
@@ -69,9 +71,12 @@ bool find(void* lib, const char* name, F& f) {
   return f != nullptr;
 }
 
+// The NCCL that torch's libtorch_cuda.so runs: each function looked up through its handle, which
+// searches it and then the libraries it needs (libnccl.so.2 where torch links NCCL as a library;
+// torch's own copy where it links NCCL in and exports it; neither: null).
 const NcclLib* nccl_lib() {
   static const NcclLib* lib = []() -> const NcclLib* {
-    void* so = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    void* so = dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
     if (!so) return nullptr;
     static NcclLib l;
     const bool all = find(so, "ncclGroupStart", l.group_start) && find(so, "ncclGroupEnd", l.group_end) &&
@@ -124,7 +129,11 @@ std::unique_ptr<NcclComm> NcclComm::of(c10d::ProcessGroup& group, c10::Device de
   if (!device.is_cuda() || !direct_comm_allowed() || !nccl_lib() || !pg_nccl()) return nullptr;
   try {
     c10::intrusive_ptr<c10d::Backend> backend = group.getBackend(c10::DeviceType::CUDA);
-    if (!backend || backend->getBackendName() != "nccl" || !pg_nccl()->is_initialized(backend.get())) return nullptr;
+    // ProcessGroupNCCL itself: not a wrapper that answers "nccl" too (ProcessGroupWrapper, under
+    // TORCH_DISTRIBUTED_DEBUG=DETAIL), whose fields are not ProcessGroupNCCL's.
+    if (!backend || std::strcmp(typeid(*backend).name(), "N4c10d16ProcessGroupNCCLE") != 0 ||
+        !pg_nccl()->is_initialized(backend.get()))
+      return nullptr;
     c10::DeviceGuard guard(device);  // getCommPtr gives the current device's communicator
     void* comm = reinterpret_cast<void*>(pg_nccl()->comm_ptr(backend.get()));
     if (!comm) return nullptr;
@@ -159,8 +168,18 @@ void NcclComm::sendrecv(const std::vector<Message>& recvs, const std::vector<Mes
   auto comm = static_cast<ncclComm_t>(comm_);
   auto s = static_cast<cudaStream_t>(stream);
   check(nccl.group_start(), "ncclGroupStart");
+  // A send or receive that fails still ends the group: else every later NCCL call of this thread
+  // (c10d's too) would join a group that never ends.
+  struct GroupEnd {
+    const NcclLib& nccl;
+    bool open = true;
+    ~GroupEnd() {
+      if (open) nccl.group_end();
+    }
+  } group{nccl};
   for (const Message& m : recvs) check(nccl.recv(m.data, m.bytes, ncclUint8, m.peer, comm, s), "ncclRecv");
   for (const Message& m : sends) check(nccl.send(m.data, m.bytes, ncclUint8, m.peer, comm, s), "ncclSend");
+  group.open = false;
   check(nccl.group_end(), "ncclGroupEnd (a step's sends and receives)");
 }
 

@@ -6,9 +6,10 @@
 //
 // Nothing is created or linked by collmm: the communicator is the group's own
 // (ProcessGroupNCCL::getCommPtr, looked up in the libtorch_cuda.so this process loaded) and the
-// functions those of the libnccl.so.2 torch loaded. Where either is missing (a CPU build of torch,
-// a torch without getCommPtr, NCCL linked statically), of() gives null and the caller goes through
-// c10d. Errors come back as c10::DistBackendError naming the call, the rank and NCCL's own words.
+// functions the NCCL that library runs (looked up through its handle: libnccl.so.2 in the wheels).
+// Where any is missing (a CPU build of torch, a torch without getCommPtr, NCCL linked in and
+// hidden), of() gives null and the caller goes through c10d. Errors come back as c10::DistBackendError naming the call,
+// the rank and NCCL's own words.
 #pragma once
 
 #include <chrono>
@@ -33,10 +34,13 @@ class NcclComm {
     size_t bytes;
   };
 
-  // The group's communicator on `device`, where it can be reached: the group's CUDA backend is
-  // NCCL and has made its communicator (Backend::isInitialized: the caller has run a c10d
-  // collective on `device` first, so the communicator of `device` is the one made), and this
-  // process has NCCL's library and getCommPtr (above). Else null.
+  // The group's communicator on `device`, where it can be reached: the group's CUDA backend is a
+  // ProcessGroupNCCL (not a wrapper) that has made its communicators (ProcessGroupNCCL::
+  // isInitialized; the caller has run a c10d transfer on `device` first, so the one of `device` is
+  // among them) and has not aborted them (getCommPtr throws then), and this process has the NCCL
+  // torch runs and those two members (above). Else null. Cheap (two
+  // lookups under c10d's locks): asked again at every run, so a communicator c10d aborted or
+  // replaced since is never used.
   static std::unique_ptr<NcclComm> of(c10d::ProcessGroup& group, c10::Device device);
 
   int rank() const { return rank_; }
@@ -55,7 +59,7 @@ class NcclComm {
   // Throws DistBackendError for an NCCL error; waits out ncclInProgress (a non-blocking communicator).
   void check(int result, const char* what) const;
 
-  void* comm_;  // ncclComm_t, the group's: alive while the group is (every use is during a call)
+  void* comm_;  // ncclComm_t, the group's, as of this run (of() is asked again at every run)
   int rank_;
   std::chrono::milliseconds bound_;  // of a wait for a non-blocking communicator
   c10::weak_intrusive_ptr<c10d::Backend> backend_;
@@ -65,7 +69,6 @@ class NcclComm {
 // communicator once reached (c10d makes it at the group's first transfer on the device, which goes
 // through c10d: `c10d_ran`), and what a watched run ended with (comm_watch.hpp).
 struct GroupComm {
-  std::unique_ptr<NcclComm> nccl;  // null: through c10d
   bool c10d_ran = false;
   std::shared_ptr<Failure> failure = std::make_shared<Failure>();
 };

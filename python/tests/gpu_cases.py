@@ -36,14 +36,23 @@ def gpu_cases(rank, world, share_gpu):
 def direct_comm_cases(rank, world, device):
     """Every algorithm of both ops (the ring in pieces too, even and uneven M) gives the same bits with
     its transfers on the group's NCCL communicator called directly (collmm.set_comm "auto", once c10d
-    has made the communicator) as through c10d's calls, and last_comm() says which way each went."""
+    has made the communicator) as through c10d's calls; last_comm() after each call says which way it
+    went: the rings' sends and receives always on the communicator, the collectives too where their
+    parts are equal (uneven parts go through c10d's padded collectives)."""
     import collmm
     from collmm import ALGOS
     from dist_util import assert_close, block, seeded
 
     group = torch.distributed.group.WORLD.group_name
     ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
-    want_path = ("nccl",) if world > 1 else ("nccl", "none")  # world 1: sequential's gather of one rank
+
+    def want(algo, m):
+        if world == 1:
+            return ("nccl", "none")  # sequential's gather of one rank is a transfer; the ring moves nothing
+        if algo in ("ring", "bidir") or (algo == "sequential" and m % world == 0):
+            return ("nccl",)
+        return ("nccl", "nccl+c10d", "c10d")  # pipelined's stages, auto's pick, uneven parts
+
     for m in (64 * world, 64 * world + 5):
         a_full, b = seeded(80, m, 96, dtype=torch.bfloat16), seeded(81, 96, 32 * world, dtype=torch.bfloat16)
         h, w = seeded(82, m, 48 * world, dtype=torch.bfloat16), seeded(83, 48 * world, 40, dtype=torch.bfloat16)
@@ -52,21 +61,25 @@ def direct_comm_cases(rank, world, device):
         h_r = h[:, block(48 * world, world, rank)].contiguous().to(device)
         w_r = w[block(48 * world, world, rank)].to(device)
         for algo, pieces in [(x, 1) for x in ALGOS] + [("ring", 3), ("bidir", 2)]:
+            what = f"M {m} {algo} pieces {pieces} rank {rank}/{world}"
             got = {}
             for path in ("c10d", "auto", "auto"):  # the second auto: the plan already prepared
                 collmm.set_comm(path)
                 _, (c,) = ag(a, [b_r], 0, group, algo=algo, pieces=pieces)
+                took_ag = torch.ops.collmm.last_comm()
                 y = rs(h_r, w_r, "sum", 0, group, algo=algo, pieces=pieces)
-                took = torch.ops.collmm.last_comm()
+                took_rs = torch.ops.collmm.last_comm()
+                if path == "c10d":
+                    assert "nccl" not in (took_ag + took_rs), f"{what}: set_comm c10d, yet {took_ag} / {took_rs}"
+                else:
+                    assert took_ag in want(algo, m), f"{what}: ag went through {took_ag}, not {want(algo, m)}"
+                    assert took_rs in want(algo, m), f"{what}: rs went through {took_rs}, not {want(algo, m)}"
                 got.setdefault(path, []).append((c, y))
             collmm.set_comm("auto")
-            what = f"M {m} {algo} pieces {pieces} rank {rank}/{world}"
-            if algo != "auto":  # auto's pick may differ between the calls: its choice is measured
-                assert took in want_path, f"{what}: the last run went through {took}, not {want_path}"
             assert_close(got["auto"][1][0], (a_full.double() @ b[:, block(32 * world, world, rank)].double()).to(
                 torch.bfloat16), what + " ag")
             for c, y in got["auto"]:
-                if algo != "auto":
+                if algo != "auto":  # auto's pick may differ between the calls: its choice is measured
                     assert torch.equal(c, got["c10d"][0][0]), f"{what}: ag differs between nccl and c10d"
                     assert torch.equal(y, got["c10d"][0][1]), f"{what}: rs differs between nccl and c10d"
 
