@@ -50,8 +50,8 @@ bool direct_comm_allowed() { return g_direct; }
 #if defined(COLLMM_NCCL_HEADERS)
 namespace {
 
-// The functions of the libnccl.so.2 already in this process (torch's), never a library of our own:
-// the communicator must meet the code that made it.
+// The NCCL functions torch runs (nccl_lib below), never a library of our own: the communicator must
+// meet the code that made it.
 struct NcclLib {
   decltype(&ncclGroupStart) group_start = nullptr;
   decltype(&ncclGroupEnd) group_end = nullptr;
@@ -94,7 +94,7 @@ const NcclLib* nccl_lib() {
 }
 
 // Two members of c10d::ProcessGroupNCCL, from the libtorch_cuda.so this process loaded (called on a
-// backend named "nccl" only): isInitialized() (its communicators made; not virtual in every torch)
+// ProcessGroupNCCL only): isInitialized() (its communicators made; not virtual in every torch)
 // and getCommPtr() (the current device's communicator as an integer; it reads a missing one through
 // a null pointer, hence isInitialized first).
 struct PgNccl {
