@@ -60,7 +60,7 @@ def set_comm(path: str) -> None:
     ncclReduceScatter, on a stream of collmm's: a few us of host time per step where c10d's calls
     cost tens; a watchdog of collmm's bounds them as c10d's bounds its own) or "c10d" (every transfer
     through the group's c10d calls). ``torch.ops.collmm.last_comm()`` says how the last run went:
-    "nccl", "c10d" or "none"; ``torch.ops.collmm.last_plan()`` its plan's options ("algo=ring
+    "nccl", "c10d", "nccl+c10d" or "none"; ``torch.ops.collmm.last_plan()`` its plan's options ("algo=ring
     ...": what "auto" picked)."""
     _ops.set_comm(path)
 

@@ -38,12 +38,10 @@ class NcclComm {
   // ProcessGroupNCCL (not a wrapper) that has made its communicators (ProcessGroupNCCL::
   // isInitialized; the caller has run a c10d transfer on `device` first, so the one of `device` is
   // among them) and has not aborted them (getCommPtr throws then), and this process has the NCCL
-  // torch runs and those two members (above). Else null. Cheap (two
-  // lookups under c10d's locks): asked again at every run, so a communicator c10d aborted or
-  // replaced since is never used.
+  // torch runs and those two members (above). Else null. Cheap (two lookups under c10d's locks):
+  // asked again at every run, so a communicator c10d aborted or replaced since is never used.
   static std::unique_ptr<NcclComm> of(c10d::ProcessGroup& group, c10::Device device);
 
-  int rank() const { return rank_; }
   // On `stream` (a cudaStream_t): every receive and send of a step, in one ncclGroup.
   void sendrecv(const std::vector<Message>& recvs, const std::vector<Message>& sends, void* stream) const;
   // `mine` (bytes_each) into rank q's place of `all` (q * bytes_each on), for every q.
@@ -65,9 +63,9 @@ class NcclComm {
   c10::weak_intrusive_ptr<c10d::Backend> backend_;
 };
 
-// What the executors of one session (group, device) share about the group's transfers: the group's
-// communicator once reached (c10d makes it at the group's first transfer on the device, which goes
-// through c10d: `c10d_ran`), and what a watched run ended with (comm_watch.hpp).
+// What the executors of one session (group, device) share about the group's transfers: whether one
+// went through c10d on the device (`c10d_ran`: c10d made the communicator then, so NcclComm::of may
+// reach it), and what a watched run ended with (comm_watch.hpp).
 struct GroupComm {
   bool c10d_ran = false;
   std::shared_ptr<Failure> failure = std::make_shared<Failure>();
@@ -77,8 +75,9 @@ struct GroupComm {
 // through NcclComm where of() reaches the communicator, else c10d) or "c10d" (always c10d's calls).
 void set_comm(const std::string& path);
 bool direct_comm_allowed();
-// The last run of this process: how it moved its data, "nccl" (NcclComm), "c10d" or "none" (no
-// transfer), and its plan's options (to_string(PlanOptions): what "auto" picked).
+// The last run of this process: how it moved its data, "nccl" (NcclComm), "c10d", "nccl+c10d" (uneven
+// collectives padded through c10d beside the rest) or "none" (no transfer), and its plan's options
+// (to_string(PlanOptions): what "auto" picked).
 void note_last_run(const char* comm_path, const std::string& plan_options);
 std::string last_comm_path();
 std::string last_plan_options();

@@ -432,7 +432,7 @@ TORCH_LIBRARY(collmm, m) {
         [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });
   });
   // How CUDA runs move data: "auto" (the group's NCCL communicator called directly where it can be
-  // reached, nccl_comm.hpp) or "c10d"; how the last run moved it ("nccl", "c10d" or "none") and its
+  // reached, nccl_comm.hpp) or "c10d"; how the last run moved it ("nccl", "c10d", "nccl+c10d" or "none") and its
   // plan's options ("algo=ring ...": what auto picked).
   m.def("set_comm(str path) -> ()", [](c10::string_view path) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_comm(std::string(path)); });
