@@ -78,11 +78,17 @@ struct LinkCost {
   double intra_latency_us = 0;
   double inter_gbps = 0;  // GB/s per direction per rank, between nodes
   double inter_latency_us = 0;
-  // Each ring step of a collective (the ring model over these links) costs this much more. Where a
-  // transport runs collectives as lowered rings of sendrecv, copy and add steps (the host bed),
-  // each step's event hops between its copy streams and its lane, and reduce-scatter's add, come
-  // one after another; with many small parts (pipelined's stages) that fixed cost dominates.
+  // The hop from a transfer to the add that waits for it. Where a transport runs its transfers on
+  // streams of their own and the adds on a lane (the host bed), a reduce-scatter's step is a
+  // sendrecv, then an event hop, then the add, which must end before the next send: an add after a
+  // receive (the rings' and the lowered reduce-scatter's alike) costs this much more. With many
+  // small parts (pipelined's stages, small M) that fixed cost dominates. 0: the add hides under
+  // the transfer (a fused reduce, as NCCL's).
   double collective_step_us = 0;
+  // The messages of one step that share a link direction run one after another (the host bed: one
+  // copy stream per direction), so each pays the latency: a step of two sends (bidir) costs two
+  // latencies. false: they run at once and pay it once (NCCL's grouped sends).
+  bool serial_messages = false;
 };
 
 struct Contention {
@@ -142,6 +148,9 @@ double gemm_time_us(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);
 double gemm_rate_tflops(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);  // before the memory bound
 double copy_time_us(const Profile&, double bytes);
 double add_time_us(const Profile&, double bytes);
+// An add of a received sum: its time, plus links.collective_step_us where the add runs after the
+// transfer (the one rule for the rings' adds and a lowered reduce-scatter's).
+double add_after_receive_us(const Profile&, double bytes);
 // Whether ranks a and b share a node.
 bool same_node(const Profile&, int a, int b);
 // One message of `bytes` between a and b, shared with share-1 others of its class.

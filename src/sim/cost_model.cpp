@@ -79,6 +79,9 @@ double gemm_time_us(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype 
 
 double copy_time_us(const Profile& prof, double bytes) { return transfer_us(2 * bytes, prof.memory_gbps); }
 double add_time_us(const Profile& prof, double bytes) { return transfer_us(3 * bytes, prof.memory_gbps); }
+double add_after_receive_us(const Profile& prof, double bytes) {
+  return add_time_us(prof, bytes) + prof.links.collective_step_us;
+}
 
 bool same_node(const Profile& prof, int a, int b) {
   const int per = prof.links.ranks_per_node;
@@ -89,7 +92,8 @@ double message_time_us(const Profile& prof, int a, int b, double bytes, int shar
   const bool intra = same_node(prof, a, b);
   const double gbps = intra ? prof.links.intra_gbps : prof.links.inter_gbps;
   const double lat = intra ? prof.links.intra_latency_us : prof.links.inter_latency_us;
-  return lat + transfer_us(bytes, gbps / std::max(1, share));
+  share = std::max(1, share);
+  return (prof.links.serial_messages ? share : 1) * lat + transfer_us(bytes, gbps / share);
 }
 
 double collective_step_us(const CollectiveCost& c, double bytes) {
@@ -117,9 +121,8 @@ double collective_time_us(const Profile& prof, int world, double max_part_bytes,
   const double lat =
       multi_node ? std::max(prof.links.intra_latency_us, prof.links.inter_latency_us) : prof.links.intra_latency_us;
   double step = transfer_us(max_part_bytes, gbps);
-  const double step_cost = prof.links.collective_step_us;
-  if (step_cost > 0)  // a lowered ring: the sendrecv, then (reduce-scatter) the add after it
-    step += step_cost + (reduce ? add_time_us(prof, max_part_bytes) + step_cost : 0);
+  if (reduce && prof.links.collective_step_us > 0)  // a lowered ring: the sendrecv, then the add after it
+    step += add_after_receive_us(prof, max_part_bytes);
   else if (reduce && prof.memory_gbps > 0)  // the add hidden under the transfer
     step = std::max(step, add_time_us(prof, max_part_bytes));
   return (world - 1) * (lat + step);

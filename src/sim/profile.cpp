@@ -60,11 +60,15 @@ Profile h200_host() {
       "2026-12-03): 44 GB/s for the collective alone (the GPU idle, its clocks down), 50 GB/s for "
       "the ring's transfers beside GEMMs; copy engines leave the SMs to the GEMMs (no "
       "contention). Collectives run as rings over the link, lowered to sendrecv and add steps: "
-      "8 us per dependent step of them (event hops between the copy streams and the lane, as the "
-      "bed's timelines show between consecutive steps), fitted on the 120 limit rows of "
-      "2026-12-04 (pipelined's many small reduce-scatter steps: pred/meas 0.74 -> 0.96).";
+      "an add after a receive pays 8 us more (the event hop from the copy streams to the lane, as "
+      "the bed's timelines show), in a lowered reduce-scatter as in the rings; an allgather's "
+      "steps pay none (its small-M steps measured 9.5 us + bytes at 52 GB/s). The messages of one "
+      "step that go the same way queue on one copy stream, each paying the latency (bidir's two "
+      "sends: 6-16 us more per step than the ring at small M). Fitted on the 108 limit rows and "
+      "the 64 small-M targets cases of 2026-12-04 (scripts/model-check.py).";
   p.links = {0, 48, 10, 48, 10};
   p.links.collective_step_us = 8;
+  p.links.serial_messages = true;
   p.contention = {false, 1.0, 1.0, false};
   return p;
 }
@@ -166,7 +170,8 @@ json to_json(const Profile& p) {
         {"intra_latency_us", p.links.intra_latency_us},
         {"inter_gbps", p.links.inter_gbps},
         {"inter_latency_us", p.links.inter_latency_us},
-        {"collective_step_us", p.links.collective_step_us}}},
+        {"collective_step_us", p.links.collective_step_us},
+        {"serial_messages", p.links.serial_messages}}},
       {"contention",
        {{"transport_uses_sms", p.contention.transport_uses_sms},
         {"gemm_slowdown", p.contention.gemm_slowdown},
@@ -209,6 +214,7 @@ Profile read_profile_fields(const json& j) {
     p.links.inter_gbps = get<double>(l, "inter_gbps", p.links.intra_gbps);
     p.links.inter_latency_us = get<double>(l, "inter_latency_us", p.links.intra_latency_us);
     p.links.collective_step_us = get<double>(l, "collective_step_us", 0);
+    p.links.serial_messages = get<bool>(l, "serial_messages", false);
     const json c = get<json>(j, "contention", json::object());
     p.contention.transport_uses_sms = get<bool>(c, "transport_uses_sms", false);
     p.contention.gemm_slowdown = get<double>(c, "gemm_slowdown", 1);

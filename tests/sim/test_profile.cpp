@@ -54,15 +54,48 @@ TEST(CostModel, LinksAndCollectives) {
   EXPECT_DOUBLE_EQ(add_time_us(p, 4300e3), 3);
 }
 
-// A transport that lowers collectives (the host bed): each ring step pays the fixed cost once for
-// its sendrecv, and reduce-scatter once more for its add, which then runs after the transfer.
+// A transport that lowers collectives (the host bed): a reduce-scatter's step pays the hop from its
+// receive to its add, which then runs after the transfer; an allgather's step has no add and pays
+// none.
 TEST(CostModel, LoweredCollectiveStepsPayTheirFixedCost) {
-  Profile p = builtin_profile("h200-host");  // 48 GB/s, 10 us; 8 us a lowered step
+  Profile p = builtin_profile("h200-host");  // 48 GB/s, 10 us; 8 us an add after a receive
   EXPECT_DOUBLE_EQ(p.links.collective_step_us, 8);
-  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, false), 3 * (10 + 1 + 8));
-  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, true), 3 * (10 + 1 + 8 + add_time_us(p, 48e3) + 8));
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, false), 3 * (10 + 1));
+  EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, true), 3 * (10 + 1 + add_time_us(p, 48e3) + 8));
+  EXPECT_DOUBLE_EQ(add_after_receive_us(p, 48e3), add_time_us(p, 48e3) + 8);
   p.links.collective_step_us = 0;  // not lowered: the add hides under the transfer
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, true), 3 * (10 + 1));
+}
+
+// Messages of one step that go the same way: at once, they pay the latency once (NCCL's grouped
+// sends); queued on one copy stream (the host bed), each pays it.
+TEST(CostModel, SerialMessagesPayTheLatencyEach) {
+  Profile p = builtin_profile("h200-host");
+  EXPECT_TRUE(p.links.serial_messages);
+  EXPECT_DOUBLE_EQ(message_time_us(p, 0, 1, 48e3, 1), 10 + 1);
+  EXPECT_DOUBLE_EQ(message_time_us(p, 0, 1, 48e3, 2), 2 * 10 + 2);
+  p.links.serial_messages = false;
+  EXPECT_DOUBLE_EQ(message_time_us(p, 0, 1, 48e3, 2), 10 + 2);
+  EXPECT_FALSE(builtin_profile("h200-nvlink").links.serial_messages);
+  // Saved and read back.
+  EXPECT_TRUE(profile_from_json(to_json(builtin_profile("h200-host"))).links.serial_messages);
+}
+
+// In gemm_rs's rings every step's sum is received, added, then sent on: with a link this slow
+// beside small GEMMs, the adds lie on the critical path, and the first add after each receive pays
+// the hop (bidir's second add of a step follows the first, not the receive): P-1 hops either way.
+TEST(CostModel, TheRingsAddsAfterAReceivePayTheHop) {
+  Problem p;
+  p.op = Op::gemm_rs, p.m = 256, p.n = 256, p.k = 1024, p.world = 4;
+  for (Algo algo : {Algo::ring, Algo::bidir}) {
+    PlanOptions o;
+    o.algo = algo;
+    Profile prof = builtin_profile("h200-host");
+    const double with_hop = simulate(p, o, Dtype::bf16, prof, StepFilter::all, false).time_us;
+    prof.links.collective_step_us = 0;
+    const double without = simulate(p, o, Dtype::bf16, prof, StepFilter::all, false).time_us;
+    EXPECT_NEAR(with_hop - without, 3 * 8, 1e-6) << to_string(algo);
+  }
 }
 
 TEST(CostModel, MeasuredCollectiveReplacesTheRing) {

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""model-check.py: the cost model against measured rows, with no GPU.
+
+Every case of collmm-bench JSON files (auto's rows left out: they are a twin of a case) is predicted
+again with collmm-sim, the same shape, P, dtype and plan options, and a profile (default h200-host),
+then set over its measured time. Prints one line per case and, per algorithm, how many are within
+15% and 10%, the median |error| and the worst.
+
+Usage: scripts/model-check.py [--sim build/tools/sim/collmm-sim] [--profile h200-host] [--quiet] FILE.json...
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def predict(sim, profile, r, world):
+    o = r["options"]
+    args = [sim, "--op", r["op"], "--algo", o["algo"], "-m", str(r["m"]), "-n", str(r["n"]), "-k", str(r["k"]),
+            "-P", str(world), "--dtype", r["dtype"], "--profile", profile, "--stages", str(o["stages"]),
+            "--gemm-lanes", str(o["gemm_lanes"]), "--merge", str(o["merge"]), "--pieces", str(o["pieces"]),
+            "--piece-sizes", o["piece_sizes"], "--post", o["post"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "p.json")
+        subprocess.run(args + ["--json", out], check=True, stdout=subprocess.DEVNULL)
+        rows = json.load(open(out))
+    rows = rows["results"] if isinstance(rows, dict) else rows
+    return rows[0]["time_us"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", default="build/tools/sim/collmm-sim")
+    ap.add_argument("--profile", default="h200-host")
+    ap.add_argument("--quiet", action="store_true", help="the summary only")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    by_algo = {}
+    for f in a.files:
+        d = json.load(open(f))
+        for r in d["results"]:
+            if r["algo"] == "auto" or r.get("label", "").startswith("auto"):
+                continue
+            pred = predict(a.sim, a.profile, r, d["world_size"])
+            ratio = pred / r["time_us"]
+            label = r.get("label", r["algo"])
+            if not a.quiet:
+                print(f"{r['op']:8} P{d['world_size']} M{r['m']:<6} N{r['n']:<6} K{r['k']:<6} {label:24} "
+                      f"meas {r['time_us']:9.1f} pred {pred:9.1f} {ratio:6.3f}{'  MISS' if abs(ratio - 1) > 0.15 else ''}")
+            by_algo.setdefault(r["algo"], []).append(ratio)
+    print(f"# profile {a.profile}: pred/meas per algorithm")
+    every = []
+    for algo, ratios in sorted(by_algo.items()):
+        every += ratios
+        errs = [abs(x - 1) for x in ratios]
+        worst = max(ratios, key=lambda x: abs(x - 1))
+        print(f"{algo:10} {sum(e <= 0.15 for e in errs):3} / {len(errs):3} within 15%  "
+              f"{sum(e <= 0.10 for e in errs):3} within 10%  median |err| {100 * statistics.median(errs):4.1f}%  "
+              f"worst {worst:.3f}")
+    errs = [abs(x - 1) for x in every]
+    print(f"{'all':10} {sum(e <= 0.15 for e in errs):3} / {len(errs):3} within 15%  "
+          f"{sum(e <= 0.10 for e in errs):3} within 10%  median |err| {100 * statistics.median(errs):4.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
