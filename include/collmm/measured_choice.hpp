@@ -45,6 +45,10 @@ struct MeasureSettings {
   // (a run of 8% measured on the host bed) then cannot decide between candidates 2-5% apart.
   double runoff_margin = 0.05;
   int runoff_passes = 2;
+  // A tie: candidates measured within (1 + tie_margin) x the fastest. The tie goes to the plan of
+  // fewest steps: the same device time within the noise, less host work per call (each step is a
+  // launch or a transfer the host issues), which is what a training step's host sees.
+  double tie_margin = 0.01;
 };
 
 struct TimedCandidate {
@@ -53,10 +57,12 @@ struct TimedCandidate {
   double time_us = 0;           // the median over its passes of the slowest process's time
   std::vector<double> pass_us;  // the slowest process's time in each pass that timed it
   std::vector<double> proc_us;  // every process's time (the median over its passes), in process order
+  int steps = 0;                // its plan's steps (Alternative::steps)
 };
 
 struct MeasuredChoice {
-  PlanOptions options;                // the fastest timed candidate (the first of equal times)
+  PlanOptions options;                // the fastest timed candidate, or of those tied with it the one of
+                                      // fewest steps (MeasureSettings::tie_margin)
   double time_us = 0;                 // its time
   std::vector<TimedCandidate> timed;  // in the order timed (fastest predicted first)
 };

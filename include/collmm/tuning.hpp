@@ -76,6 +76,7 @@ struct Alternative {
   PlanOptions options;
   double predicted_us = 0;
   double measured_us = -1;  // from the cache; -1 when not measured
+  int steps = 0;            // rank 0's plan's steps: what the host issues per call (0: not known)
 };
 
 struct Choice {

@@ -25,7 +25,17 @@ namespace {
 std::atomic<bool> g_direct{true};
 std::mutex g_last_mutex;
 std::string g_last_path = "none", g_last_options;
+std::string g_last_auto;
 }  // namespace
+
+void note_last_auto(const std::string& report) {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  g_last_auto = report;
+}
+std::string last_auto_report() {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  return g_last_auto;
+}
 
 void note_last_run(const char* comm_path, const std::string& plan_options) {
   std::lock_guard<std::mutex> lock(g_last_mutex);

@@ -439,6 +439,7 @@ TORCH_LIBRARY(collmm, m) {
   });
   m.def("last_comm() -> str", [] { return collmm::torch_ext::last_comm_path(); });
   m.def("last_plan() -> str", [] { return collmm::torch_ext::last_plan_options(); });
+  m.def("last_auto() -> str", [] { return collmm::torch_ext::last_auto_report(); });
   // The bound of the ops' waits for other ranks and of the host executor's run watchdog (0: defaults).
   m.def("set_timeout(float seconds) -> ()", [](double seconds) {
     collmm::torch_ext::user_errors_as_value_errors([&] { collmm::torch_ext::set_timeout(seconds); });

@@ -165,7 +165,9 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
   auto time = [&](const PlanOptions& o, int warmup, int iters) {
     return time_candidate(problem, o, dtype, warmup, iters);
   };
-  return auto_.decide(*host_, problem, dtype, profile, "", MeasureSettings{}, time).options;
+  const AutoChooser::Decision& d = auto_.decide(*host_, problem, dtype, profile, "", MeasureSettings{}, time);
+  note_last_auto(d.printed);
+  return d.options;
 }
 
 double Session::time_candidate(const Problem& problem, const PlanOptions& options, Dtype dtype, int warmup, int iters) {

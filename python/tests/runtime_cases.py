@@ -232,4 +232,18 @@ def comm_path_case(rank, world):
             assert torch.ops.collmm.last_comm() == ("c10d" if world > 1 else "none"), torch.ops.collmm.last_comm()
             assert "algo=ring" in torch.ops.collmm.last_plan().split(), torch.ops.collmm.last_plan()
     collmm.set_comm("auto")
+    # auto's report: the model's alternatives and, at world > 1, the candidates timed, each with its
+    # steps, and the pick, which is the plan the call ran; the same text on every rank.
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="auto")
+    assert_close(c, (a_full.double() @ b.double()).float(), "auto")
+    report = torch.ops.collmm.last_auto()
+    assert "# auto:" in report and "alternatives (predicted, fastest first)" in report, report
+    if world > 1:
+        assert "# auto measured:" in report and "to the fewest steps" in report and "<- pick" in report, report
+        pick = [line for line in report.splitlines() if line.endswith("<- pick") or "<- pick  (" in line]
+        assert len(pick) == 1 and f"algo={pick[0].split()[1]}" in torch.ops.collmm.last_plan().split(), (
+            pick, torch.ops.collmm.last_plan())
+    reports = [None] * world
+    dist.all_gather_object(reports, report)
+    assert all(r == report for r in reports), reports
 

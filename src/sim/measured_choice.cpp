@@ -93,7 +93,8 @@ MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const 
   }
   MeasuredChoice m;
   for (size_t i = 0; i < n; ++i) {
-    TimedCandidate t{candidates[i].options, candidates[i].predicted_us, median(pass_us[i]), pass_us[i], {}};
+    TimedCandidate t{candidates[i].options, candidates[i].predicted_us, median(pass_us[i]), pass_us[i], {},
+                     candidates[i].steps};
     for (size_t q = 0; q < proc_us[i].front().size(); ++q) {
       std::vector<double> passes;
       for (const std::vector<double>& procs : proc_us[i]) passes.push_back(procs[q]);
@@ -104,6 +105,9 @@ MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const 
   const TimedCandidate* best = &m.timed.front();
   for (const TimedCandidate& t : m.timed)
     if (t.time_us < best->time_us) best = &t;
+  const double tie = best->time_us * (1 + s.tie_margin);  // on agreed times: the same on every process
+  for (const TimedCandidate& t : m.timed)
+    if (t.time_us <= tie && t.steps > 0 && t.steps < best->steps) best = &t;
   m.options = best->options;
   m.time_us = best->time_us;
   return m;
@@ -114,13 +118,14 @@ std::string print(const MeasuredChoice& m, const MeasureSettings& s) {
   char line[256];
   std::snprintf(line, sizeof line,
                 "# auto measured: %zu candidates, %d warm-up + %d timed runs each (median; the slowest rank's); "
-                "those within %.0f%% of the fastest again, up to %d more passes (the median of the passes)\n",
-                m.timed.size(), s.warmup, s.iters, 100 * s.runoff_margin, s.runoff_passes);
+                "those within %.0f%% of the fastest again, up to %d more passes (the median of the passes); "
+                "within %.0f%% a tie, to the fewest steps\n",
+                m.timed.size(), s.warmup, s.iters, 100 * s.runoff_margin, s.runoff_passes, 100 * s.tie_margin);
   out << line;
   for (const TimedCandidate& t : m.timed) {
-    std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us  measured %10.1f us%s",
-                  to_string(t.options.algo).c_str(), options_after_name(t.options).c_str(), t.predicted_us, t.time_us,
-                  t.options == m.options ? "  <- pick" : "");
+    std::snprintf(line, sizeof line, "#   %-10s%s  %3d steps  predicted %10.1f us  measured %10.1f us%s",
+                  to_string(t.options.algo).c_str(), options_after_name(t.options).c_str(), t.steps, t.predicted_us,
+                  t.time_us, t.options == m.options ? "  <- pick" : "");
     out << line;
     if (t.pass_us.size() > 1) {
       out << "  (passes";
@@ -152,8 +157,10 @@ std::vector<TuningEntry> tuning_entries(const Problem& p, Dtype dtype, const Mea
 nlohmann::json to_json(const Choice& c) {
   nlohmann::json alternatives = nlohmann::json::array();
   for (const Alternative& a : c.alternatives)
-    alternatives.push_back(
-        {{"options", to_json(a.options)}, {"predicted_us", a.predicted_us}, {"measured_us", a.measured_us}});
+    alternatives.push_back({{"options", to_json(a.options)},
+                            {"predicted_us", a.predicted_us},
+                            {"measured_us", a.measured_us},
+                            {"steps", a.steps}});
   return {{"options", to_json(c.options)},
           {"predicted_us", c.predicted_us},
           {"measured_us", c.measured_us},
@@ -169,7 +176,7 @@ Choice choice_from_json(const nlohmann::json& j) {
   c.source = j.at("source").get<std::string>();
   for (const nlohmann::json& a : j.at("alternatives"))
     c.alternatives.push_back({plan_options_from_json(a.at("options")), a.at("predicted_us").get<double>(),
-                              a.at("measured_us").get<double>()});
+                              a.at("measured_us").get<double>(), a.value("steps", 0)});
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "collmm/algorithms.hpp"
+#include "collmm/plan.hpp"
 #include "collmm/sim.hpp"
 
 namespace collmm {
@@ -18,14 +19,15 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   auto simulate_us = [&](const PlanOptions& o) {
     return simulate(p, o, dtype, profile, StepFilter::all, false).time_us;
   };
-  for (const PlanOptions& o : candidates) c.alternatives.push_back({o, simulate_us(o), -1});
+  auto steps = [&](const PlanOptions& o) { return static_cast<int>(make_plan(p, o, 0).steps.size()); };
+  for (const PlanOptions& o : candidates) c.alternatives.push_back({o, simulate_us(o), -1, steps(o)});
 
   const std::vector<TuningEntry> measured = cache ? cache->find(p, dtype) : std::vector<TuningEntry>{};
   for (const TuningEntry& e : measured) {
     auto it = std::find_if(c.alternatives.begin(), c.alternatives.end(),
                            [&](const Alternative& a) { return a.options == e.options; });
     if (it == c.alternatives.end()) {  // a measured configuration the model did not list
-      c.alternatives.push_back({e.options, simulate_us(e.options), -1});
+      c.alternatives.push_back({e.options, simulate_us(e.options), -1, steps(e.options)});
       it = c.alternatives.end() - 1;
     }
     it->measured_us = it->measured_us < 0 ? e.time_us : std::min(it->measured_us, e.time_us);

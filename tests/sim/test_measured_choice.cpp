@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "collmm/measured_choice.hpp"
+#include "collmm/plan.hpp"
 
 using namespace collmm;
 
@@ -338,3 +339,45 @@ TEST(MeasuredChoice, ChoiceRoundTripsThroughJson) {
 }
 
 }  // namespace
+
+// A tie (within 1% of the fastest, on the agreed times) goes to the plan of fewest steps: pipelined
+// with 8 stages measured 0.5% faster than the ring loses to it. Process 1 alone would see the ring
+// faster; process 0's ring is slower; the agreed times decide, the same on every process. Apart by
+// more than the tie: the fastest wins whatever its steps.
+TEST(MeasuredChoice, ATieGoesToTheFewestSteps) {
+  auto run = [](double ring_us, double pipelined_us) {
+    const std::vector<Alternative> candidates{{opts(Algo::pipelined, 8), 90, -1, 24},
+                                              {opts(Algo::ring), 95, -1, 4},
+                                              {opts(Algo::sequential), 140, -1, 2}};
+    return on_processes<MeasuredChoice>(2, [&](HostComm& host) {
+      auto time = [&](const PlanOptions& o, int, int) {
+        if (o.algo == Algo::sequential) return 300.0;
+        if (o.algo == Algo::ring) return host.proc() == 0 ? ring_us : ring_us - 5;
+        return pipelined_us;
+      };
+      return measure_choice(candidates, time, host, MeasureSettings{});
+    });
+  };
+  for (const MeasuredChoice& m : run(201.0, 200.0)) {
+    EXPECT_EQ(m.options, opts(Algo::ring));
+    EXPECT_EQ(m.time_us, 201.0);
+    EXPECT_EQ(m.timed[1].steps, 4);
+  }
+  for (const MeasuredChoice& m : run(203.0, 200.0)) EXPECT_EQ(m.options, opts(Algo::pipelined, 8));
+  const std::string printed = print(run(201.0, 200.0)[0], MeasureSettings{});
+  EXPECT_NE(printed.find("within 1% a tie, to the fewest steps"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("  4 steps  predicted       95.0 us  measured      201.0 us  <- pick"), std::string::npos)
+      << printed;
+}
+
+// choose() gives every alternative its plan's steps, and they travel through the JSON that process
+// 0 sends the others.
+TEST(MeasuredChoice, AlternativesCarryTheirSteps) {
+  Problem p;
+  p.op = Op::ag_gemm, p.m = 1024, p.n = 1024, p.k = 1024, p.world = 4;
+  const Choice c = choose(p, Dtype::bf16, builtin_profile("h200-host"));
+  for (const Alternative& a : c.alternatives)
+    EXPECT_EQ(a.steps, static_cast<int>(make_plan(p, a.options, 0).steps.size())) << to_string(a.options);
+  const Choice back = choice_from_json(to_json(c));
+  for (size_t i = 0; i < c.alternatives.size(); ++i) EXPECT_EQ(back.alternatives[i].steps, c.alternatives[i].steps);
+}
