@@ -15,7 +15,8 @@ them, except every 10 calls so that the launch queue stays short). Rows:
                        "auto"; the path taken is printed: nccl, c10d or none) and, with --comm both
                        (the default on CUDA), through c10d's calls
 --comm auto|c10d|both: which of the ops' ways to move data to measure.
---rows: only the rows whose label matches REGEX.
+--rows: only the rows whose label matches REGEX. Where the auto rows ran, auto's decision of each op
+follows (torch.ops.collmm.last_auto(): the candidates timed, their steps and times, the pick).
 --profile: a torch.profiler table of the host's time (self CPU) per function over 20 calls of the
 op with the ring, check first: what the call spends its host time on.
 """
@@ -124,6 +125,14 @@ def main():
         if rank == 0:
             print(f"  {label:<52} {t.item():9.1f}{path}", flush=True)
     collmm.set_comm("auto")
+    if any(re.search(args.rows, row[0]) for row in rows if " auto " in row[0]):
+        collmm.set_check("every")  # the decision is looked up again (kept per shape), so it is reported
+        for op, fn in (("ag_gemm", lambda: ag(a_ag, [b_ag], 0, name, return_A=False, algo="auto")),
+                       ("gemm_rs", lambda: rs(a_rs, b_rs, "sum", 0, name, algo="auto"))):
+            fn()
+            if rank == 0:
+                print(f"# {op}: auto's decision (torch.ops.collmm.last_auto())\n{torch.ops.collmm.last_auto()}",
+                      end="", flush=True)
     if args.profile:
         collmm.set_check("first")
         fn = lambda: ag(a_ag, [b_ag], 0, name, return_A=False, algo="ring")  # noqa: E731
