@@ -79,7 +79,9 @@ void Engine::add_rank(const Plan& plan) {
       case StepKind::add: {  // every add of a plan adds a sum it received: the first after it pays the hop
         const std::vector<int>& lane = rank.lane_steps[st.lane];
         const bool after_receive = lane.size() >= 2 && plan.steps[lane[lane.size() - 2]].kind == StepKind::sendrecv;
-        if (!x.skip) x.work_us = after_receive ? add_after_receive_us(prof_, bytes_of(st.out)) : add_time_us(prof_, bytes_of(st.out));
+        if (!x.skip)
+          x.work_us =
+              after_receive ? add_after_receive_us(prof_, bytes_of(st.out)) : add_time_us(prof_, bytes_of(st.out));
         break;
       }
       case StepKind::sendrecv:

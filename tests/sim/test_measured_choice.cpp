@@ -346,9 +346,8 @@ TEST(MeasuredChoice, ChoiceRoundTripsThroughJson) {
 // more than the tie: the fastest wins whatever its steps.
 TEST(MeasuredChoice, ATieGoesToTheFewestSteps) {
   auto run = [](double ring_us, double pipelined_us) {
-    const std::vector<Alternative> candidates{{opts(Algo::pipelined, 8), 90, -1, 24},
-                                              {opts(Algo::ring), 95, -1, 4},
-                                              {opts(Algo::sequential), 140, -1, 2}};
+    const std::vector<Alternative> candidates{
+        {opts(Algo::pipelined, 8), 90, -1, 24}, {opts(Algo::ring), 95, -1, 4}, {opts(Algo::sequential), 140, -1, 2}};
     return on_processes<MeasuredChoice>(2, [&](HostComm& host) {
       auto time = [&](const PlanOptions& o, int, int) {
         if (o.algo == Algo::sequential) return 300.0;
