@@ -1,0 +1,49 @@
+"""scripts/model-check.py on a synthetic collmm-bench JSON: each case predicted again by collmm-sim
+with its own options, set over its measured time; auto's rows left out; the summary's counts.
+
+    python3 test_model_check.py path/to/model-check.py path/to/collmm-sim"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+CHECK, SIM = sys.argv[1], sys.argv[2]
+
+
+def case(algo, label, time_us, pieces=1, sizes="equal"):
+    options = {"algo": algo, "stages": 0, "post": "comm-first", "gemm_lanes": 1, "merge": 1, "pieces": pieces,
+               "piece_sizes": sizes}
+    return {"op": "gemm_rs", "m": 512, "n": 4096, "k": 14336, "dtype": "bf16", "algo": algo, "label": label,
+            "options": options, "time_us": time_us}
+
+
+def predicted(algo, pieces=1):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "p.json")
+        subprocess.run([SIM, "--op", "gemm_rs", "--algo", algo, "-m", "512", "-n", "4096", "-k", "14336", "-P", "4",
+                        "--dtype", "bf16", "--profile", "h200-host", "--pieces", str(pieces), "--json", out],
+                       check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(out))["results"][0]["time_us"]
+
+
+ring, bidir = predicted("ring"), predicted("bidir")
+pieces2 = predicted("ring", 2)
+assert pieces2 != ring, "the pieces option must reach collmm-sim"
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "row.json")
+    json.dump({"world_size": 4, "results": [case("ring", "ring", ring / 1.10),
+                                            case("ring", "ring:pieces2", pieces2 / 0.95, pieces=2),
+                                            case("bidir", "bidir", bidir / 1.30),
+                                            case("auto", "auto:ring", 1.0)]}, open(path, "w"))
+    out = subprocess.run([sys.executable, CHECK, "--sim", SIM, path], check=True, capture_output=True,
+                         text=True).stdout
+print(out)
+lines = {line.split()[5]: line for line in out.splitlines() if line.startswith("gemm_rs")}
+assert set(lines) == {"ring", "ring:pieces2", "bidir"}, lines  # auto's row left out
+assert lines["ring"].split()[-1] == "1.100", lines["ring"]
+assert lines["ring:pieces2"].split()[-1] == "0.950", lines["ring:pieces2"]
+assert lines["bidir"].split()[-2:] == ["1.300", "MISS"], lines["bidir"]
+assert "ring         2 /   2 within 15%" in out and "bidir        0 /   1 within 15%" in out, out
+assert "all          2 /   3 within 15%" in out, out
+print("model-check: ok")
