@@ -48,7 +48,7 @@ struct MeasureSettings {
   // A tie: candidates measured within (1 + tie_margin) x the fastest. The tie goes to the plan of
   // fewest steps: the same device time within the noise, less host work per call (each step is a
   // launch or a transfer the host issues), which is what a training step's host sees.
-  double tie_margin = 0.01;
+  double tie_margin = kTieMargin;
 };
 
 struct TimedCandidate {

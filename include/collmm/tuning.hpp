@@ -88,6 +88,13 @@ struct Choice {
 };
 
 Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = nullptr);
+
+// The one rule for picking among measured times (auto's runoff, and a tuning cache's entries):
+// the fastest, except that times within (1 + tie_margin) x the fastest are a tie, which goes to
+// the plan of fewest steps (known, > 0): the same device time within the noise, less host work
+// per call. `times[i]` and `steps[i]` are candidate i's; returns its index (times not empty).
+constexpr double kTieMargin = 0.01;
+size_t pick_measured(const std::vector<double>& times, const std::vector<int>& steps, double tie_margin = kTieMargin);
 std::string print(const Choice&);
 // Every option but the algorithm, from PlanOptions' field list (types.hpp), as print writes them:
 // " stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal".

@@ -102,12 +102,10 @@ MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const 
     }
     m.timed.push_back(t);
   }
-  const TimedCandidate* best = &m.timed.front();
-  for (const TimedCandidate& t : m.timed)
-    if (t.time_us < best->time_us) best = &t;
-  const double tie = best->time_us * (1 + s.tie_margin);  // on agreed times: the same on every process
-  for (const TimedCandidate& t : m.timed)
-    if (t.time_us <= tie && t.steps > 0 && t.steps < best->steps) best = &t;
+  std::vector<double> times;  // agreed times: the same pick on every process
+  std::vector<int> steps;
+  for (const TimedCandidate& t : m.timed) times.push_back(t.time_us), steps.push_back(t.steps);
+  const TimedCandidate* best = &m.timed[pick_measured(times, steps, s.tie_margin)];
   m.options = best->options;
   m.time_us = best->time_us;
   return m;

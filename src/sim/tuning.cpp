@@ -39,13 +39,28 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   c.source = "model";
   if (!measured.empty()) {
     c.source = "measured";
+    std::vector<const Alternative*> timed;
+    std::vector<double> times;
+    std::vector<int> steps;
     for (const Alternative& a : c.alternatives)
-      if (a.measured_us >= 0 && (pick->measured_us < 0 || a.measured_us < pick->measured_us)) pick = &a;
+      if (a.measured_us >= 0) timed.push_back(&a), times.push_back(a.measured_us), steps.push_back(a.steps);
+    pick = timed[pick_measured(times, steps)];
   }
   c.options = pick->options;
   c.predicted_us = pick->predicted_us;
   c.measured_us = pick->measured_us;
   return c;
+}
+
+size_t pick_measured(const std::vector<double>& times, const std::vector<int>& steps, double tie_margin) {
+  size_t best = 0;
+  for (size_t i = 1; i < times.size(); ++i)
+    if (times[i] < times[best]) best = i;
+  const double tie = times[best] * (1 + tie_margin);
+  const size_t fastest = best;
+  for (size_t i = 0; i < times.size(); ++i)
+    if (i != fastest && times[i] <= tie && steps[i] > 0 && steps[best] > 0 && steps[i] < steps[best]) best = i;
+  return best;
 }
 
 std::string options_after_name(const PlanOptions& o) {

@@ -169,5 +169,29 @@ TEST(Tuning, MergedRingIsACandidateAndRoundTrips) {
   for (const Alternative& a : choose(rs, Dtype::f32, balanced(), nullptr).alternatives) EXPECT_EQ(a.options.merge, 1);
 }
 
+// A tuning cache's entries are picked by the rule auto's runoff uses (pick_measured): the fastest,
+// but a time within 1% of it goes to the plan of fewer steps. So a process that reads the cache a
+// runoff wrote takes the plan that runoff took.
+TEST(Tuning, MeasuredTiesGoToTheFewestSteps) {
+  EXPECT_EQ(pick_measured({100, 100.5, 120}, {8, 2, 1}), 1u);  // a tie: 2 steps
+  EXPECT_EQ(pick_measured({100, 102, 120}, {8, 2, 1}), 0u);    // 2% apart: the fastest
+  EXPECT_EQ(pick_measured({100, 100.5}, {0, 2}), 0u);          // steps not known: the fastest
+  EXPECT_EQ(pick_measured({100.8, 100, 100.9}, {4, 8, 2}), 2u);
+  TuningCache cache;
+  const Problem p = shape(4);
+  auto entry = [&](Algo algo, int stages, double us) {
+    cache.record({.problem = p,
+                  .dtype = Dtype::f32,
+                  .options = {.algo = algo, .stages = stages, .post = Post::comm_first, .gemm_lanes = 1, .merge = 1},
+                  .time_us = us});
+  };
+  entry(Algo::pipelined, 4, 100.0);
+  entry(Algo::sequential, 0, 100.6);
+  entry(Algo::ring, 0, 110.0);
+  const Choice c = choose(p, Dtype::f32, balanced(), &cache);
+  EXPECT_EQ(c.options.algo, Algo::sequential);
+  EXPECT_EQ(c.measured_us, 100.6);
+}
+
 }  // namespace
 }  // namespace collmm
