@@ -153,7 +153,8 @@ double add_time_us(const Profile&, double bytes);
 double add_after_receive_us(const Profile&, double bytes);
 // Whether ranks a and b share a node.
 bool same_node(const Profile&, int a, int b);
-// One message of `bytes` between a and b, shared with share-1 others of its class.
+// One message of `bytes` between a and b, shared with share-1 others of its class: the link's
+// bandwidth / share, and its latency once, or share times with links.serial_messages.
 double message_time_us(const Profile&, int a, int b, double bytes, int share = 1);
 // A ring allgather (reduce: false) or reduce-scatter (reduce: true) over `world` ranks, whose
 // largest part is `max_part_bytes`.

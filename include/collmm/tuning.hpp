@@ -9,7 +9,8 @@
 // The candidates are auto_candidates (collmm/algorithms.hpp: each algorithm's row says its own).
 // Every candidate is simulated (collmm/sim.hpp); the model's pick is the fastest. When the cache
 // holds measurements of this exact (op, M, N, K, P, B layout, dtype), the pick is the fastest
-// measured configuration instead (source "measured"), whatever the model says. With one rank the
+// measured configuration instead (source "measured"; within 1% of it, the one of fewest host steps:
+// pick_measured), whatever the model says. With one rank the
 // only candidate is the ring: nothing to overlap, and its one step is the plain GEMM on A
 // (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
 //
@@ -76,7 +77,8 @@ struct Alternative {
   PlanOptions options;
   double predicted_us = 0;
   double measured_us = -1;  // from the cache; -1 when not measured
-  int steps = 0;            // rank 0's plan's steps: what the host issues per call (0: not known)
+  int steps = 0;            // the steps the host issues per call: rank 0's plan's, lowered where the profile's
+                            // transport lowers collectives (links.collective_step_us > 0); 0: not known
 };
 
 struct Choice {
@@ -91,7 +93,7 @@ Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = 
 
 // The one rule for picking among measured times (auto's runoff, and a tuning cache's entries):
 // the fastest, except that times within (1 + tie_margin) x the fastest are a tie, which goes to
-// the plan of fewest steps (known, > 0): the same device time within the noise, less host work
+// the plan of fewest host steps (known, > 0): the same device time within the noise, less host work
 // per call. `times[i]` and `steps[i]` are candidate i's; returns its index (times not empty).
 constexpr double kTieMargin = 0.01;
 size_t pick_measured(const std::vector<double>& times, const std::vector<int>& steps, double tie_margin = kTieMargin);

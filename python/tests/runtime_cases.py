@@ -239,7 +239,7 @@ def comm_path_case(rank, world):
     report = torch.ops.collmm.last_auto()
     assert "# auto:" in report and "alternatives (predicted, fastest first)" in report, report
     if world > 1:
-        assert "# auto measured:" in report and "to the fewest steps" in report and "<- pick" in report, report
+        assert "# auto measured:" in report and "to the fewest host steps" in report and "<- pick" in report, report
         pick = [line for line in report.splitlines() if line.endswith("<- pick") or "<- pick  (" in line]
         assert len(pick) == 1 and f"algo={pick[0].split()[1]}" in torch.ops.collmm.last_plan().split(), (
             pick, torch.ops.collmm.last_plan())

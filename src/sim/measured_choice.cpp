@@ -53,7 +53,8 @@ MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const 
   std::vector<std::pair<std::string, std::string>> keys{{"auto warm-up runs", std::to_string(s.warmup)},
                                                         {"auto timed runs", std::to_string(s.iters)},
                                                         {"auto runoff margin", std::to_string(s.runoff_margin)},
-                                                        {"auto runoff passes", std::to_string(s.runoff_passes)}};
+                                                        {"auto runoff passes", std::to_string(s.runoff_passes)},
+                                                        {"auto tie margin", std::to_string(s.tie_margin)}};
   for (size_t i = 0; i < candidates.size(); ++i)
     keys.emplace_back("auto candidate " + std::to_string(i), to_string(candidates[i].options));
   host.set_phase("auto: the ranks' agreement on the candidates to time");
@@ -117,11 +118,11 @@ std::string print(const MeasuredChoice& m, const MeasureSettings& s) {
   std::snprintf(line, sizeof line,
                 "# auto measured: %zu candidates, %d warm-up + %d timed runs each (median; the slowest rank's); "
                 "those within %.0f%% of the fastest again, up to %d more passes (the median of the passes); "
-                "within %.0f%% a tie, to the fewest steps\n",
+                "within %.0f%% a tie, to the fewest host steps\n",
                 m.timed.size(), s.warmup, s.iters, 100 * s.runoff_margin, s.runoff_passes, 100 * s.tie_margin);
   out << line;
   for (const TimedCandidate& t : m.timed) {
-    std::snprintf(line, sizeof line, "#   %-10s%s  %3d steps  predicted %10.1f us  measured %10.1f us%s",
+    std::snprintf(line, sizeof line, "#   %-10s%s  %3d host steps  predicted %10.1f us  measured %10.1f us%s",
                   to_string(t.options.algo).c_str(), options_after_name(t.options).c_str(), t.steps, t.predicted_us,
                   t.time_us, t.options == m.options ? "  <- pick" : "");
     out << line;

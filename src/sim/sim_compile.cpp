@@ -78,7 +78,8 @@ void Engine::add_rank(const Plan& plan) {
         break;
       case StepKind::add: {  // every add of a plan adds a sum it received: the first after it pays the hop
         const std::vector<int>& lane = rank.lane_steps[st.lane];
-        const bool after_receive = lane.size() >= 2 && plan.steps[lane[lane.size() - 2]].kind == StepKind::sendrecv;
+        const Step* before = lane.size() >= 2 ? &plan.steps[lane[lane.size() - 2]] : nullptr;
+        const bool after_receive = before && before->kind == StepKind::sendrecv && !before->recvs.empty();
         if (!x.skip)
           x.work_us =
               after_receive ? add_after_receive_us(prof_, bytes_of(st.out)) : add_time_us(prof_, bytes_of(st.out));

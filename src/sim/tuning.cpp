@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
 
 #include "collmm/algorithms.hpp"
 #include "collmm/plan.hpp"
@@ -19,7 +20,13 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   auto simulate_us = [&](const PlanOptions& o) {
     return simulate(p, o, dtype, profile, StepFilter::all, false).time_us;
   };
-  auto steps = [&](const PlanOptions& o) { return static_cast<int>(make_plan(p, o, 0).steps.size()); };
+  // The steps the host issues per call: where the profile models a transport that lowers
+  // collectives into rings (links.collective_step_us > 0: the host bed), those of the lowered plan.
+  const bool lowered = profile.links.collective_step_us > 0;
+  auto steps = [&](const PlanOptions& o) {
+    const Plan plan = make_plan(p, o, 0);
+    return static_cast<int>((lowered ? lower_collectives(plan).plan : plan).steps.size());
+  };
   for (const PlanOptions& o : candidates) c.alternatives.push_back({o, simulate_us(o), -1, steps(o)});
 
   const std::vector<TuningEntry> measured = cache ? cache->find(p, dtype) : std::vector<TuningEntry>{};
@@ -41,10 +48,10 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
     c.source = "measured";
     std::vector<const Alternative*> timed;
     std::vector<double> times;
-    std::vector<int> steps;
+    std::vector<int> counts;
     for (const Alternative& a : c.alternatives)
-      if (a.measured_us >= 0) timed.push_back(&a), times.push_back(a.measured_us), steps.push_back(a.steps);
-    pick = timed[pick_measured(times, steps)];
+      if (a.measured_us >= 0) timed.push_back(&a), times.push_back(a.measured_us), counts.push_back(a.steps);
+    pick = timed[pick_measured(times, counts)];
   }
   c.options = pick->options;
   c.predicted_us = pick->predicted_us;
@@ -53,13 +60,16 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
 }
 
 size_t pick_measured(const std::vector<double>& times, const std::vector<int>& steps, double tie_margin) {
+  if (times.empty() || steps.size() != times.size()) throw std::logic_error("pick_measured: times and steps differ");
   size_t best = 0;
   for (size_t i = 1; i < times.size(); ++i)
     if (times[i] < times[best]) best = i;
+  if (steps[best] <= 0) return best;  // steps not known: the fastest
   const double tie = times[best] * (1 + tie_margin);
-  const size_t fastest = best;
   for (size_t i = 0; i < times.size(); ++i)
-    if (i != fastest && times[i] <= tie && steps[i] > 0 && steps[best] > 0 && steps[i] < steps[best]) best = i;
+    if (times[i] <= tie && steps[i] > 0 &&
+        (steps[i] < steps[best] || (steps[i] == steps[best] && times[i] < times[best])))
+      best = i;
   return best;
 }
 
@@ -86,8 +96,8 @@ std::string print(const Choice& c) {
     std::snprintf(line, sizeof line, "#   %-10s%s  predicted %10.1f us", to_string(a.options.algo).c_str(),
                   options_after_name(a.options).c_str(), a.predicted_us);
     s << line;
-    if (a.measured_us >= 0) {
-      std::snprintf(line, sizeof line, "  measured %10.1f us", a.measured_us);
+    if (a.measured_us >= 0) {  // the cache's times decide (pick_measured): each with its host steps
+      std::snprintf(line, sizeof line, "  measured %10.1f us  (%d host steps)", a.measured_us, a.steps);
       s << line;
     }
     s << "\n";

@@ -340,10 +340,10 @@ TEST(MeasuredChoice, ChoiceRoundTripsThroughJson) {
 
 }  // namespace
 
-// A tie (within 1% of the fastest, on the agreed times) goes to the plan of fewest steps: pipelined
-// with 8 stages measured 0.5% faster than the ring loses to it. Process 1 alone would see the ring
-// faster; process 0's ring is slower; the agreed times decide, the same on every process. Apart by
-// more than the tie: the fastest wins whatever its steps.
+// A tie (within 1% of the fastest, on the agreed times) goes to the plan of fewest host steps: pipelined
+// with 8 stages measured 0.5% faster than the ring loses to it. Apart by more than the tie (ring
+// 203 against 200 on process 0's clock), pipelined wins on every process, though process 1 alone
+// timed the ring at 198, faster: the agreed (slowest) times decide.
 TEST(MeasuredChoice, ATieGoesToTheFewestSteps) {
   auto run = [](double ring_us, double pipelined_us) {
     const std::vector<Alternative> candidates{
@@ -364,19 +364,30 @@ TEST(MeasuredChoice, ATieGoesToTheFewestSteps) {
   }
   for (const MeasuredChoice& m : run(203.0, 200.0)) EXPECT_EQ(m.options, opts(Algo::pipelined, 8));
   const std::string printed = print(run(201.0, 200.0)[0], MeasureSettings{});
-  EXPECT_NE(printed.find("within 1% a tie, to the fewest steps"), std::string::npos) << printed;
-  EXPECT_NE(printed.find("  4 steps  predicted       95.0 us  measured      201.0 us  <- pick"), std::string::npos)
+  EXPECT_NE(printed.find("within 1% a tie, to the fewest host steps"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("  4 host steps  predicted       95.0 us  measured      201.0 us  <- pick"), std::string::npos)
       << printed;
 }
 
-// choose() gives every alternative its plan's steps, and they travel through the JSON that process
-// 0 sends the others.
-TEST(MeasuredChoice, AlternativesCarryTheirSteps) {
+// choose() gives every alternative the steps the host issues per call: its plan's (h200-nvlink: NCCL
+// runs a collective as one call), its lowered plan's where the profile's transport lowers
+// collectives into rings (h200-host: sequential's one allgather is P-1 sendrecvs and a copy). They
+// travel through the JSON that process 0 sends the others.
+TEST(MeasuredChoice, AlternativesCarryTheirHostSteps) {
   Problem p;
   p.op = Op::ag_gemm, p.m = 1024, p.n = 1024, p.k = 1024, p.world = 4;
-  const Choice c = choose(p, Dtype::bf16, builtin_profile("h200-host"));
-  for (const Alternative& a : c.alternatives)
-    EXPECT_EQ(a.steps, static_cast<int>(make_plan(p, a.options, 0).steps.size())) << to_string(a.options);
-  const Choice back = choice_from_json(to_json(c));
-  for (size_t i = 0; i < c.alternatives.size(); ++i) EXPECT_EQ(back.alternatives[i].steps, c.alternatives[i].steps);
+  for (const char* name : {"h200-nvlink", "h200-host"}) {
+    const bool lowered = std::string(name) == "h200-host";
+    const Choice c = choose(p, Dtype::bf16, builtin_profile(name));
+    for (const Alternative& a : c.alternatives) {
+      const Plan plan = make_plan(p, a.options, 0);
+      EXPECT_EQ(a.steps, static_cast<int>((lowered ? lower_collectives(plan).plan : plan).steps.size()))
+          << name << " " << to_string(a.options);
+      if (a.options.algo == Algo::sequential) {
+        EXPECT_EQ(a.steps, lowered ? 5 : 2) << name;
+      }
+    }
+    const Choice back = choice_from_json(to_json(c));
+    for (size_t i = 0; i < c.alternatives.size(); ++i) EXPECT_EQ(back.alternatives[i].steps, c.alternatives[i].steps);
+  }
 }

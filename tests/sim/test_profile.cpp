@@ -57,7 +57,7 @@ TEST(CostModel, LinksAndCollectives) {
 // A transport that lowers collectives (the host bed): a reduce-scatter's step pays the hop from its
 // receive to its add, which then runs after the transfer; an allgather's step has no add and pays
 // none.
-TEST(CostModel, LoweredCollectiveStepsPayTheirFixedCost) {
+TEST(CostModel, LoweredReduceScatterStepsPayTheHopAllgatherStepsNone) {
   Profile p = builtin_profile("h200-host");  // 48 GB/s, 10 us; 8 us an add after a receive
   EXPECT_DOUBLE_EQ(p.links.collective_step_us, 8);
   EXPECT_DOUBLE_EQ(collective_time_us(p, 4, 48e3, false), 3 * (10 + 1));

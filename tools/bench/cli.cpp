@@ -81,7 +81,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
          algorithm_names(" | ") +
              " | all | auto (the cost model's pick of algorithm, stages and "
              "GEMM lanes, or the fastest measured one in --tune-cache; printed with its predicted alternatives, "
-             "its best candidates then timed (--auto-measure) and the fastest run as the row auto:<algo>); "
+             "its best candidates then timed (--auto-measure) and the fastest (a tie within 1% to the fewest host "
+             "steps) run as the row auto:<algo>); "
              "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run; an entry "
              "ALGO:piecesS, ALGO:piecesSh (halving sizes) or ALGO:mergeG runs that algorithm with those options "
              "as a row of its own, e.g. all,ring:pieces4h,auto")
@@ -138,7 +139,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->type_name("FILE");
   app.add_option("--auto-measure", names.auto_measure,
                  "on: --algo auto times the model's best few candidates (predicted within 25% of the best, at most 4, "
-                 "sequential among them; 1 warm-up + 3 timed runs each) and runs the fastest; off: the model's (or "
+                 "sequential among them; 1 warm-up + 3 timed runs each) and runs the fastest (within 1%: the fewest "
+                 "host steps); off: the model's (or "
                  "the cache's) pick alone")
       ->capture_default_str();
   app.add_option("--calibrate", o.calibrate_path,

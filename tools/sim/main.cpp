@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxWorld));
   app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
-  app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, cpu-2core, or a profile JSON file")
+  app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, h200-host, cpu-2core, or a profile JSON file")
       ->capture_default_str();
   app.add_option("--stages", o.plan.stages, "pipelined: stages (0: max(1, min(P, M/P)))")->capture_default_str();
   app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")
