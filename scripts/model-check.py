@@ -38,13 +38,19 @@ def main():
     ap.add_argument("--quiet", action="store_true", help="the summary only")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
+    if not os.access(a.sim, os.X_OK):
+        sys.exit(f"model-check: no collmm-sim at {a.sim} (build it: cmake --build build --target collmm-sim; or --sim PATH)")
     by_algo = {}
     for f in a.files:
-        d = json.load(open(f))
-        for r in d["results"]:
+        try:
+            d = json.load(open(f))
+            results, world = d["results"], d["world_size"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            sys.exit(f"model-check: {f}: not a collmm-bench JSON file ({type(e).__name__}: {e})")
+        for r in results:
             if r["algo"] == "auto" or r.get("label", "").startswith("auto") or not r.get("time_us"):
                 continue  # auto's rows are twins of a case; a case without a time (NaN) has nothing to compare
-            pred = predict(a.sim, a.profile, r, d["world_size"])
+            pred = predict(a.sim, a.profile, r, world)
             ratio = pred / r["time_us"]
             label = r.get("label", r["algo"])
             if not a.quiet:

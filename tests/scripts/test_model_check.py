@@ -46,4 +46,10 @@ assert lines["ring:pieces2"].split()[-1] == "0.950", lines["ring:pieces2"]
 assert lines["bidir"].split()[-2:] == ["1.300", "MISS"], lines["bidir"]
 assert "ring         2 /   2 within 15%" in out and "bidir        0 /   1 within 15%" in out, out
 assert "all          2 /   3 within 15%" in out, out
+# A file that is not a collmm-bench JSON: a clear message and exit 1, no traceback.
+with tempfile.TemporaryDirectory() as tmp:
+    bad = os.path.join(tmp, "bad.json")
+    open(bad, "w").write("{}")
+    r = subprocess.run([sys.executable, CHECK, "--sim", SIM, bad], capture_output=True, text=True)
+    assert r.returncode == 1 and "not a collmm-bench JSON file" in r.stderr and "Traceback" not in r.stderr, r
 print("model-check: ok")
