@@ -151,6 +151,9 @@ double add_time_us(const Profile&, double bytes);
 // An add of a received sum: its time, plus links.collective_step_us where the add runs after the
 // transfer (the one rule for the rings' adds and a lowered reduce-scatter's).
 double add_after_receive_us(const Profile&, double bytes);
+// Whether the profile models a transport that runs collectives as lowered rings of sendrecv and
+// add steps (links.collective_step_us > 0: the host bed), not as one library call.
+bool lowers_collectives(const Profile&);
 // Whether ranks a and b share a node.
 bool same_node(const Profile&, int a, int b);
 // One message of `bytes` between a and b, shared with share-1 others of its class: the link's

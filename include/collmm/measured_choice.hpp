@@ -1,9 +1,9 @@
 // collmm/measured_choice.hpp: an `auto` that measures. The cost model's choice (tuning.hpp) is the
 // start: its best few candidates (predicted within `margin` of the best, at most `max_candidates`,
 // sequential always among them) are timed on the real inputs the first time a shape runs, and the
-// fastest (a tie within 1% to the fewest host steps: pick_measured) runs from then on. Every process takes the same
-// decision: a candidate's time is the slowest process's, agreed through the HostComm, so a rank whose clock or load
-// differs cannot pick another plan than its peers.
+// fastest (a tie within 1% to the fewest host steps: pick_measured) runs from then on. Every
+// process takes the same decision: a candidate's time is the slowest process's, agreed through the
+// HostComm, so a rank whose clock or load differs cannot pick another plan than its peers.
 //
 //   choice   = choose(problem, dtype, profile, cache)           // the model's (or the cache's) pick
 //   to_time  = candidates_to_time(choice, settings)            // <= max_candidates, sequential in
@@ -46,8 +46,8 @@ struct MeasureSettings {
   double runoff_margin = 0.05;
   int runoff_passes = 2;
   // A tie: candidates measured within (1 + tie_margin) x the fastest. The tie goes to the plan of
-  // fewest host steps (Alternative::steps): the same device time within the noise, less host work per call (each step
-  // is a launch or a transfer the host issues), which is what a training step's host sees.
+  // fewest host steps (Alternative::steps): the same device time within the noise, less host work
+  // per call (each step is a launch or a transfer the host issues), what a training step's host sees.
   double tie_margin = kTieMargin;
 };
 
@@ -57,7 +57,7 @@ struct TimedCandidate {
   double time_us = 0;           // the median over its passes of the slowest process's time
   std::vector<double> pass_us;  // the slowest process's time in each pass that timed it
   std::vector<double> proc_us;  // every process's time (the median over its passes), in process order
-  int steps = 0;                // its plan's steps (Alternative::steps)
+  int steps = 0;                // its host steps per call (Alternative::steps)
 };
 
 struct MeasuredChoice {
@@ -82,9 +82,9 @@ using TimeCandidate = std::function<double(const PlanOptions&, int warmup, int i
 
 // Times every candidate (collective; the candidates must be the same on every process: checked
 // first, a UsageError on every process when they differ), agrees each one's time as the slowest
-// process's, runs the runoff among the close ones (MeasureSettings) and picks the fastest (a tie to the
-// fewest host steps). Every
-// decision rests on agreed times: every process returns the same MeasuredChoice.
+// process's, runs the runoff among the close ones (MeasureSettings) and picks the fastest (a tie to
+// the fewest host steps). Every decision rests on agreed times: every process returns the same
+// MeasuredChoice.
 MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const TimeCandidate& time, HostComm& host,
                               const MeasureSettings& settings);
 

@@ -78,7 +78,7 @@ struct Alternative {
   double predicted_us = 0;
   double measured_us = -1;  // from the cache; -1 when not measured
   int steps = 0;            // the steps the host issues per call: rank 0's plan's, lowered where the profile's
-                            // transport lowers collectives (links.collective_step_us > 0); 0: not known
+                            // transport lowers collectives (lowers_collectives); 0: not known
 };
 
 struct Choice {

@@ -82,7 +82,7 @@ void note_last_run(const char* comm_path, const std::string& plan_options);
 std::string last_comm_path();
 std::string last_plan_options();
 // auto's last decision in this process (a shape's first call decides, later calls reuse it): the
-// model's alternatives, and, where it timed them, each candidate's steps, times and the pick, as
+// model's alternatives, and, where it timed them, each candidate's host steps, times and the pick, as
 // collmm-bench --algo auto prints them.
 void note_last_auto(const std::string& report);
 std::string last_auto_report();

@@ -83,6 +83,8 @@ double add_after_receive_us(const Profile& prof, double bytes) {
   return add_time_us(prof, bytes) + prof.links.collective_step_us;
 }
 
+bool lowers_collectives(const Profile& prof) { return prof.links.collective_step_us > 0; }
+
 bool same_node(const Profile& prof, int a, int b) {
   const int per = prof.links.ranks_per_node;
   return per <= 0 || a / per == b / per;
@@ -121,7 +123,7 @@ double collective_time_us(const Profile& prof, int world, double max_part_bytes,
   const double lat =
       multi_node ? std::max(prof.links.intra_latency_us, prof.links.inter_latency_us) : prof.links.intra_latency_us;
   double step = transfer_us(max_part_bytes, gbps);
-  if (reduce && prof.links.collective_step_us > 0)  // a lowered ring: the sendrecv, then the add after it
+  if (reduce && lowers_collectives(prof))  // a lowered ring: the sendrecv, then the add after it
     step += add_after_receive_us(prof, max_part_bytes);
   else if (reduce && prof.memory_gbps > 0)  // the add hidden under the transfer
     step = std::max(step, add_time_us(prof, max_part_bytes));

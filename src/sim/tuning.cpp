@@ -20,9 +20,9 @@ Choice choose(const Problem& p, Dtype dtype, const Profile& profile, const Tunin
   auto simulate_us = [&](const PlanOptions& o) {
     return simulate(p, o, dtype, profile, StepFilter::all, false).time_us;
   };
-  // The steps the host issues per call: where the profile models a transport that lowers
-  // collectives into rings (links.collective_step_us > 0: the host bed), those of the lowered plan.
-  const bool lowered = profile.links.collective_step_us > 0;
+  // The steps the host issues per call: those of the lowered plan where the profile's transport
+  // lowers collectives into rings (the host bed).
+  const bool lowered = lowers_collectives(profile);
   auto steps = [&](const PlanOptions& o) {
     const Plan plan = make_plan(p, o, 0);
     return static_cast<int>((lowered ? lower_collectives(plan).plan : plan).steps.size());
