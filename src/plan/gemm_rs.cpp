@@ -21,11 +21,13 @@
 // block's rows and its transfer into S sendrecv steps, piece i going as soon as its GEMM is done,
 // so the first send starts after 1/S of that GEMM (--piece-sizes halving: the pieces are
 // 1/2^(S-1), ..., 1/4, 1/2 of the block, the smallest first, so the first send starts after
-// 1/2^(S-1) of it); the receiver gets the sum in S pieces into the
-// same buffer, and adds it at step 1 as before (its add needs its own step-1 partial, which runs
-// beside those transfers). Only that edge is cut: the other steps' GEMMs already run beside a
-// transfer, and every extra transfer pays its fixed cost. The ring's other edge, the last add, is
-// an add (memory-bound, a few percent of a GEMM): not worth a transfer's fixed cost per piece.
+// 1/2^(S-1) of it); comm-first posts each piece's send right after its GEMM. The receiver gets the
+// sum in S pieces into the same buffer, and adds it at step 1 as before (its add needs its own
+// step-1 partial, which runs beside those transfers); at P = 2 step 1 is the last step, and each
+// piece is added on its own, on the GEMM lane after the last GEMM, so only the last piece's add
+// follows the last receive. Only that edge is cut: the other steps' GEMMs already run beside a
+// transfer, and every extra transfer pays its fixed cost. The ring's other edge at P > 2, the last
+// add, is an add (memory-bound, a few percent of a GEMM): not worth a transfer's fixed cost per piece.
 //
 //   gemm  | g0a | g0b | g1 | g2 | g3 |            S = 2: the first partial in two pieces;
 //   comm        | s0a | s0b | s1 | s2 | add        s0a goes once g0a is done
@@ -43,7 +45,8 @@ Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> w
   return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
 }
 
-// Adds run on the comm lane, right before the send of the sum they make.
+// Adds run on the comm lane, right before the send of the sum they make (the last step's pieces at
+// P = 2: on the GEMM lane, see the ring's builder).
 Step add(Slice out, Slice a, int index, int chunk, std::vector<int> waits) {
   return local_step(StepKind::add, 0, out, a, index, chunk, std::move(waits));
 }
@@ -156,7 +159,6 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   // with accumulate, once the sum has arrived), so no third buffer is needed.
   const int64_t c_rows = rows_of(p, r);
   auto in_c = [&](const Slice& g, int64_t rows) { return std::min(rows, std::max<int64_t>(0, c_rows - g.row)); };
-  int last_comm = -1;
 
   std::vector<RsRing> dirs;
   for (int d = 0; d < ndir; ++d) {
@@ -170,102 +172,137 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   }
   auto block_at = [&](const RsRing& d, int j) { return ring_mod(r - d.dir * (j + 1), P); };
 
-  // The GEMMs of step j: each direction's partial (into G, or the send buffer at step 0); at the
-  // last step one GEMM of this rank's whole block straight into C. Step 0's are cut into `edge`
-  // pieces; ids[i] are piece i's GEMMs (one piece at the other steps).
-  // A piece is computed, then sent: with halving sizes the smallest goes first.
+  // The GEMMs of piece i of step j: each direction's partial (into G, or the send buffer at step
+  // 0); at the last step one GEMM of this rank's whole block straight into C. Step 0's are cut into
+  // `edge` pieces (one piece at the other steps). A piece is computed, then sent: with halving
+  // sizes the smallest goes first.
   const EdgeCut edge = edge_cut(o, PieceOrder::smallest_first);
-  auto post_gemms = [&](int j) {
+  auto pieces_of = [&](int j) { return j == 0 ? edge : EdgeCut{}; };
+  auto post_gemms = [&](int j, int i) {
     const bool last = j == P - 1;
-    const EdgeCut n = j == 0 ? edge : EdgeCut{};
-    std::vector<int> prev_adds;
-    std::vector<std::vector<int>> ids(n.pieces);
+    const EdgeCut n = pieces_of(j);
+    std::vector<int> prev_adds, ids;
     for (auto& d : dirs)
       if (d.last_add >= 0) prev_adds.push_back(d.last_add);
     if (last)
-      ids[0].push_back(plan.push(
+      ids.push_back(plan.push(
           gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)}, {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
-    for (int i = 0; i < n.pieces; ++i)
-      for (auto& d : dirs) {
-        const int b = block_at(d, j);
-        const auto [off, rows] = part(b, d.half);
-        const int64_t here = j == 0 ? rows : in_c(d.g, rows);  // the rest: see post_adds
-        if (here == 0 || last) continue;
-        const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, here};
-        const Slice a{kBufA, off_of(p, b) + off, here};
-        ids[i].push_back(plan.push(gemm(plan.gemm_lane(j), piece_of(out, n, i), piece_of(a, n, i), j, b, prev_adds)));
-      }
+    for (auto& d : dirs) {
+      const int b = block_at(d, j);
+      const auto [off, rows] = part(b, d.half);
+      const int64_t here = j == 0 ? rows : in_c(d.g, rows);  // the rest: see post_adds
+      if (here == 0 || last) continue;
+      const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, here};
+      const Slice a{kBufA, off_of(p, b) + off, here};
+      ids.push_back(plan.push(gemm(plan.gemm_lane(j), piece_of(out, n, i), piece_of(a, n, i), j, b, prev_adds)));
+    }
     return ids;
   };
+  // The comm steps of step j, one per piece (comm_ids[i]); the sums they receive are added at j + 1.
+  std::vector<int> comm_ids;
   // The adds of step j (received sum + this rank's partial) and the comm that forwards the sums.
   auto post_adds = [&](int j, const std::vector<int>& gemm_ids) {
     const bool last = j == P - 1;
     for (auto& d : dirs) {
       const int b = block_at(d, j);
       const auto [off, rows] = part(b, d.half);
-      if (j == 0) {
-        d.cur = 1;  // the step-0 GEMM wrote its partial into recv_buf[1]: that is what goes out
-      } else if (rows > 0) {
-        const Slice sum{d.recv_buf[d.cur], 0, rows};
-        if (last) {
-          d.last_add = plan.push(add({kBufC, off, rows}, sum, j, b, gemm_ids));
-          continue;
-        }
-        std::vector<int> waits = gemm_ids;
-        const int64_t here = in_c(d.g, rows);
-        if (here < rows) {  // rows of the partial that C cannot hold: sum += A rows @ B
-          Step tail = gemm(plan.gemm_lane(j), {sum.buf, here, rows - here},
-                           {kBufA, off_of(p, b) + off + here, rows - here}, j, b, {last_comm});
-          tail.accumulate = true;
-          waits.push_back(plan.push(tail));
-        }
-        if (here > 0)
-          d.last_add = plan.push(add({sum.buf, 0, here}, {d.g.buf, d.g.row, here}, j, b, waits));
-        else
-          d.last_add = waits.back();  // the accumulating GEMM did the whole add
+      if (rows == 0) continue;
+      const Slice sum{d.recv_buf[d.cur], 0, rows};
+      if (last) {
+        d.last_add = plan.push(add({kBufC, off, rows}, sum, j, b, gemm_ids));
+        continue;
       }
+      std::vector<int> waits = gemm_ids;
+      const int64_t here = in_c(d.g, rows);
+      if (here < rows) {  // rows of the partial that C cannot hold: sum += A rows @ B
+        Step tail = gemm(plan.gemm_lane(j), {sum.buf, here, rows - here},
+                         {kBufA, off_of(p, b) + off + here, rows - here}, j, b, {comm_ids.back()});
+        tail.accumulate = true;
+        waits.push_back(plan.push(tail));
+      }
+      if (here > 0)
+        d.last_add = plan.push(add({sum.buf, 0, here}, {d.g.buf, d.g.row, here}, j, b, waits));
+      else
+        d.last_add = waits.back();  // the accumulating GEMM did the whole add
     }
   };
-  // (Step 0's in pieces: piece i of every partial goes as soon as its GEMM is done.)
-  auto post_comm = [&](int j, const std::vector<std::vector<int>>& gemm_ids) {
-    const EdgeCut n = j == 0 ? edge : EdgeCut{};
-    for (int i = 0; i < n.pieces; ++i) {
-      Step comm;
-      comm.kind = StepKind::sendrecv;
-      comm.lane = 0;
-      comm.index = j;
+  // At P = 2 the last step's sums arrived in step 0's pieces: each piece is added on the GEMM lane
+  // once the last GEMM is done and that piece is here, so only the last piece's add follows the
+  // last receive (no extra transfer: the pieces are the edge's own).
+  auto post_last_adds_in_pieces = [&](int j, const std::vector<int>& gemm_ids) {
+    for (int i = 0; i < edge.pieces; ++i)
       for (auto& d : dirs) {
         const int b = block_at(d, j);
-        const int64_t rows = part(b, d.half).second;
-        const int64_t next_rows = part(block_at(d, j + 1), d.half).second;
-        if (comm.chunk < 0) comm.chunk = b;
-        if (rows > 0) comm.sends.push_back({ring_mod(r + d.dir, P), piece_of({d.recv_buf[d.cur], 0, rows}, n, i)});
-        if (next_rows > 0)
-          comm.recvs.push_back({ring_mod(r - d.dir, P), piece_of({d.recv_buf[1 - d.cur], 0, next_rows}, n, i)});
+        const auto [off, rows] = part(b, d.half);
+        if (rows == 0) continue;
+        Step a = add(piece_of({kBufC, off, rows}, edge, i), piece_of({d.recv_buf[d.cur], 0, rows}, edge, i), j, b,
+                     {comm_ids[static_cast<size_t>(i)]});
+        a.lane = plan.steps[static_cast<size_t>(gemm_ids.front())].lane;  // after the GEMM into C
+        d.last_add = plan.push(a);
       }
-      if (j == 0) comm.waits = gemm_ids[i];
-      for (auto& d : dirs)  // a sum finished by an accumulating GEMM (no add on this lane)
-        if (j > 0 && d.last_add >= 0 && plan.steps[d.last_add].lane != 0) comm.waits.push_back(d.last_add);
-      last_comm = plan.push(comm);
+  };
+  // Piece i of step j's comm: piece i of every partial goes as soon as its GEMM is done.
+  auto post_comm = [&](int j, int i, const std::vector<int>& gemm_ids) {
+    const EdgeCut n = pieces_of(j);
+    Step comm;
+    comm.kind = StepKind::sendrecv;
+    comm.lane = 0;
+    comm.index = j;
+    for (auto& d : dirs) {
+      const int b = block_at(d, j);
+      const int64_t rows = part(b, d.half).second;
+      const int64_t next_rows = part(block_at(d, j + 1), d.half).second;
+      if (comm.chunk < 0) comm.chunk = b;
+      if (rows > 0) comm.sends.push_back({ring_mod(r + d.dir, P), piece_of({d.recv_buf[d.cur], 0, rows}, n, i)});
+      if (next_rows > 0)
+        comm.recvs.push_back({ring_mod(r - d.dir, P), piece_of({d.recv_buf[1 - d.cur], 0, next_rows}, n, i)});
     }
+    if (j == 0) comm.waits = gemm_ids;
+    for (auto& d : dirs)  // a sum finished by an accumulating GEMM (no add on this lane)
+      if (j > 0 && d.last_add >= 0 && plan.steps[d.last_add].lane != 0) comm.waits.push_back(d.last_add);
+    comm_ids.push_back(plan.push(comm));
+  };
+  auto next_buffers = [&] {
     for (auto& d : dirs) d.cur = 1 - d.cur;
   };
 
-  // comm-first: the comm of step j is listed before the GEMMs of step j+1, which it overlaps.
-  // gemm-first: those GEMMs come first (after the adds they wait for).
-  std::vector<std::vector<int>> ids = post_gemms(0);
-  for (int j = 0; j < P; ++j) {
-    post_adds(j, ids.front());
-    if (j == P - 1) break;
+  // Step 0's GEMMs write the partials that go out into recv_buf[1]. comm-first: each piece's send
+  // right after its GEMMs (the link starts after the first piece's GEMM, not after every piece's
+  // launch), and the comm of step j before the GEMMs of step j+1, which it overlaps. gemm-first:
+  // step 0's GEMMs, then at each step the GEMMs of step j+1 before the comm of step j.
+  for (auto& d : dirs) d.cur = 1;
+  std::vector<int> ids;  // the GEMMs of the current step (all its pieces')
+  std::vector<std::vector<int>> piece_ids;
+  for (int i = 0; i < edge.pieces; ++i) {
+    piece_ids.push_back(post_gemms(0, i));
+    ids.insert(ids.end(), piece_ids.back().begin(), piece_ids.back().end());
+    if (o.post == Post::comm_first) post_comm(0, i, piece_ids.back());
+  }
+  if (o.post == Post::gemm_first) {
+    std::vector<int> next = post_gemms(1, 0);
+    for (int i = 0; i < edge.pieces; ++i) post_comm(0, i, piece_ids[static_cast<size_t>(i)]);
+    ids = next;
+  } else {
+    ids = post_gemms(1, 0);
+  }
+  next_buffers();
+  for (int j = 1; j < P - 1; ++j) {
+    post_adds(j, ids);
+    comm_ids.clear();
     if (o.post == Post::gemm_first) {
-      const std::vector<std::vector<int>> next = post_gemms(j + 1);
-      post_comm(j, ids);
+      std::vector<int> next = post_gemms(j + 1, 0);
+      post_comm(j, 0, ids);
       ids = next;
     } else {
-      post_comm(j, ids);
-      ids = post_gemms(j + 1);
+      post_comm(j, 0, ids);
+      ids = post_gemms(j + 1, 0);
     }
+    next_buffers();
   }
+  if (P == 2 && edge.pieces > 1)
+    post_last_adds_in_pieces(P - 1, ids);
+  else
+    post_adds(P - 1, ids);
   return plan;
 }
 

@@ -48,6 +48,7 @@ void Engine::add_rank(const Plan& plan) {
   rank.times.assign(plan.steps.size(), StepTime{});
   rank.lane_steps.resize(std::max(plan.lanes, 1));
   int coll_k = 0;
+  int last_receive = -1;  // the latest sendrecv with receives so far
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& st = plan.steps[i];
     const int s = static_cast<int>(i);
@@ -76,16 +77,22 @@ void Engine::add_rank(const Plan& plan) {
       case StepKind::copy:
         if (!x.skip) x.work_us = copy_time_us(prof_, bytes_of(st.out));
         break;
-      case StepKind::add: {  // every add of a plan adds a sum it received: the first after it pays the hop
+      case StepKind::add: {
+        // Every add of a plan adds a sum it received. One that waits for the latest receive (the
+        // step before it on its lane, or one of its waits) pays the hop after it; one whose
+        // receive was followed by others (a piece that came early) finds it done.
         const std::vector<int>& lane = rank.lane_steps[st.lane];
-        const Step* before = lane.size() >= 2 ? &plan.steps[lane[lane.size() - 2]] : nullptr;
-        const bool after_receive = before && before->kind == StepKind::sendrecv && !before->recvs.empty();
+        const int before = lane.size() >= 2 ? lane[lane.size() - 2] : -1;
+        const bool after_receive =
+            last_receive >= 0 &&
+            (before == last_receive || std::find(st.waits.begin(), st.waits.end(), last_receive) != st.waits.end());
         if (!x.skip)
           x.work_us =
               after_receive ? add_after_receive_us(prof_, bytes_of(st.out)) : add_time_us(prof_, bytes_of(st.out));
         break;
       }
       case StepKind::sendrecv:
+        if (!st.recvs.empty()) last_receive = s;
         x.msgs_begin = static_cast<int>(rank.msgs.size());
         if (!x.skip) {
           for (const Transfer& t : st.sends) {

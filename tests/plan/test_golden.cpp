@@ -124,21 +124,54 @@ TEST(Golden, AgGemmRingCutsItsLastChunkInPieces) {
   EXPECT_EQ(last_gemms, 4);  // two pieces of two halves
 }
 
-// gemm_rs: step 0's partial computed and sent in S pieces, piece i's send waiting for piece i's
-// GEMM only; the steps after it as without pieces.
+// gemm_rs: step 0's partial computed and sent in S pieces, piece i's send posted right after piece
+// i's GEMM (comm-first) and waiting for it only; the steps after it as without pieces. gemm-first
+// posts every piece's GEMM, then the next step's, then the sends.
 TEST(Golden, GemmRsRingCutsItsFirstPartialInPieces) {
   const Problem p{.op = Op::gemm_rs, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
   const Plan plain = make_plan(p, {.algo = Algo::ring, .stages = 0, .post = Post::comm_first, .gemm_lanes = 1}, 1);
   EXPECT_EQ(order_of(plain), "g0 c0 g3 c3 g2 c2 g1 ");
   const Plan plan = make_plan(p, {.algo = Algo::ring, .pieces = 4}, 1);
-  EXPECT_EQ(order_of(plan), "g0 g0 g0 g0 c0 c0 c0 c0 g3 c3 g2 c2 g1 ");
+  EXPECT_EQ(order_of(plan), "g0 c0 g0 c0 g0 c0 g0 c0 g3 c3 g2 c2 g1 ");
   for (int i = 0; i < 4; ++i) {
-    const Step& gemm = plan.steps[static_cast<size_t>(i)];
-    const Step& comm = plan.steps[static_cast<size_t>(4 + i)];
+    const Step& gemm = plan.steps[static_cast<size_t>(2 * i)];
+    const Step& comm = plan.steps[static_cast<size_t>(2 * i + 1)];
     EXPECT_EQ(gemm.out.rows, 1);
     EXPECT_EQ(comm.sends.at(0).slice.row, i) << describe(comm);
     EXPECT_EQ(comm.sends.at(0).slice.rows, 1) << describe(comm);
-    EXPECT_EQ(comm.waits, std::vector<int>{i}) << describe(comm);
+    EXPECT_EQ(comm.waits, std::vector<int>{2 * i}) << describe(comm);
+  }
+  const Plan gemm_first = make_plan(p, {.algo = Algo::ring, .post = Post::gemm_first, .pieces = 4}, 1);
+  EXPECT_EQ(order_of(gemm_first), "g0 g0 g0 g0 g3 c0 c0 c0 c0 g2 c3 g1 c2 ");
+}
+
+// gemm_rs at P = 2 in pieces: the last step's received sum came in step 0's pieces, and each piece
+// is added on the GEMM lane after the GEMM into C, waiting for its own piece's receive only.
+TEST(Golden, GemmRsAtTwoRanksAddsTheLastSumPieceByPiece) {
+  const Problem p{.op = Op::gemm_rs, .m = 32, .n = 8, .k = 8, .world = 2, .b_layout = BLayout::kn};
+  for (Algo algo : {Algo::ring, Algo::bidir}) {
+    const Plan plan = make_plan(p, {.algo = algo, .pieces = 4, .piece_sizes = PieceSizes::halving}, 0);
+    std::vector<int> comms;
+    int gemm_into_c = -1;
+    std::vector<std::pair<int64_t, int64_t>> added;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& s = plan.steps[i];
+      if (s.kind == StepKind::sendrecv) comms.push_back(static_cast<int>(i));
+      if (s.kind == StepKind::gemm && s.out.buf == kBufC) gemm_into_c = static_cast<int>(i);
+      if (s.kind != StepKind::add) continue;
+      ASSERT_GE(gemm_into_c, 0) << describe(s);
+      EXPECT_EQ(s.lane, plan.steps[static_cast<size_t>(gemm_into_c)].lane) << describe(s);
+      const size_t piece = algo == Algo::ring ? added.size() : added.size() / 2;  // bidir: two halves a piece
+      EXPECT_EQ(s.waits, std::vector<int>{comms.at(piece)}) << describe(s);
+      added.emplace_back(s.out.row, s.out.rows);
+    }
+    EXPECT_EQ(comms.size(), 4u);
+    // ring: C's 16 rows as the pieces came, smallest first; bidir: piece i of each half (8 rows)
+    if (algo == Algo::ring)
+      EXPECT_EQ(added, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 2}, {4, 4}, {8, 8}}));
+    else
+      EXPECT_EQ(added, (std::vector<std::pair<int64_t, int64_t>>{
+                           {0, 1}, {8, 1}, {1, 1}, {9, 1}, {2, 2}, {10, 2}, {4, 4}, {12, 4}}));
   }
 }
 
@@ -210,16 +243,16 @@ TEST(Golden, PiecesOfHalvingSizeInTheRings) {
 
   const Problem rs{.op = Op::gemm_rs, .m = 32, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
   const Plan first = make_plan(rs, {.algo = Algo::ring, .pieces = 3, .piece_sizes = PieceSizes::halving}, 1);
-  EXPECT_EQ(order_of(first), "g0 g0 g0 c0 c0 c0 g3 c3 g2 c2 g1 ");
+  EXPECT_EQ(order_of(first), "g0 c0 g0 c0 g0 c0 g3 c3 g2 c2 g1 ");
   const std::vector<std::pair<int64_t, int64_t>> smallest_first{{0, 2}, {2, 2}, {4, 4}};
   for (int i = 0; i < 3; ++i) {
-    const Step& gemm = first.steps[static_cast<size_t>(i)];
-    const Step& comm = first.steps[static_cast<size_t>(3 + i)];
+    const Step& gemm = first.steps[static_cast<size_t>(2 * i)];
+    const Step& comm = first.steps[static_cast<size_t>(2 * i + 1)];
     EXPECT_EQ(std::pair(gemm.out.row, gemm.out.rows), smallest_first[static_cast<size_t>(i)]) << describe(gemm);
     EXPECT_EQ(std::pair(comm.sends.at(0).slice.row, comm.sends.at(0).slice.rows),
               smallest_first[static_cast<size_t>(i)])
         << describe(comm);
-    EXPECT_EQ(comm.waits, std::vector<int>{i}) << describe(comm);
+    EXPECT_EQ(comm.waits, std::vector<int>{2 * i}) << describe(comm);
   }
 }
 
