@@ -235,7 +235,9 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     add_to_key(key, piece_sizes);
     add_to_key(key, a_shard);
     for (const at::Tensor& b : bs) add_to_key(key, b);
-    const CallMemo* memo = s.session.recall(key);  // a call like this one ran: nothing to check or agree
+    // A call like this one ran: nothing to check or plan (with check "every": one exchange).
+    std::optional<Agreed> exchanged;
+    const CallMemo* memo = s.session.recall(key, exchanged);
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     std::string misfit;
     if (!memo) {
@@ -252,22 +254,23 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const int64_t slices = ok ? a.size(0) : 0, n_r = ok ? bs[0].size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
     // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
-    const auto all = memo ? memo->all
-                          : agree_and_gather(Agreement{s.session, "fused_all_gather_matmul"}, misfit,
-                                             {{"op", "fused_all_gather_matmul"},
-                                              {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                              {"K (A_shard's last dim)", std::to_string(k)},
-                                              {"gather_dim", std::to_string(dim)},
-                                              {"A_shard's dims between gather_dim and K", dims(inner)},
-                                              {"dtype", to_string(dtype)},
-                                              {"number of Bs", std::to_string(bs.size())},
-                                              {"algo", algo},
-                                              {"pieces", std::to_string(pieces)},
-                                              {"piece_sizes", piece_sizes},
-                                              {"return_A", return_a ? "True" : "False"},
-                                              {"gathered_size", optional_int(gathered_size)}},
-                                             {static_cast<double>(slices), static_cast<double>(n_r),
-                                              static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
+    const auto all = memo        ? memo->all
+                     : exchanged ? *exchanged
+                                 : agree_and_gather(Agreement{s.session, "fused_all_gather_matmul"}, misfit,
+                                                    {{"op", "fused_all_gather_matmul"},
+                                                     {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                                     {"K (A_shard's last dim)", std::to_string(k)},
+                                                     {"gather_dim", std::to_string(dim)},
+                                                     {"A_shard's dims between gather_dim and K", dims(inner)},
+                                                     {"dtype", to_string(dtype)},
+                                                     {"number of Bs", std::to_string(bs.size())},
+                                                     {"algo", algo},
+                                                     {"pieces", std::to_string(pieces)},
+                                                     {"piece_sizes", piece_sizes},
+                                                     {"return_A", return_a ? "True" : "False"},
+                                                     {"gathered_size", optional_int(gathered_size)}},
+                                                    {static_cast<double>(slices), static_cast<double>(n_r),
+                                                     static_cast<double>(ok ? *layout_fit(bs[0]) : either)});
     const int64_t rest = c10::multiply_integers(inner);
     const RankSizes agreed = rank_sizes(all, rest);
     const std::vector<int64_t>& rows = agreed.rows;
@@ -327,7 +330,9 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     add_to_key(key, reduce_op);
     add_to_key(key, a_in);
     add_to_key(key, b);
-    const CallMemo* memo = s.session.recall(key);  // a call like this one ran: nothing to check or agree
+    // A call like this one ran: nothing to check or plan (with check "every": one exchange).
+    std::optional<Agreed> exchanged;
+    const CallMemo* memo = s.session.recall(key, exchanged);
     std::string misfit;
     const int64_t k_r = a_in.dim() ? a_in.size(-1) : 0;
     if (!memo) {
@@ -348,21 +353,22 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const Dtype dtype = misfit.empty() ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const int64_t n = ok ? b.size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
-    const auto all = memo ? memo->all
-                          : agree_and_gather(Agreement{s.session, "fused_matmul_reduce_scatter"}, misfit,
-                                             {{"op", "fused_matmul_reduce_scatter"},
-                                              {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
-                                              {"scatter_dim", std::to_string(dim)},
-                                              {"A's size along scatter_dim", std::to_string(slices)},
-                                              {"A's dims between scatter_dim and K", dims(inner)},
-                                              {"N (B's columns)", std::to_string(n)},
-                                              {"dtype", to_string(dtype)},
-                                              {"reduce_op", reduce_op},
-                                              {"algo", algo},
-                                              {"pieces", std::to_string(pieces)},
-                                              {"piece_sizes", piece_sizes}},
-                                             {static_cast<double>(mine), static_cast<double>(k_r),
-                                              static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
+    const auto all = memo        ? memo->all
+                     : exchanged ? *exchanged
+                                 : agree_and_gather(Agreement{s.session, "fused_matmul_reduce_scatter"}, misfit,
+                                                    {{"op", "fused_matmul_reduce_scatter"},
+                                                     {"device type", a.device().is_cpu() ? "cpu" : "cuda"},
+                                                     {"scatter_dim", std::to_string(dim)},
+                                                     {"A's size along scatter_dim", std::to_string(slices)},
+                                                     {"A's dims between scatter_dim and K", dims(inner)},
+                                                     {"N (B's columns)", std::to_string(n)},
+                                                     {"dtype", to_string(dtype)},
+                                                     {"reduce_op", reduce_op},
+                                                     {"algo", algo},
+                                                     {"pieces", std::to_string(pieces)},
+                                                     {"piece_sizes", piece_sizes}},
+                                                    {static_cast<double>(mine), static_cast<double>(k_r),
+                                                     static_cast<double>(misfit.empty() ? *layout_fit(b) : either)});
     const int64_t rest = c10::multiply_integers(inner);
     const RankSizes agreed = rank_sizes(all, rest);
     const std::vector<int64_t>& rows = agreed.rows;

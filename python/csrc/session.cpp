@@ -122,6 +122,7 @@ std::vector<std::vector<double>> Session::agree(const std::string& call, const s
   const bool capture = capturing();
   if (capture && !misfit.empty()) throw UsageError(misfit);
   const std::string print = fingerprint(call, keys, mine);
+  sent_ = CallMemo{{}, nullptr, call, print, keys, mine};
   if (misfit.empty() && (capture || g_check_first)) {  // a rank with an error always tells the others
     auto it = known_.find(print);
     if (it != known_.end()) return it->second;
@@ -131,24 +132,39 @@ std::vector<std::vector<double>> Session::agree(const std::string& call, const s
                      std::to_string(known_.size()) +
                      " known): run one eager call of every shape, dtype, layout and algo before capturing");
   auto all = agree_and_gather(*host_, misfit, keys, mine);
+  note_agreed(print, all);
+  return all;
+}
+
+void Session::note_agreed(const std::string& print, const Agreed& all) {
   if (known_.size() >= kMaxKnown) known_.clear(), memos_.clear();  // the same on every rank
   // A fingerprint agreed again with other ranks' numbers (a rank's sizes changed under the same keys
   // of this rank, e.g. gather_dim -2 for 0): the memos, which hold the old numbers and their plan, go.
   auto it = known_.find(print);
   if (it != known_.end() && it->second != all) memos_.clear();
   known_.insert_or_assign(print, all);
-  return all;
 }
 
-const CallMemo* Session::recall(const CallKey& key) const {
-  if (!g_check_first && !capturing()) return nullptr;
+const CallMemo* Session::recall(const CallKey& key, std::optional<Agreed>& agreed) {
   auto it = memos_.find(key);
-  return it == memos_.end() ? nullptr : &it->second;
+  if (g_check_first || capturing()) return it == memos_.end() ? nullptr : &it->second;
+  if (it == memos_.end()) return nullptr;
+  const CallMemo& memo = it->second;
+  host_->set_phase(memo.call + "'s agreement");
+  Agreed all = agree_and_gather(*host_, "", memo.keys, memo.mine);
+  if (all == memo.all) return &memo;
+  sent_ = memo;  // copied first: note_agreed may clear the memos
+  note_agreed(sent_.print, all);
+  agreed = std::move(all);
+  return nullptr;
 }
 
 void Session::remember(const CallKey& key, const std::vector<std::vector<double>>& all, Prepared& prepared) {
   if (memos_.size() >= kMaxKnown) memos_.clear();
-  memos_.insert_or_assign(key, CallMemo{all, &prepared});
+  CallMemo memo = sent_;
+  memo.all = all;
+  memo.prepared = &prepared;
+  memos_.insert_or_assign(key, std::move(memo));
 }
 
 PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces,

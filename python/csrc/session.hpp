@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -38,11 +39,16 @@ struct Prepared {
 // agreement's keys and numbers, and its plan depend on (the op, sizes, strides, dtype, device,
 // dims, algo, pieces, sizes given). Two calls with the same CallKey check, agree and plan alike.
 using CallKey = std::vector<int64_t>;
-// What a call with that key settled before data moved: every rank's agreed numbers, the plan.
+// What a call with that key settled before data moved: every rank's agreed numbers, the plan, and
+// what this rank sent to agree (the call's name, keys and numbers; their fingerprint).
 struct CallMemo {
   std::vector<std::vector<double>> all;
   Prepared* prepared = nullptr;
+  std::string call, print;
+  std::vector<std::pair<std::string, std::string>> keys;
+  std::vector<double> mine;
 };
+using Agreed = std::vector<std::vector<double>>;
 
 class Session {
  public:
@@ -60,12 +66,18 @@ class Session {
   std::vector<std::vector<double>> agree(const std::string& call, const std::string& misfit,
                                          const std::vector<std::pair<std::string, std::string>>& keys,
                                          const std::vector<double>& mine);
-  // The memo of a call with this key where the call may skip its checks, agreement and planning:
-  // where it would exchange nothing (a fingerprint agreed before, under check "first" or CUDA graph
-  // capture) and a call with this key ran before. Else null: the call does all of it, then
-  // remember()s it. Every memo's fingerprint is among the agreed ones, so whether a call exchanges
-  // is decided as agree() decides it, the same on every rank.
-  const CallMemo* recall(const CallKey& key) const;
+  // The memo of a call with this key where the call may skip its checks, agreement and planning;
+  // else null: the call does all of it, then remember()s it.
+  // - Under check "first" or CUDA graph capture (a fingerprint agreed before exchanges nothing): the
+  //   memo of a call with this key that ran before. Every memo's fingerprint is among the agreed
+  //   ones, so whether a call exchanges is decided as agree() decides it, the same on every rank.
+  // - Under check "every", where a call with this key ran before: one exchange of what that call
+  //   sent (the same as the checks would send again: the key fixes them), so the per-call cost is
+  //   the exchange alone. The memo where every rank's numbers came back as then; else null with the
+  //   exchange's result in `agreed`, for the call to plan from instead of exchanging again. Any
+  //   rank's mismatch throws UsageError on every rank, as agree() does.
+  const CallMemo* recall(const CallKey& key, std::optional<Agreed>& agreed);
+  // Records the call (its agreement as the last agree() or recall() exchanged it).
   void remember(const CallKey& key, const std::vector<std::vector<double>>& all, Prepared& prepared);
   // Runs a prepared plan on the tensors bound to it; while collmm.trace is on, with step times,
   // every rank's steps gathered over the group and recorded (trace.hpp).
@@ -103,6 +115,9 @@ class Session {
   AutoChooser auto_;
   std::map<std::string, std::vector<std::vector<double>>> known_;  // agreed fingerprints, their gathered numbers
   std::map<CallKey, CallMemo> memos_;  // cleared with known_ and whenever a prepared plan is dropped
+  CallMemo sent_;                      // what the last exchange sent (call, print, keys, mine)
+  // The exchange's result `all` for fingerprint `print`, noted as agreed.
+  void note_agreed(const std::string& print, const Agreed& all);
   std::shared_ptr<GroupComm> comm_ = std::make_shared<GroupComm>();  // its executors' (nccl_comm.hpp)
 };
 

@@ -17,7 +17,7 @@ def _ag_inputs(rank, world, rows=8, k=16, n=8):
     return a_full, a_full[block(rows * world + 1, world, rank)].clone(), b
 
 
-def _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, label):
+def _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, label, check):
     """The last rank's K differs: ValueError on every rank; then the group's next call is right."""
     bad_k = 17 if rank == world - 1 else 16
     try:
@@ -27,6 +27,18 @@ def _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, label):
         assert "disagree on K" in str(e), str(e)
     _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")  # the group still in step
     assert_close(c, (a_full.double() @ b.double()).float(), f"{label}: after the disagreement")
+    if check != "every":  # check "first" trusts a known call: it would exchange nothing
+        return
+    # The same where the other ranks' call is the one they just made (with check "every" it sends
+    # what it sent then): still the error on every rank, and the group goes on.
+    bad = (seeded(5, 2, 17), [seeded(6, 17, 3)]) if rank == world - 1 else (a, [b])
+    try:
+        torch.ops.collmm.fused_all_gather_matmul(*bad, 0, group, algo="ring")
+        raise AssertionError(f"{label}: a known call against one of another K: no error")
+    except ValueError as e:
+        assert "disagree on K" in str(e), str(e)
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+    assert_close(c, (a_full.double() @ b.double()).float(), f"{label}: after the second disagreement")
 
 
 def channel_case(rank, world, channel, check):
@@ -56,7 +68,7 @@ def channel_case(rank, world, channel, check):
             _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a_i, [b_i], 0, group, algo="ring")
             assert_close(c, (a_full_i.double() @ b_i.double()).to(c.dtype), f"{channel} {check} {name}")
     if world > 1:
-        _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, f"{channel} {check}")
+        _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, f"{channel} {check}", check)
     collmm.set_check("every")
 
 
@@ -80,7 +92,7 @@ def shm_case(rank, world, env):
     for _ in range(3):
         _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
         assert_close(c, (a_full.double() @ b.double()).float(), f"shm {env}")
-    _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, f"shm {env}")
+    _disagree_on_k_then_go_on(rank, world, group, a_full, a, b, f"shm {env}", "every")
 
 
 def mixed_channel_case(rank, world):
@@ -183,7 +195,8 @@ def trace_case(rank, world, path):
 
 
 def memo_case(rank, world):
-    """What a call settled is reused only as agreed now: a rank's sizes that changed under another
+    """What a call settled is reused only as agreed now: a rank's sizes that changed while rank 0's
+    call stayed the same (check "every": rank 0 sends what it sent before) or under another
     spelling of the same call (gather_dim -2 for 0) reach every rank, also after check="first";
     scatter_size=-1 after None is refused on every rank, not taken for None."""
     import collmm
@@ -193,7 +206,8 @@ def memo_case(rank, world):
     k, n = 16, 8
     b = seeded(2, k, n)
     even, uneven = [4] * world, [4 + 2 * q for q in range(world)]  # rank 0's shard the same in both
-    for sizes, gather_dim, check in ((even, 0, "every"), (uneven, -2, "every"), (uneven, 0, "first")):
+    for sizes, gather_dim, check in ((even, 0, "every"), (uneven, 0, "every"), (even, 0, "every"),
+                                     (uneven, -2, "every"), (uneven, 0, "first")):
         collmm.set_check(check)
         a_full = seeded(1, sum(sizes), k)
         a = a_full[sum(sizes[:rank]):sum(sizes[:rank + 1])].clone()
