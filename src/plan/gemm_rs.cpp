@@ -23,9 +23,9 @@
 // 1/2^(S-1), ..., 1/4, 1/2 of the block, the smallest first, so the first send starts after
 // 1/2^(S-1) of it); comm-first posts each piece's send right after its GEMM. The receiver gets the
 // sum in S pieces into the same buffer, and adds it at step 1 as before (its add needs its own
-// step-1 partial, which runs beside those transfers); at P = 2 step 1 is the last step, and each
-// piece is added on its own, on the GEMM lane after the last GEMM, so only the last piece's add
-// follows the last receive. Only that edge is cut: the other steps' GEMMs already run beside a
+// step-1 partial, which runs beside those transfers); at P = 2 step 1 is the last step, and the
+// pieces are added on the GEMM lane after the last GEMM, all but the last in one add, so only the
+// last piece's add follows the last receive. Only that edge is cut: the other steps' GEMMs already run beside a
 // transfer, and every extra transfer pays its fixed cost. The ring's other edge at P > 2, the last
 // add, is an add (memory-bound, a few percent of a GEMM): not worth a transfer's fixed cost per piece.
 //
@@ -226,18 +226,27 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
         d.last_add = waits.back();  // the accumulating GEMM did the whole add
     }
   };
-  // At P = 2 the last step's sums arrived in step 0's pieces: each piece is added on the GEMM lane
-  // once the last GEMM is done and that piece is here, so only the last piece's add follows the
-  // last receive (no extra transfer: the pieces are the edge's own).
+  // At P = 2 the last step's sums arrived in step 0's pieces. They are added on the GEMM lane once
+  // the GEMM into C is done: every piece but the last in one add (they came while that GEMM ran),
+  // then the last piece once it is here, so only the last piece's add follows the last receive (no
+  // extra transfer: the pieces are the edge's own).
   auto post_last_adds_in_pieces = [&](int j, const std::vector<int>& gemm_ids) {
-    for (int i = 0; i < edge.pieces; ++i)
+    const int lane = plan.steps[static_cast<size_t>(gemm_ids.front())].lane;  // after the GEMM into C
+    const int S = edge.pieces;
+    for (const std::pair<int, int>& group : {std::pair{0, S - 2}, std::pair{S - 1, S - 1}})
       for (auto& d : dirs) {
+        const int first = group.first, last = group.second;
         const int b = block_at(d, j);
         const auto [off, rows] = part(b, d.half);
-        if (rows == 0) continue;
-        Step a = add(piece_of({kBufC, off, rows}, edge, i), piece_of({d.recv_buf[d.cur], 0, rows}, edge, i), j, b,
-                     {comm_ids[static_cast<size_t>(i)]});
-        a.lane = plan.steps[static_cast<size_t>(gemm_ids.front())].lane;  // after the GEMM into C
+        auto pieces = [&](Slice s) {  // pieces first..last of s, one block of rows
+          const Slice from = piece_of(s, edge, first), to = piece_of(s, edge, last);
+          return Slice{s.buf, from.row, to.row + to.rows - from.row};
+        };
+        const Slice out = pieces({kBufC, off, rows});
+        if (out.rows == 0) continue;
+        std::vector<int> waits(comm_ids.begin() + first, comm_ids.begin() + last + 1);
+        Step a = add(out, pieces({d.recv_buf[d.cur], 0, rows}), j, b, std::move(waits));
+        a.lane = lane;
         d.last_add = plan.push(a);
       }
   };

@@ -145,15 +145,17 @@ TEST(Golden, GemmRsRingCutsItsFirstPartialInPieces) {
   EXPECT_EQ(order_of(gemm_first), "g0 g0 g0 g0 g3 c0 c0 c0 c0 g2 c3 g1 c2 ");
 }
 
-// gemm_rs at P = 2 in pieces: the last step's received sum came in step 0's pieces, and each piece
-// is added on the GEMM lane after the GEMM into C, waiting for its own piece's receive only.
-TEST(Golden, GemmRsAtTwoRanksAddsTheLastSumPieceByPiece) {
+// gemm_rs at P = 2 in pieces: the last step's received sum came in step 0's pieces; on the GEMM
+// lane after the GEMM into C, every piece but the last is added in one add (waiting for their
+// receives), then the last piece (waiting for its own).
+TEST(Golden, GemmRsAtTwoRanksAddsTheLastPieceOnItsOwn) {
   const Problem p{.op = Op::gemm_rs, .m = 32, .n = 8, .k = 8, .world = 2, .b_layout = BLayout::kn};
   for (Algo algo : {Algo::ring, Algo::bidir}) {
     const Plan plan = make_plan(p, {.algo = algo, .pieces = 4, .piece_sizes = PieceSizes::halving}, 0);
     std::vector<int> comms;
     int gemm_into_c = -1;
     std::vector<std::pair<int64_t, int64_t>> added;
+    std::vector<std::vector<int>> waits;
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const Step& s = plan.steps[i];
       if (s.kind == StepKind::sendrecv) comms.push_back(static_cast<int>(i));
@@ -161,17 +163,18 @@ TEST(Golden, GemmRsAtTwoRanksAddsTheLastSumPieceByPiece) {
       if (s.kind != StepKind::add) continue;
       ASSERT_GE(gemm_into_c, 0) << describe(s);
       EXPECT_EQ(s.lane, plan.steps[static_cast<size_t>(gemm_into_c)].lane) << describe(s);
-      const size_t piece = algo == Algo::ring ? added.size() : added.size() / 2;  // bidir: two halves a piece
-      EXPECT_EQ(s.waits, std::vector<int>{comms.at(piece)}) << describe(s);
       added.emplace_back(s.out.row, s.out.rows);
+      waits.push_back(s.waits);
     }
-    EXPECT_EQ(comms.size(), 4u);
-    // ring: C's 16 rows as the pieces came, smallest first; bidir: piece i of each half (8 rows)
-    if (algo == Algo::ring)
-      EXPECT_EQ(added, (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 2}, {4, 4}, {8, 8}}));
-    else
-      EXPECT_EQ(added, (std::vector<std::pair<int64_t, int64_t>>{
-                           {0, 1}, {8, 1}, {1, 1}, {9, 1}, {2, 2}, {10, 2}, {4, 4}, {12, 4}}));
+    ASSERT_EQ(comms.size(), 4u);
+    const std::vector<int> early(comms.begin(), comms.begin() + 3), last{comms[3]};
+    if (algo == Algo::ring) {  // C's 16 rows came as 2, 2, 4, 8
+      EXPECT_EQ(added, (std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {8, 8}}));
+      EXPECT_EQ(waits, (std::vector<std::vector<int>>{early, last}));
+    } else {  // each half (8 rows) as 1, 1, 2, 4
+      EXPECT_EQ(added, (std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {8, 4}, {4, 4}, {12, 4}}));
+      EXPECT_EQ(waits, (std::vector<std::vector<int>>{early, early, last, last}));
+    }
   }
 }
 
