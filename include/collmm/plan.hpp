@@ -83,7 +83,8 @@ struct Plan {
   Problem problem;
   PlanOptions options;
   int rank = 0;
-  int lanes = 2;  // lane 0 carries comm, copies and adds; lanes 1..gemm_lanes carry GEMMs
+  int lanes = 2;  // lane 0 carries comm, copies and adds; lanes 1..gemm_lanes carry GEMMs (and
+                  // gemm_rs's last adds at P = 2 in pieces, after the GEMM into C)
   std::vector<BufferSpec> buffers;
   std::vector<Step> steps;
 

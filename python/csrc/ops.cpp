@@ -247,6 +247,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
         misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
       if (misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
     }
+    TORCH_INTERNAL_ASSERT(!exchanged || misfit.empty(), "collmm: a recalled call failed its checks: ", misfit);
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(gather_dim, a_shard.dim()) : 0;
     const at::Tensor a = ok && dim > 0 ? a_shard.movedim(dim, 0).contiguous() : a_shard;  // the gathered dim first
@@ -347,9 +348,10 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     const at::Tensor a = ok && dim > 0 ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
     const int64_t slices = ok ? a.size(0) : 0;
     const int64_t mine = scatter_size ? *scatter_size : block_size(slices, p, r);
-    if (ok && (mine < 0 || mine > slices))
+    if (!memo && ok && (mine < 0 || mine > slices))  // (a memo is of a call that passed it, of the same key)
       misfit = "scatter_size is " + std::to_string(mine) + "; A has " + std::to_string(slices) + " along scatter_dim";
-    if (!misfit.empty()) memo = nullptr;  // the other ranks hear of it (no memo is of a failed call)
+    // The exchange recall() made sent what a call of this key sent, which passed every check.
+    TORCH_INTERNAL_ASSERT(!exchanged || misfit.empty(), "collmm: a recalled call failed its checks: ", misfit);
     const Dtype dtype = misfit.empty() ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const int64_t n = ok ? b.size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();

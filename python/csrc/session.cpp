@@ -122,7 +122,7 @@ std::vector<std::vector<double>> Session::agree(const std::string& call, const s
   const bool capture = capturing();
   if (capture && !misfit.empty()) throw UsageError(misfit);
   const std::string print = fingerprint(call, keys, mine);
-  sent_ = CallMemo{{}, nullptr, call, print, keys, mine};
+  sent_ = CallMemo{{}, nullptr, call, print, keys, mine, ""};
   if (misfit.empty() && (capture || g_check_first)) {  // a rank with an error always tells the others
     auto it = known_.find(print);
     if (it != known_.end()) return it->second;
@@ -147,12 +147,20 @@ void Session::note_agreed(const std::string& print, const Agreed& all) {
 
 const CallMemo* Session::recall(const CallKey& key, std::optional<Agreed>& agreed) {
   auto it = memos_.find(key);
-  if (g_check_first || capturing()) return it == memos_.end() ? nullptr : &it->second;
   if (it == memos_.end()) return nullptr;
   const CallMemo& memo = it->second;
+  if (g_check_first || capturing()) {
+    if (!memo.auto_report.empty()) note_last_auto(memo.auto_report);
+    return &memo;
+  }
   host_->set_phase(memo.call + "'s agreement");
   Agreed all = agree_and_gather(*host_, "", memo.keys, memo.mine);
-  if (all == memo.all) return &memo;
+  // A full known_ is cleared by note_agreed on every rank alike (the exchange of a rank that missed
+  // the memo notes its numbers): so here too, and the call goes on as a miss.
+  if (all == memo.all && known_.size() < kMaxKnown) {
+    if (!memo.auto_report.empty()) note_last_auto(memo.auto_report);
+    return &memo;
+  }
   sent_ = memo;  // copied first: note_agreed may clear the memos
   note_agreed(sent_.print, all);
   agreed = std::move(all);
@@ -164,11 +172,13 @@ void Session::remember(const CallKey& key, const std::vector<std::vector<double>
   CallMemo memo = sent_;
   memo.all = all;
   memo.prepared = &prepared;
+  memo.auto_report = auto_report_;
   memos_.insert_or_assign(key, std::move(memo));
 }
 
 PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces,
                              const std::string& piece_sizes) {
+  auto_report_.clear();
   if (algo_name != "auto") {
     PlanOptions o;
     o.algo = parse_algo(algo_name);
@@ -183,6 +193,7 @@ PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::str
   };
   const AutoChooser::Decision& d = auto_.decide(*host_, problem, dtype, profile, "", MeasureSettings{}, time);
   note_last_auto(d.printed);
+  auto_report_ = d.printed;
   return d.options;
 }
 

@@ -47,6 +47,7 @@ struct CallMemo {
   std::string call, print;
   std::vector<std::pair<std::string, std::string>> keys;
   std::vector<double> mine;
+  std::string auto_report;  // with algo "auto": its decision as last_auto() reports it
 };
 using Agreed = std::vector<std::vector<double>>;
 
@@ -116,6 +117,7 @@ class Session {
   std::map<std::string, std::vector<std::vector<double>>> known_;  // agreed fingerprints, their gathered numbers
   std::map<CallKey, CallMemo> memos_;  // cleared with known_ and whenever a prepared plan is dropped
   CallMemo sent_;                      // what the last exchange sent (call, print, keys, mine)
+  std::string auto_report_;            // auto's decision for the call being made ("" for another algo)
   // The exchange's result `all` for fingerprint `print`, noted as agreed.
   void note_agreed(const std::string& print, const Agreed& all);
   std::shared_ptr<GroupComm> comm_ = std::make_shared<GroupComm>();  // its executors' (nccl_comm.hpp)

@@ -260,4 +260,17 @@ def comm_path_case(rank, world):
     reports = [None] * world
     dist.all_gather_object(reports, report)
     assert all(r == report for r in reports), reports
+    # A repeated call reuses its first call's decision and reports that one, with either check.
+    a2_full, a2, b2 = _ag_inputs(rank, world, rows=24, k=16, n=40)
+    for check in ("every", "first"):
+        collmm.set_check(check)
+        torch.ops.collmm.fused_all_gather_matmul(a2, [b2], 0, group, algo="auto")
+        other = torch.ops.collmm.last_auto()
+        assert other != report, other
+        _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="auto")
+        assert_close(c, (a_full.double() @ b.double()).float(), f"auto again, check {check}")
+        assert torch.ops.collmm.last_auto() == report, (check, torch.ops.collmm.last_auto(), report)
+        torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")  # not auto: the report stays
+        assert torch.ops.collmm.last_auto() == report, check
+    collmm.set_check("every")
 

@@ -200,18 +200,13 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   };
   // The comm steps of step j, one per piece (comm_ids[i]); the sums they receive are added at j + 1.
   std::vector<int> comm_ids;
-  // The adds of step j (received sum + this rank's partial) and the comm that forwards the sums.
+  // The adds of step j < P - 1 (received sum + this rank's partial, into the sum that goes on).
   auto post_adds = [&](int j, const std::vector<int>& gemm_ids) {
-    const bool last = j == P - 1;
     for (auto& d : dirs) {
       const int b = block_at(d, j);
       const auto [off, rows] = part(b, d.half);
       if (rows == 0) continue;
       const Slice sum{d.recv_buf[d.cur], 0, rows};
-      if (last) {
-        d.last_add = plan.push(add({kBufC, off, rows}, sum, j, b, gemm_ids));
-        continue;
-      }
       std::vector<int> waits = gemm_ids;
       const int64_t here = in_c(d.g, rows);
       if (here < rows) {  // rows of the partial that C cannot hold: sum += A rows @ B
@@ -226,27 +221,28 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
         d.last_add = waits.back();  // the accumulating GEMM did the whole add
     }
   };
-  // At P = 2 the last step's sums arrived in step 0's pieces. They are added on the GEMM lane once
-  // the GEMM into C is done: every piece but the last in one add (they came while that GEMM ran),
-  // then the last piece once it is here, so only the last piece's add follows the last receive (no
-  // extra transfer: the pieces are the edge's own).
-  auto post_last_adds_in_pieces = [&](int j, const std::vector<int>& gemm_ids) {
-    const int lane = plan.steps[static_cast<size_t>(gemm_ids.front())].lane;  // after the GEMM into C
-    const int S = edge.pieces;
-    for (const std::pair<int, int>& group : {std::pair{0, S - 2}, std::pair{S - 1, S - 1}})
+  // The last step's adds: the received sum into C, after the GEMM into C. On the comm lane after
+  // the last receive; at P = 2 in pieces the sum arrived in step 0's pieces, and they are added on
+  // the GEMM lane: every piece but the last in one add (they came while that GEMM ran), then the
+  // last piece once it is here, so only the last piece's add follows the last receive (no extra
+  // transfer: the pieces are the edge's own).
+  auto post_last_adds = [&](int j, const std::vector<int>& gemm_ids) {
+    const int S = P == 2 ? edge.pieces : 1;
+    const std::vector<std::pair<int, int>> groups = S == 1
+                                                        ? std::vector<std::pair<int, int>>{{0, 0}}
+                                                        : std::vector<std::pair<int, int>>{{0, S - 2}, {S - 1, S - 1}};
+    for (const auto& [first, last] : groups)
       for (auto& d : dirs) {
-        const int first = group.first, last = group.second;
         const int b = block_at(d, j);
         const auto [off, rows] = part(b, d.half);
-        auto pieces = [&](Slice s) {  // pieces first..last of s, one block of rows
-          const Slice from = piece_of(s, edge, first), to = piece_of(s, edge, last);
-          return Slice{s.buf, from.row, to.row + to.rows - from.row};
-        };
-        const Slice out = pieces({kBufC, off, rows});
-        if (out.rows == 0) continue;
-        std::vector<int> waits(comm_ids.begin() + first, comm_ids.begin() + last + 1);
-        Step a = add(out, pieces({d.recv_buf[d.cur], 0, rows}), j, b, std::move(waits));
-        a.lane = lane;
+        const EdgeCut cut = S == 1 ? EdgeCut{} : edge;
+        const int64_t from = piece_offset(rows, cut, first), to = piece_offset(rows, cut, last + 1);
+        if (to == from) continue;
+        Step a = add({kBufC, off + from, to - from}, {d.recv_buf[d.cur], from, to - from}, j, b, gemm_ids);
+        if (S > 1) {  // on the GEMM into C's lane, after its pieces' receives
+          a.lane = plan.steps[static_cast<size_t>(gemm_ids.front())].lane;
+          a.waits.assign(comm_ids.begin() + first, comm_ids.begin() + last + 1);
+        }
         d.last_add = plan.push(a);
       }
   };
@@ -308,10 +304,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     }
     next_buffers();
   }
-  if (P == 2 && edge.pieces > 1)
-    post_last_adds_in_pieces(P - 1, ids);
-  else
-    post_adds(P - 1, ids);
+  post_last_adds(P - 1, ids);
   return plan;
 }
 

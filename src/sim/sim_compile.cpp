@@ -1,7 +1,8 @@
 // sim_compile.cpp: turning Plans into the engine's compact form: each step's nominal time from the
 // cost model, its waits and lane, its messages (the k-th send r -> q matched with the k-th receive
 // on q from r) and its collective (the k-th of every rank), with the checks that they agree.
-#include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -48,7 +49,7 @@ void Engine::add_rank(const Plan& plan) {
   rank.times.assign(plan.steps.size(), StepTime{});
   rank.lane_steps.resize(std::max(plan.lanes, 1));
   int coll_k = 0;
-  int last_receive = -1;  // the latest sendrecv with receives so far
+  std::map<int, std::set<int>> received_on;  // per lane: the receives an add on it depended on
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& st = plan.steps[i];
     const int s = static_cast<int>(i);
@@ -78,21 +79,22 @@ void Engine::add_rank(const Plan& plan) {
         if (!x.skip) x.work_us = copy_time_us(prof_, bytes_of(st.out));
         break;
       case StepKind::add: {
-        // Every add of a plan adds a sum it received. One that waits for the latest receive (the
-        // step before it on its lane, or one of its waits) pays the hop after it; one whose
-        // receive was followed by others (a piece that came early) finds it done.
+        // Every add of a plan adds a sum it received. The first step on its lane that depends on a
+        // receive (the step before it on the lane, or one it waits for) pays the hop after it;
+        // a later one on that lane finds the receive done.
         const std::vector<int>& lane = rank.lane_steps[st.lane];
-        const int before = lane.size() >= 2 ? lane[lane.size() - 2] : -1;
-        const bool after_receive =
-            last_receive >= 0 &&
-            (before == last_receive || std::find(st.waits.begin(), st.waits.end(), last_receive) != st.waits.end());
+        std::vector<int> deps = st.waits;
+        if (lane.size() >= 2) deps.push_back(lane[lane.size() - 2]);
+        bool after_receive = false;
+        for (int d : deps)
+          if (plan.steps[d].kind == StepKind::sendrecv && !plan.steps[d].recvs.empty())
+            after_receive |= received_on[st.lane].insert(d).second;
         if (!x.skip)
           x.work_us =
               after_receive ? add_after_receive_us(prof_, bytes_of(st.out)) : add_time_us(prof_, bytes_of(st.out));
         break;
       }
       case StepKind::sendrecv:
-        if (!st.recvs.empty()) last_receive = s;
         x.msgs_begin = static_cast<int>(rank.msgs.size());
         if (!x.skip) {
           for (const Transfer& t : st.sends) {
