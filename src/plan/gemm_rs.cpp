@@ -25,9 +25,10 @@
 // sum in S pieces into the same buffer, and adds it at step 1 as before (its add needs its own
 // step-1 partial, which runs beside those transfers); at P = 2 step 1 is the last step, and the
 // pieces are added on the GEMM lane after the last GEMM, all but the last in one add, so only the
-// last piece's add follows the last receive. Only that edge is cut: the other steps' GEMMs already run beside a
-// transfer, and every extra transfer pays its fixed cost. The ring's other edge at P > 2, the last
-// add, is an add (memory-bound, a few percent of a GEMM): not worth a transfer's fixed cost per piece.
+// last piece's add follows the last receive. Only that edge is cut: the other steps' GEMMs already
+// run beside a transfer, and every extra transfer pays its fixed cost. The ring's other edge at
+// P > 2, the last add, is an add (memory-bound, a few percent of a GEMM): not worth a transfer's
+// fixed cost per piece.
 //
 //   gemm  | g0a | g0b | g1 | g2 | g3 |            S = 2: the first partial in two pieces;
 //   comm        | s0a | s0b | s1 | s2 | add        s0a goes once g0a is done
@@ -228,6 +229,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   // transfer: the pieces are the edge's own).
   auto post_last_adds = [&](int j, const std::vector<int>& gemm_ids) {
     const int S = P == 2 ? edge.pieces : 1;
+    const EdgeCut cut = S == 1 ? EdgeCut{} : edge;
     const std::vector<std::pair<int, int>> groups = S == 1
                                                         ? std::vector<std::pair<int, int>>{{0, 0}}
                                                         : std::vector<std::pair<int, int>>{{0, S - 2}, {S - 1, S - 1}};
@@ -235,7 +237,6 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
       for (auto& d : dirs) {
         const int b = block_at(d, j);
         const auto [off, rows] = part(b, d.half);
-        const EdgeCut cut = S == 1 ? EdgeCut{} : edge;
         const int64_t from = piece_offset(rows, cut, first), to = piece_offset(rows, cut, last + 1);
         if (to == from) continue;
         Step a = add({kBufC, off + from, to - from}, {d.recv_buf[d.cur], from, to - from}, j, b, gemm_ids);
@@ -276,20 +277,14 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   // launch), and the comm of step j before the GEMMs of step j+1, which it overlaps. gemm-first:
   // step 0's GEMMs, then at each step the GEMMs of step j+1 before the comm of step j.
   for (auto& d : dirs) d.cur = 1;
-  std::vector<int> ids;  // the GEMMs of the current step (all its pieces')
-  std::vector<std::vector<int>> piece_ids;
+  std::vector<std::vector<int>> piece_ids;  // step 0's GEMMs, per piece
   for (int i = 0; i < edge.pieces; ++i) {
     piece_ids.push_back(post_gemms(0, i));
-    ids.insert(ids.end(), piece_ids.back().begin(), piece_ids.back().end());
     if (o.post == Post::comm_first) post_comm(0, i, piece_ids.back());
   }
-  if (o.post == Post::gemm_first) {
-    std::vector<int> next = post_gemms(1, 0);
+  std::vector<int> ids = post_gemms(1, 0);  // the GEMMs of the current step
+  if (o.post == Post::gemm_first)
     for (int i = 0; i < edge.pieces; ++i) post_comm(0, i, piece_ids[static_cast<size_t>(i)]);
-    ids = next;
-  } else {
-    ids = post_gemms(1, 0);
-  }
   next_buffers();
   for (int j = 1; j < P - 1; ++j) {
     post_adds(j, ids);
