@@ -10,8 +10,8 @@
 //            comm: send cur -> r+1, recv (r-j-1) mod P <- r-1        (if j < P-1)
 //            gemm: C[cur] = A[cur] @ B_r                             (waits for the recv of cur)
 //
-//   rank 0  | g0 | g3 | g2 | g1 |        g = GEMM of that chunk, s = its transfer
-//   comm    | s0 | s3 | s2 |
+//   rank 0  | g0 |o| g3 | g2 | g1 |      g = GEMM of that chunk, s = its transfer,
+//   comm    | s0   | s3 | s2 |            o = own chunk copied into the gathered A
 //
 // --merge G: the GEMMs of chunks received at G consecutive steps become one GEMM over their
 // adjacent rows (posted at the step of the last of them); fewer, larger GEMMs, the same comm.
@@ -83,10 +83,14 @@ Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> w
   return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
 }
 
-// Own chunk into the gathered A, so the gathered output is complete (off the critical path).
-void copy_own_chunk(Plan& plan, int gathered) {
+// Own chunk into the gathered A, so the gathered output is complete. The rings post it on the GEMM
+// lane right after the own chunk's GEMM: where the link is the slower side that lane waits there
+// for the first received chunk, and the copy (an SM kernel) fills the wait. Posted last on lane 0,
+// it ran beside the last GEMM, the one nothing hides, and made it longer by about its own time
+// (host bed, ag P = 2 M 32768: a 128 us copy, the last GEMM 109 us longer; docs/perf.md).
+void copy_own_chunk(Plan& plan, int gathered, int lane) {
   const Slice own = chunk_rows(plan.problem, gathered, plan.rank);
-  plan.push(local_step(StepKind::copy, 0, own, {kBufA, 0, own.rows}, -1, plan.rank));
+  plan.push(local_step(StepKind::copy, lane, own, {kBufA, 0, own.rows}, -1, plan.rank));
 }
 
 }  // namespace
@@ -210,8 +214,8 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     }
 
     prev_comm = post_ring_step(plan, o.post, comms, mms);
+    if (j == 0) copy_own_chunk(plan, g, plan.gemm_lane(0));
   }
-  copy_own_chunk(plan, g);
   return plan;
 }
 
@@ -273,8 +277,8 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
         std::remove_if(comms.begin(), comms.end(), [](const Step& c) { return c.sends.empty() && c.recvs.empty(); }),
         comms.end());
     prev_comm = post_ring_step(plan, o.post, comms, mms);
+    if (j == 0) copy_own_chunk(plan, g, lane);
   }
-  copy_own_chunk(plan, g);
   return plan;
 }
 

@@ -140,9 +140,16 @@ TEST_F(BenchRun, TraceHasEveryRankAndBothLanes) {
       thread_names[{e.at("pid").get<int>(), e.at("tid").get<int>()}] = e.at("args").at("name");
     if (e.at("ph") != "X") continue;
     EXPECT_GE(e.at("dur").get<double>(), 0);
+    // A box is on its lane's thread; its category is its kind's (the ring's own-chunk copy runs on
+    // the GEMM lane and is comm); no GEMM runs on the comm lane.
     const int tid = e.at("tid").get<int>();
+    const bool gemm = e.at("args").at("kind") == "gemm";
+    EXPECT_EQ(tid, e.at("args").at("lane").get<int>()) << e.dump();
+    EXPECT_EQ(e.at("cat"), gemm ? "gemm" : "comm") << e.dump();
+    if (gemm) {
+      EXPECT_NE(tid, 0) << e.dump();
+    }
     kinds_of_rank[e.at("pid").get<int>()].insert(tid == 0 ? "comm" : "gemm");
-    EXPECT_EQ(e.at("cat"), tid == 0 ? "comm" : "gemm") << e.dump();
     const std::string name = e.at("name");
     if (name.rfind("ag_gemm ring step ", 0) == 0 && name.find(" chunk ") != std::string::npos && name.size() > 5 &&
         name.compare(name.size() - 5, 5, " gemm") == 0)
