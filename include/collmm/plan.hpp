@@ -84,7 +84,8 @@ struct Plan {
   PlanOptions options;
   int rank = 0;
   int lanes = 2;  // lane 0 carries comm, copies and adds; lanes 1..gemm_lanes carry GEMMs (and
-                  // gemm_rs's last adds at P = 2 in pieces, after the GEMM into C)
+                  // gemm_rs's last adds at P = 2 in pieces, after the GEMM into C; the ag_gemm
+                  // rings' copy of the own chunk, after its GEMM)
   std::vector<BufferSpec> buffers;
   std::vector<Step> steps;
 
