@@ -83,16 +83,8 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
       } catch (const UsageError&) {
         continue;  // an algorithm this shape does not allow
       }
-      double gemms = 0, others = 0;
-      for (const Plan& plan : plans) {
-        double g = 0, n = 0;
-        for (const Step& s : plan.steps)
-          (s.kind == StepKind::gemm ? g : n) += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
-        if (hooks->single_issuer())
-          gemms += g, others += n;
-        else if (g + n > gemms + others)
-          gemms = g, others = n;
-      }
+      const IssueSample ops = issue_counts(plans, world, hooks->single_issuer());
+      const double gemms = ops.gemms, others = ops.others;
       ex.prepare(plans, o.dtype);
       ex.run(StepFilter::all, false);
       if (!(hooks->last_issue_us() > 0)) return {};  // the same backend on every process: all return here

@@ -13,7 +13,9 @@
 #include <set>
 #include <stdexcept>
 
+#include "calibrate.hpp"
 #include "chrome_trace.hpp"
+#include "collmm/calibration_hooks.hpp"
 #include "collmm/element_types.hpp"
 #include "collmm/played_peers.hpp"
 #include "npy.hpp"
@@ -61,8 +63,9 @@ size_t median_index(const std::vector<double>& v) {
 // GEMMs alone, its comm alone), right after the whole plan, and `alone_us` gets their medians: the
 // figures set side by side see the same device state (a GPU's clocks drift by 10-15% over seconds
 // of back-to-back GEMMs: measured one after the other, one plan's GEMM-only runs differed so).
+// Where the backend enqueues its steps, issue_us gets the median host issue time of the whole runs.
 double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>& median_runs,
-                       const std::vector<StepFilter>& alone, std::vector<double>& alone_us) {
+                       const std::vector<StepFilter>& alone, std::vector<double>& alone_us, double& issue_us) {
   auto slowest_of = [](const std::vector<RankRun>& runs) {
     double slowest = 0;
     for (const RankRun& run : runs) slowest = std::max(slowest, run.total_us);
@@ -73,17 +76,20 @@ double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>
     for (StepFilter f : alone) ex.run(f, false);
   }
   std::vector<std::vector<RankRun>> runs;
-  std::vector<double> slowest_here;
+  std::vector<double> slowest_here, issue_here;
   std::vector<std::vector<double>> alone_here(alone.size());
+  CalibrationHooks* hooks = ex.calibration_hooks();  // the same backend on every process
   for (int it = 0; it < iters; ++it) {
     runs.push_back(ex.run(StepFilter::all, true));
     slowest_here.push_back(slowest_of(runs.back()));
+    if (hooks) issue_here.push_back(hooks->last_issue_us());
     for (size_t f = 0; f < alone.size(); ++f) alone_here[f].push_back(slowest_of(ex.run(alone[f], false)));
   }
   const std::vector<double> slowest = slowest_per_iteration(ex.host(), slowest_here);
   median_runs = std::move(runs[median_index(slowest)]);
   alone_us.clear();
   for (const std::vector<double>& here : alone_here) alone_us.push_back(median(slowest_per_iteration(ex.host(), here)));
+  if (hooks) issue_us = median(slowest_per_iteration(ex.host(), issue_here));
   return median(slowest);
 }
 
@@ -213,6 +219,7 @@ CaseResult merge_rounds(const std::vector<CaseResult>& rounds) {
   m.time_us = median(times);
   m.t_gemm_us = median_of(&CaseResult::t_gemm_us);
   m.t_comm_us = median_of(&CaseResult::t_comm_us);
+  if (!std::isnan(m.issue_us)) m.issue_us = median_of(&CaseResult::issue_us);
   if (!std::isnan(m.t_gemm_plan_us)) {  // --gemm-rate: measured in every round alike
     m.t_gemm_plan_us = median_of(&CaseResult::t_gemm_plan_us);
     m.gemm_busy_us = median_of(&CaseResult::gemm_busy_us);
@@ -276,7 +283,11 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   std::vector<RankRun> median_runs;
   std::vector<double> alone_us;
   host.set_phase("the timed runs of " + name + " (gathering the times)");
-  result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs, alone, alone_us);
+  result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs, alone, alone_us, result.issue_us);
+  if (CalibrationHooks* hooks = ex.calibration_hooks()) {
+    const IssueSample ops = issue_counts(plans, ex.world_size(), hooks->single_issuer());
+    result.issue_gemms = ops.gemms, result.issue_others = ops.others;
+  }
   host.set_phase("the timed runs of " + name + " (gathering the timeline)");
   result.timeline = gather_timeline(host, make_timeline(plans, median_runs));
   result.overlap = measure_overlap(result.timeline);

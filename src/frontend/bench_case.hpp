@@ -49,6 +49,12 @@ struct CaseResult {
   double t_gemm_plan_us = std::numeric_limits<double>::quiet_NaN();
   double gemm_busy_us = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> round_us;  // --rounds R > 1: the time of each round (time_us is their median)
+  // Where a host thread enqueues the steps (cuda): the host wall time of that issue in the timed
+  // iterations (median of the slowest process's, CalibrationHooks::last_issue_us), and the device
+  // operations one iteration issues (issue_counts): a time_us close to issue_us is the host's, not
+  // the device's. NaN / 0 on backends whose threads run the steps themselves (cpu).
+  double issue_us = std::numeric_limits<double>::quiet_NaN();
+  double issue_gemms = 0, issue_others = 0;
 };
 
 // The expected outputs of one op on this process's ranks, computed once and shared by its cases.

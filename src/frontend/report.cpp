@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "calibrate.hpp"
 #include "collmm/table_cells.hpp"
 #include "collmm/tuning.hpp"
 
@@ -144,6 +145,7 @@ void print_round(std::ostream& out, Op op, int round, int rounds,
 
 nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& results) {
   nlohmann::json rows = nlohmann::json::array();
+  std::vector<IssueSample> issue;
   for (const CaseResult& r : results) {
     nlohmann::json per_rank = nlohmann::json::array();
     for (const RankOverlap& o : r.overlap.ranks)
@@ -168,13 +170,24 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
     if (info.predicted) rows.back()["predicted_us"] = number_or_null(r.predicted_us);
     if (!r.chosen_by.empty()) rows.back()["chosen_by"] = r.chosen_by;
     if (!r.round_us.empty()) rows.back()["round_us"] = r.round_us;
+    if (!std::isnan(r.issue_us)) {
+      rows.back()["issue_us"] = number_or_null(r.issue_us);
+      rows.back()["issue_ops"] = {{"gemms", r.issue_gemms}, {"others", r.issue_others}};
+      issue.push_back({r.issue_gemms, r.issue_others, r.issue_us});
+    }
     if (!std::isnan(r.t_gemm_plan_us)) {
       rows.back()["t_gemm_plan_us"] = number_or_null(r.t_gemm_plan_us);
       rows.back()["gemm_busy_us"] = number_or_null(r.gemm_busy_us);
       rows.back()["gemm_rate_beside_comm"] = number_or_null(r.t_gemm_plan_us / r.gemm_busy_us);
     }
   }
-  return {{"collmm_version", COLLMM_VERSION}, {"backend", info.backend}, {"world_size", info.world}, {"results", rows}};
+  nlohmann::json out = {
+      {"collmm_version", COLLMM_VERSION}, {"backend", info.backend}, {"world_size", info.world}, {"results", rows}};
+  if (!issue.empty()) {  // the host's cost per operation over this run's cases: the profile's "host" for it
+    const HostCost h = fit_issue(issue);
+    out["host_issue"] = {{"issue_us", h.issue_us}, {"gemm_issue_us", h.gemm_issue_us}, {"cases", issue.size()}};
+  }
+  return out;
 }
 
 }  // namespace collmm

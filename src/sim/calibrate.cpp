@@ -223,6 +223,20 @@ Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, co
   return p;
 }
 
+IssueSample issue_counts(const std::vector<Plan>& plans, int world, bool single_issuer) {
+  IssueSample total;
+  for (const Plan& plan : plans) {
+    double g = 0, n = 0;
+    for (const Step& s : plan.steps)
+      (s.kind == StepKind::gemm ? g : n) += issue_ops(s.kind, static_cast<int>(s.recvs.size()), world);
+    if (single_issuer)
+      total.gemms += g, total.others += n;
+    else if (g + n > total.gemms + total.others)
+      total.gemms = g, total.others = n;
+  }
+  return total;
+}
+
 HostCost fit_issue(const std::vector<IssueSample>& samples) {
   double sgg = 0, sgo = 0, soo = 0, sgt = 0, sot = 0, wall = 0, ops = 0;  // the normal equations' sums
   for (const IssueSample& s : samples) {

@@ -79,6 +79,11 @@ struct IssueSample {
   double gemms = 0, others = 0, us = 0;
 };
 
+// The device operations the host issues for one iteration of `plans` (one per local rank): GEMM
+// launches and others (sim.hpp's issue_ops), summed over the ranks when one thread issues them all
+// (single_issuer), else those of the rank that issues the most. `us` is left 0.
+IssueSample issue_counts(const std::vector<Plan>& plans, int world, bool single_issuer);
+
 // m in {L/8, L/2, L}, (n, k) in {(L, L), (L/2, L)}: six shapes around the largest dimension L.
 std::vector<GemmShape> calibration_shapes(int64_t largest);
 // 64 KiB, 1 MiB, 16 MiB, ... up to `largest` bytes.

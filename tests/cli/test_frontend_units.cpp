@@ -16,6 +16,7 @@
 #include "collmm/sim.hpp"
 #include "harness.hpp"
 #include "npy.hpp"
+#include "report.hpp"
 
 using namespace collmm;
 
@@ -260,6 +261,45 @@ TEST(Figures, RoundsMergeIntoTheMedianRound) {
   const CaseResult one = merge_rounds({rounds[0]});
   EXPECT_DOUBLE_EQ(one.time_us, 130);
   EXPECT_TRUE(one.round_us.empty());
+}
+
+// Where the backend enqueues its steps (cuda), each case carries its host issue time and the
+// operations it issued: --rounds keeps their median, the JSON has them per row and, over the rows,
+// the host cost per operation the cost model takes (fit_issue); a backend without it (cpu) adds
+// nothing.
+TEST(Figures, HostIssueTimesReachTheJson) {
+  std::vector<CaseResult> rounds(3);
+  const double issue[] = {300, 280, 310};
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    rounds[i].time_us = 320 + static_cast<double>(i);
+    rounds[i].issue_us = issue[i];
+    rounds[i].issue_gemms = 8, rounds[i].issue_others = 7;
+  }
+  EXPECT_DOUBLE_EQ(merge_rounds(rounds).issue_us, 300);
+  const Problem p{.op = Op::ag_gemm, .m = 512, .n = 1024, .k = 256, .world = 8, .b_layout = BLayout::kn};
+  std::vector<CaseResult> cases(3);
+  const double gemms[] = {1, 8, 64}, others[] = {7, 7, 56};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    cases[i].problem = p;
+    cases[i].time_us = 100;
+    cases[i].issue_gemms = gemms[i], cases[i].issue_others = others[i];
+    cases[i].issue_us = 30 * gemms[i] + 3 * others[i];
+  }
+  RunInfo info;
+  info.backend = "cuda", info.world = 8;
+  const nlohmann::json j = results_json(info, cases);
+  EXPECT_DOUBLE_EQ(j.at("results").at(1).at("issue_us").get<double>(), 30 * 8 + 3 * 7);
+  EXPECT_EQ(j.at("results").at(1).at("issue_ops").at("gemms"), 8);
+  EXPECT_EQ(j.at("results").at(1).at("issue_ops").at("others"), 7);
+  EXPECT_NEAR(j.at("host_issue").at("gemm_issue_us").get<double>(), 30, 1e-9);
+  EXPECT_NEAR(j.at("host_issue").at("issue_us").get<double>(), 3, 1e-9);
+  EXPECT_EQ(j.at("host_issue").at("cases"), 3);
+  CaseResult cpu;  // no issue time
+  cpu.problem = p;
+  info.backend = "cpu";
+  const nlohmann::json none = results_json(info, {cpu});
+  EXPECT_FALSE(none.at("results").at(0).contains("issue_us"));
+  EXPECT_FALSE(none.contains("host_issue"));
 }
 
 // --algo's configured entries: every label algo_label writes for an algorithm with merge, pieces

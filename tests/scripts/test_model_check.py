@@ -46,6 +46,30 @@ assert lines["ring:pieces2"].split()[-1] == "0.950", lines["ring:pieces2"]
 assert lines["bidir"].split()[-2:] == ["1.300", "MISS"], lines["bidir"]
 assert "ring         2 /   2 within 15%" in out and "bidir        0 /   1 within 15%" in out, out
 assert "all          2 /   3 within 15%" in out, out
+# --host run: a file with its run's host issue cost (cuda's "host_issue") is predicted with that host
+# term on top of the profile: slower at this small M, where the host's issue paces the device; the
+# issue/meas column shows each case's share. Without --host, or for a file without it, as before.
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "row.json")
+    row = case("ring", "ring", ring)
+    row["issue_us"], row["issue_ops"] = 0.9 * ring, {"gemms": 4, "others": 6}
+    json.dump({"world_size": 4, "host_issue": {"issue_us": 3.0, "gemm_issue_us": 30.0, "cases": 1},
+               "results": [row]}, open(path, "w"))
+    plain = subprocess.run([sys.executable, CHECK, "--sim", SIM, path], check=True, capture_output=True,
+                           text=True).stdout
+    hosted = subprocess.run([sys.executable, CHECK, "--sim", SIM, "--host", "run", path], check=True,
+                            capture_output=True, text=True).stdout
+print(hosted)
+line = [x for x in hosted.splitlines() if x.startswith("gemm_rs")][0]
+assert "host issue 3.00 us per operation, 30.00 per GEMM (fitted on its 1 cases)" in hosted, hosted
+def ratio_of(line):
+    words = line.split()
+    return float(words[words.index("pred") + 2])
+
+
+assert line.split()[-2:] == ["issue/meas", "0.90"], line
+assert ratio_of(line) > 1.0, line  # the host term makes the prediction slower than measured
+assert ratio_of([x for x in plain.splitlines() if x.startswith("gemm_rs")][0]) == 1.0, plain
 # A file that is not a collmm-bench JSON: a clear message and exit 1, no traceback.
 with tempfile.TemporaryDirectory() as tmp:
     bad = os.path.join(tmp, "bad.json")

@@ -242,6 +242,27 @@ TEST(Calibrate, IssueFitTellsGemmsFromTheRest) {
   EXPECT_EQ(fit_issue({}).issue_us, 0);
 }
 
+// The operations the host issues per iteration: a GEMM is one, a sendrecv one per receive, a
+// collective P; summed over the ranks one thread issues, else the busiest rank's.
+TEST(Calibrate, IssueCountsFollowTheIssuer) {
+  const Problem p{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  std::vector<Plan> ring, seq;
+  for (int r = 0; r < 2; ++r) {
+    ring.push_back(make_plan(p, {.algo = Algo::ring}, r));
+    seq.push_back(make_plan(p, {.algo = Algo::sequential}, r));
+  }
+  const IssueSample one = issue_counts(ring, 4, false);
+  EXPECT_EQ(one.gemms, 4);   // one GEMM per chunk
+  EXPECT_EQ(one.others, 4);  // 3 sendrecvs of one receive, the own chunk's copy
+  const IssueSample both = issue_counts(ring, 4, true);
+  EXPECT_EQ(both.gemms, 8);
+  EXPECT_EQ(both.others, 8);
+  const IssueSample s = issue_counts(seq, 4, false);
+  EXPECT_EQ(s.gemms, 1);
+  EXPECT_EQ(s.others, 4);  // the allgather: P operations
+  EXPECT_EQ(s.us, 0);
+}
+
 // The contention fit finds the factor at which the simulated ring takes the measured time, and
 // gives 1 where the model without contention is already as slow.
 TEST(Calibrate, ContentionFitMatchesTheRing) {
