@@ -131,8 +131,15 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
           : wrong == 0 ? "OK"
                        : "FAILED")
       << "\n";
-  out << "# Avg speedup vs sequential (overlapped algorithms) : " << (count ? fixed(sum / count, 2) : "N/A") << "\n#\n"
-      << std::flush;
+  out << "# Avg speedup vs sequential (overlapped algorithms) : " << (count ? fixed(sum / count, 2) : "N/A") << "\n";
+  // Rows the host paced: their time is the host's enqueue, not the device's work (kHostPaced).
+  std::string paced;
+  for (const CaseResult& r : results)
+    if (r.issue_us >= kHostPaced * r.time_us)
+      paced += " " + to_string(r.op) + " " + r.label + " (" + fixed(r.issue_us, 1) + " of " + fixed(r.time_us, 1) + ")";
+  if (!paced.empty())
+    out << "# Paced by the host's issue (issue_us >= " << fixed(kHostPaced, 1) << " x time_us):" << paced << "\n";
+  out << "#\n" << std::flush;
 }
 
 void print_round(std::ostream& out, Op op, int round, int rounds,

@@ -24,7 +24,10 @@ struct RunInfo {
 
 void print_table_header(std::ostream&, const BenchOptions&, const RunInfo&);
 void print_table_row(std::ostream&, const CaseResult&, bool predicted = false);
-// '# Out of bounds values : N FAILED|OK' and the average speedup of the overlapped algorithms.
+// A case whose host issue took at least this share of its time was paced by the host.
+constexpr double kHostPaced = 0.9;
+// '# Out of bounds values : N FAILED|OK', the average speedup of the overlapped algorithms, and the
+// cases the host paced (CaseResult::issue_us >= kHostPaced x time_us), where there are any.
 void print_table_summary(std::ostream&, const std::vector<CaseResult>&);
 // --rounds: one comment line per round of an op, "# round 2/3 of ag_gemm, us: sequential 812.4, ring 530.1".
 void print_round(std::ostream&, Op, int round, int rounds, const std::vector<std::pair<std::string, double>>& times);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
 #include "bench_case.hpp"
 #include "bench_model.hpp"
@@ -300,6 +301,18 @@ TEST(Figures, HostIssueTimesReachTheJson) {
   const nlohmann::json none = results_json(info, {cpu});
   EXPECT_FALSE(none.at("results").at(0).contains("issue_us"));
   EXPECT_FALSE(none.contains("host_issue"));
+  // The table's summary names the cases the host paced: here the one whose issue took 0.9 of its time.
+  cases[1].label = "ring", cases[0].label = "sequential", cases[2].label = "pipelined";
+  cases[1].time_us = cases[1].issue_us / 0.95;
+  cases[2].time_us = 10 * cases[2].issue_us;
+  std::ostringstream out;
+  print_table_summary(out, cases);
+  EXPECT_NE(out.str().find("# Paced by the host's issue (issue_us >= 0.9 x time_us): ag_gemm ring (261.0 of 274.7)\n"),
+            std::string::npos)
+      << out.str();
+  std::ostringstream quiet;
+  print_table_summary(quiet, {cpu});
+  EXPECT_EQ(quiet.str().find("Paced"), std::string::npos) << quiet.str();
 }
 
 // --algo's configured entries: every label algo_label writes for an algorithm with merge, pieces
