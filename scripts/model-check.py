@@ -42,7 +42,8 @@ def profile_with_host(sim, profile, host, tmp):
     path = os.path.join(tmp, "profile.json")
     subprocess.run([sim, "--profile", profile, "--save-profile", path], check=True, stdout=subprocess.DEVNULL)
     p = json.load(open(path))
-    p["host"] = {"issue_us": host["issue_us"], "gemm_issue_us": host["gemm_issue_us"], "shared": False}
+    p["host"] = {"issue_us": host["issue_us"], "gemm_issue_us": host["gemm_issue_us"],
+                 "shared": bool(host.get("shared", False))}
     p["name"] = p.get("name", "profile") + "+run-host"
     json.dump(p, open(path, "w"))
     return path

@@ -151,11 +151,6 @@ class AtenExecutor : public Executor {
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const Step& st = p.steps[i];
       fills_only_[i] = only_fills_output(p, static_cast<int>(i));
-      // run() settles a step before it issues the next one on its lane or one that waits for it:
-      // where that is the very next step (or none follows), nothing runs beside this one.
-      const Step* next = i + 1 < p.steps.size() ? &p.steps[i + 1] : nullptr;
-      alone_[i] = !next || next->lane == st.lane ||
-                  std::find(next->waits.begin(), next->waits.end(), static_cast<int>(i)) != next->waits.end();
       names_.push_back("collmm " + event_name(p.problem.op, p.options.algo,
                                               TimelineEvent{p.rank, st.lane, st.kind, st.index, st.chunk, 0, 0}));
     }
@@ -201,6 +196,7 @@ class AtenExecutor : public Executor {
     std::optional<StepClock> clock;
     if (timestamps) clock.emplace(device_, plan_.steps.size());
     for (size_t i = 0; i < tensors_.size(); ++i) backed(0, static_cast<int>(i));
+    mark_alone(filter);
     std::vector<Pending> pending(plan_.steps.size());
     std::vector<int> last_on_lane(static_cast<size_t>(plan_.lanes), -1);
     auto settle = [&](int j) {
@@ -273,6 +269,20 @@ class AtenExecutor : public Executor {
     at::Tensor& t = slot(i, buffer);
     if (!t.defined()) t = own(buffer);
     return t;
+  }
+  // run() settles a step before it issues the next one on its lane or one that waits for it: where
+  // that is the next step it issues (or none follows), nothing runs beside this one. Steps it does
+  // not issue (the filter's, unwanted copies) are passed over: with gemm-first posting the own
+  // chunk's copy lies between step 0's transfer and the GEMM that waits for it.
+  void mark_alone(StepFilter filter) {
+    const std::vector<Step>& steps = plan_.steps;
+    const Step* next = nullptr;
+    for (size_t i = steps.size(); i-- > 0;) {
+      const int me = static_cast<int>(i);
+      alone_[i] = !next || next->lane == steps[i].lane ||
+                  std::find(next->waits.begin(), next->waits.end(), me) != next->waits.end();
+      if (!skips(filter, steps[i].kind) && !unwanted(me)) next = &steps[i];
+    }
   }
   // A copy that only completes a buffer the caller did not bind (the gathered A kept in scratch).
   bool unwanted(int i) const {
@@ -452,7 +462,7 @@ class AtenExecutor : public Executor {
   std::vector<at::Tensor> tensors_, own_;  // per buffer: what steps use (bound or own), and our own
   std::vector<bool> bound_;                // per buffer: the caller's memory
   std::vector<bool> fills_only_;           // per step: only_fills_output (made once per plan)
-  std::vector<bool> alone_;                // per step: nothing is issued beside it (made once per plan)
+  std::vector<bool> alone_;                // per step: nothing is issued beside it (mark_alone, per run)
   PeerTags tags_;
   std::vector<std::string> names_;                // per step: its range's name
   std::shared_ptr<GroupComm> comm_;               // the session's (nccl_comm.hpp)

@@ -284,9 +284,14 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   std::vector<double> alone_us;
   host.set_phase("the timed runs of " + name + " (gathering the times)");
   result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs, alone, alone_us, result.issue_us);
-  if (CalibrationHooks* hooks = ex.calibration_hooks()) {
-    const IssueSample ops = issue_counts(plans, ex.world_size(), hooks->single_issuer());
-    result.issue_gemms = ops.gemms, result.issue_others = ops.others;
+  if (CalibrationHooks* hooks = ex.calibration_hooks()) {  // every process alike: the same backend
+    const IssueSample mine = issue_counts(plans, ex.world_size(), hooks->single_issuer());
+    const std::vector<double> all = host.allgather(std::vector<double>{mine.gemms, mine.others});
+    for (size_t q = 0; q < all.size(); q += 2)
+      if (all[q] + all[q + 1] > result.issue_gemms + result.issue_others)
+        result.issue_gemms = all[q], result.issue_others = all[q + 1];
+    result.issue_shared = hooks->single_issuer();
+    if (o.backend.graph) result.issue_us = std::numeric_limits<double>::quiet_NaN();  // a launch, not steps
   }
   host.set_phase("the timed runs of " + name + " (gathering the timeline)");
   result.timeline = gather_timeline(host, make_timeline(plans, median_runs));

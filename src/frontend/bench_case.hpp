@@ -52,9 +52,12 @@ struct CaseResult {
   // Where a host thread enqueues the steps (cuda): the host wall time of that issue in the timed
   // iterations (median of the slowest process's, CalibrationHooks::last_issue_us), and the device
   // operations one iteration issues (issue_counts): a time_us close to issue_us is the host's, not
-  // the device's. NaN / 0 on backends whose threads run the steps themselves (cpu).
+  // the device's. NaN / 0 on backends whose threads run the steps themselves (cpu) and with --graph
+  // (the issue is the graph's launch). The counts are those of the process that issues the most;
+  // issue_shared: one thread issues every local rank's steps (the cost model's host.shared).
   double issue_us = std::numeric_limits<double>::quiet_NaN();
   double issue_gemms = 0, issue_others = 0;
+  bool issue_shared = false;
 };
 
 // The expected outputs of one op on this process's ranks, computed once and shared by its cases.

@@ -153,6 +153,7 @@ void print_round(std::ostream& out, Op op, int round, int rounds,
 nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& results) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<IssueSample> issue;
+  bool shared = false;
   for (const CaseResult& r : results) {
     nlohmann::json per_rank = nlohmann::json::array();
     for (const RankOverlap& o : r.overlap.ranks)
@@ -180,7 +181,8 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
     if (!std::isnan(r.issue_us)) {
       rows.back()["issue_us"] = number_or_null(r.issue_us);
       rows.back()["issue_ops"] = {{"gemms", r.issue_gemms}, {"others", r.issue_others}};
-      issue.push_back({r.issue_gemms, r.issue_others, r.issue_us});
+      if (r.chosen_by.empty()) issue.push_back({r.issue_gemms, r.issue_others, r.issue_us});  // auto: a twin
+      shared = shared || r.issue_shared;
     }
     if (!std::isnan(r.t_gemm_plan_us)) {
       rows.back()["t_gemm_plan_us"] = number_or_null(r.t_gemm_plan_us);
@@ -192,7 +194,8 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
       {"collmm_version", COLLMM_VERSION}, {"backend", info.backend}, {"world_size", info.world}, {"results", rows}};
   if (!issue.empty()) {  // the host's cost per operation over this run's cases: the profile's "host" for it
     const HostCost h = fit_issue(issue);
-    out["host_issue"] = {{"issue_us", h.issue_us}, {"gemm_issue_us", h.gemm_issue_us}, {"cases", issue.size()}};
+    out["host_issue"] = {
+        {"issue_us", h.issue_us}, {"gemm_issue_us", h.gemm_issue_us}, {"shared", shared}, {"cases", issue.size()}};
   }
   return out;
 }

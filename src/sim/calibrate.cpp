@@ -223,6 +223,10 @@ Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, co
   return p;
 }
 
+namespace {
+constexpr double kIssueMixSpread = 1e-2;
+}  // namespace
+
 IssueSample issue_counts(const std::vector<Plan>& plans, int world, bool single_issuer) {
   IssueSample total;
   for (const Plan& plan : plans) {
@@ -245,8 +249,10 @@ HostCost fit_issue(const std::vector<IssueSample>& samples) {
     wall += s.us, ops += s.gemms + s.others;
   }
   HostCost h;
+  // det / (sgg soo) = sin^2 of the angle between the GEMM and other counts over the samples: mixes
+  // nearly proportional (one algorithm in several --pieces) cannot tell the two costs apart.
   const double det = sgg * soo - sgo * sgo;
-  if (det > 1e-9 * sgg * soo) {
+  if (det > kIssueMixSpread * sgg * soo) {
     h.gemm_issue_us = (sgt * soo - sot * sgo) / det;
     h.issue_us = (sot * sgg - sgt * sgo) / det;
   }

@@ -122,7 +122,8 @@ Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTi
 
 // Host issue cost from whole iterations whose mixes of GEMMs and other operations differ: least
 // squares of us = gemms x gemm_issue_us + others x issue_us; where the two cannot be told apart
-// (a figure <= 0), one figure for both: the total wall over all operations. {0, 0}: no samples.
+// (mixes nearly proportional, or a figure <= 0), one figure for both: the total wall over all
+// operations. {0, 0}: no samples.
 HostCost fit_issue(const std::vector<IssueSample>&);
 
 // The single contention factor s (GEMM and comm each s times slower while the other runs on the

@@ -278,14 +278,15 @@ TEST(Figures, HostIssueTimesReachTheJson) {
   }
   EXPECT_DOUBLE_EQ(merge_rounds(rounds).issue_us, 300);
   const Problem p{.op = Op::ag_gemm, .m = 512, .n = 1024, .k = 256, .world = 8, .b_layout = BLayout::kn};
-  std::vector<CaseResult> cases(3);
-  const double gemms[] = {1, 8, 64}, others[] = {7, 7, 56};
+  std::vector<CaseResult> cases(4);
+  const double gemms[] = {1, 8, 64, 8}, others[] = {7, 7, 16, 7};
   for (size_t i = 0; i < cases.size(); ++i) {
     cases[i].problem = p;
     cases[i].time_us = 100;
     cases[i].issue_gemms = gemms[i], cases[i].issue_others = others[i];
     cases[i].issue_us = 30 * gemms[i] + 3 * others[i];
   }
+  cases[3].chosen_by = "model", cases[3].issue_us = 5000;  // auto's row, a twin of a case: not in the fit
   RunInfo info;
   info.backend = "cuda", info.world = 8;
   const nlohmann::json j = results_json(info, cases);
@@ -295,6 +296,7 @@ TEST(Figures, HostIssueTimesReachTheJson) {
   EXPECT_NEAR(j.at("host_issue").at("gemm_issue_us").get<double>(), 30, 1e-9);
   EXPECT_NEAR(j.at("host_issue").at("issue_us").get<double>(), 3, 1e-9);
   EXPECT_EQ(j.at("host_issue").at("cases"), 3);
+  EXPECT_EQ(j.at("host_issue").at("shared"), false);
   CaseResult cpu;  // no issue time
   cpu.problem = p;
   info.backend = "cpu";
@@ -302,6 +304,7 @@ TEST(Figures, HostIssueTimesReachTheJson) {
   EXPECT_FALSE(none.at("results").at(0).contains("issue_us"));
   EXPECT_FALSE(none.contains("host_issue"));
   // The table's summary names the cases the host paced: here the one whose issue took 0.9 of its time.
+  cases.pop_back();
   cases[1].label = "ring", cases[0].label = "sequential", cases[2].label = "pipelined";
   cases[1].time_us = cases[1].issue_us / 0.95;
   cases[2].time_us = 10 * cases[2].issue_us;

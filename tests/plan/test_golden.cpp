@@ -124,45 +124,58 @@ TEST(Golden, AgGemmRingCutsItsLastChunkInPieces) {
   EXPECT_EQ(last_gemms, 4);  // two pieces of two halves
 }
 
-// The ag_gemm rings copy their own chunk into the gathered A on the own chunk's GEMM lane, next on
-// that lane after that GEMM and before any later step's work is listed: it fills the lane's wait
-// for the first received chunk instead of running beside the last GEMM.
+// Where rank r's plan puts its own chunk's copy: next on its own GEMM's lane after that GEMM, listed
+// before any later step's work, waiting for nothing, A's rows into the gathered A's rows of chunk r.
+void expect_own_copy_after_its_gemm(const Plan& plan, const std::string& what) {
+  const Problem& p = plan.problem;
+  const int r = plan.rank;
+  int copy = -1, own = -1;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    if (s.kind == StepKind::copy) {
+      EXPECT_EQ(copy, -1) << what;
+      copy = static_cast<int>(i);
+    }
+    if (s.kind == StepKind::gemm && s.index == 0) own = static_cast<int>(i);
+    if (s.index >= 1) {
+      EXPECT_NE(copy, -1) << what << ": " << describe(s) << " listed before the copy";
+    }
+  }
+  ASSERT_GE(copy, 0) << what;
+  ASSERT_GE(own, 0) << what;
+  const Step& c = plan.steps[static_cast<size_t>(copy)];
+  EXPECT_GT(copy, own) << what;
+  EXPECT_EQ(c.lane, plan.steps[static_cast<size_t>(own)].lane) << what;
+  EXPECT_NE(c.lane, 0) << what;
+  for (int i = own + 1; i < copy; ++i) EXPECT_NE(plan.steps[static_cast<size_t>(i)].lane, c.lane) << what;
+  EXPECT_TRUE(c.waits.empty()) << what;  // A is here and the rows it writes are its own
+  EXPECT_EQ(c.a.buf, kBufA) << what;
+  EXPECT_EQ(c.a.row, 0) << what;
+  EXPECT_EQ(plan.buffers.at(static_cast<size_t>(c.out.buf)).role, Role::gathered) << what;
+  EXPECT_EQ(c.out.row, block_offset(p.m, p.world, r)) << what;
+  EXPECT_EQ(c.out.rows, block_size(p.m, p.world, r)) << what;
+  EXPECT_TRUE(only_fills_output(plan, copy)) << what;
+}
+
+// The ag_gemm rings copy their own chunk into the gathered A on the own chunk's GEMM lane: it fills
+// the lane's wait for the first received chunk instead of running beside the last GEMM. Every rank,
+// P = 1, 2, 4, pieces 1 and 3, one and two GEMM lanes, both posting orders, the ring's merge 2.
 TEST(Golden, AgGemmRingsCopyTheOwnChunkAfterItsGemm) {
   for (Algo algo : {Algo::ring, Algo::bidir})
     for (int P : {1, 2, 4})
       for (int pieces : {1, 3})
         for (int lanes : {1, 2})
-          for (Post post : {Post::comm_first, Post::gemm_first}) {
-            const Problem p{.op = Op::ag_gemm, .m = 24, .n = 8, .k = 8, .world = P, .b_layout = BLayout::kn};
-            const int r = P - 1;
-            const Plan plan =
-                make_plan(p, {.algo = algo, .post = post, .gemm_lanes = lanes, .pieces = P > 1 ? pieces : 1}, r);
-            const std::string what = to_string(algo) + " P=" + std::to_string(P) + " pieces=" + std::to_string(pieces) +
-                                     " lanes=" + std::to_string(lanes);
-            int copy = -1, own = -1;
-            for (size_t i = 0; i < plan.steps.size(); ++i) {
-              const Step& s = plan.steps[i];
-              if (s.kind == StepKind::copy) {
-                EXPECT_EQ(copy, -1) << what;
-                copy = static_cast<int>(i);
-              }
-              if (s.kind == StepKind::gemm && s.index == 0) own = static_cast<int>(i);
-              if (s.index >= 1) {
-                EXPECT_NE(copy, -1) << what << ": " << describe(s) << " listed before the copy";
-              }
+          for (Post post : {Post::comm_first, Post::gemm_first})
+            for (int merge : {1, 2}) {
+              if (merge > 1 && algo != Algo::ring) continue;
+              const Problem p{.op = Op::ag_gemm, .m = 24, .n = 8, .k = 8, .world = P, .b_layout = BLayout::kn};
+              const PlanOptions o{
+                  .algo = algo, .post = post, .gemm_lanes = lanes, .merge = merge, .pieces = P > 1 ? pieces : 1};
+              for (int r = 0; r < P; ++r)
+                expect_own_copy_after_its_gemm(
+                    make_plan(p, o, r),
+                    to_string(algo) + " P=" + std::to_string(P) + " rank " + std::to_string(r) + " " + to_string(o));
             }
-            ASSERT_GE(copy, 0) << what;
-            ASSERT_GE(own, 0) << what;
-            const Step& c = plan.steps[static_cast<size_t>(copy)];
-            EXPECT_GT(copy, own) << what;
-            EXPECT_EQ(c.lane, plan.steps[static_cast<size_t>(own)].lane) << what;
-            EXPECT_NE(c.lane, 0) << what;
-            for (int i = own + 1; i < copy; ++i) EXPECT_NE(plan.steps[static_cast<size_t>(i)].lane, c.lane) << what;
-            EXPECT_EQ(c.a.buf, kBufA) << what;
-            EXPECT_EQ(c.out.row, block_offset(p.m, P, r)) << what;
-            EXPECT_EQ(c.out.rows, block_size(p.m, P, r)) << what;
-            EXPECT_TRUE(only_fills_output(plan, copy)) << what;
-          }
 }
 
 // gemm_rs: step 0's partial computed and sent in S pieces, piece i's send posted right after piece

@@ -240,6 +240,10 @@ TEST(Calibrate, IssueFitTellsGemmsFromTheRest) {
   EXPECT_NEAR(one.issue_us, 1200.0 / 120, 1e-9);
   EXPECT_EQ(one.gemm_issue_us, 0);
   EXPECT_EQ(fit_issue({}).issue_us, 0);
+  // Nearly proportional mixes (one algorithm with a piece more) give one figure, not an unstable pair.
+  const HostCost near = fit_issue({{8, 7, 8 * 30.0 + 7 * 3.0 + 1}, {9, 8, 9 * 30.0 + 8 * 3.0 - 1}});
+  EXPECT_EQ(near.gemm_issue_us, 0);
+  EXPECT_NEAR(near.issue_us, (8 * 30.0 + 7 * 3.0 + 9 * 30.0 + 8 * 3.0) / 32, 1e-9);
 }
 
 // The operations the host issues per iteration: a GEMM is one, a sendrecv one per receive, a
