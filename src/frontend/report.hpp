@@ -37,7 +37,10 @@ void print_round(std::ostream&, Op, int round, int rounds, const std::vector<std
 // plan's step count) and the figures; undefined figures (NaN, or #wrong without --check) are null.
 // Beside those keys each row has "label", "options" (the plan options as the tuning cache writes
 // them), "overlap_hidden_fraction" (mean over ranks with comm), "_min", "_per_rank", and with
-// --profile "predicted_us"; an --algo auto row has "chosen_by" ("model" or "measured").
+// --profile "predicted_us"; an --algo auto row has "chosen_by" ("model" or "measured"). On a
+// backend that enqueues its steps (cuda, without --graph) each row has "issue_us" and "issue_ops"
+// ({"gemms", "others"}) and the document "host_issue" ({"issue_us", "gemm_issue_us", "shared",
+// "cases"}: fit_issue over the rows, auto's left out).
 nlohmann::json results_json(const RunInfo&, const std::vector<CaseResult>&);
 
 // Total #wrong over checked cases.
