@@ -12,17 +12,6 @@
 namespace collmm::cuda {
 namespace {
 
-// A timing event: inside a graph capture it must be an external event-record node (a plain record
-// there only marks a dependency); outside a capture that flag is refused, so a plain record.
-void stamp(cudaEvent_t e, cudaStream_t st) {
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  COLLMM_CUDA(cudaStreamIsCapturing(st, &capturing));
-  if (capturing == cudaStreamCaptureStatusActive)
-    COLLMM_CUDA(cudaEventRecordWithFlags(e, st, cudaEventRecordExternal));
-  else
-    COLLMM_CUDA(cudaEventRecord(e, st));
-}
-
 struct DeviceGuard {  // sets the device, restores the previous one
   int old = 0;
   explicit DeviceGuard(int d) {
@@ -76,6 +65,16 @@ RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSe
   COLLMM_CUDA(cudaEventCreate(&t_begin_));
   COLLMM_CUDA(cudaEventCreate(&t_finish_));
   skip_.assign(plan_.steps.size(), false);
+  waited_.assign(plan_.steps.size(), false);
+  for (const Step& s : plan_.steps)
+    for (int w : s.waits) waited_[static_cast<size_t>(w)] = true;
+}
+
+void RankDevice::stamp(cudaEvent_t e, cudaStream_t st) const {
+  if (capturing_)
+    COLLMM_CUDA(cudaEventRecordWithFlags(e, st, cudaEventRecordExternal));
+  else
+    COLLMM_CUDA(cudaEventRecord(e, st));
 }
 
 RankDevice::~RankDevice() {
@@ -130,6 +129,10 @@ void RankDevice::set_filter(StepFilter f) {
 void RankDevice::begin_iteration(cudaEvent_t origin) {
   COLLMM_CUDA(cudaSetDevice(device_));
   if (origin) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[0], origin, 0));
+  // Every lane joins lane 0's capture (if any) through begin_ below: one question for the iteration.
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  COLLMM_CUDA(cudaStreamIsCapturing(lanes_[0], &status));
+  capturing_ = status == cudaStreamCaptureStatusActive;
   stamp(t_begin_, lanes_[0]);  // before begin_: a step on another lane may start the moment begin_ is done
   COLLMM_CUDA(cudaEventRecord(begin_, lanes_[0]));
   for (size_t l = 1; l < lanes_.size(); ++l) COLLMM_CUDA(cudaStreamWaitEvent(lanes_[l], begin_, 0));
@@ -141,14 +144,14 @@ void RankDevice::open_step(int i) {
   cudaStream_t st = lanes_.at(s.lane);
   for (int w : s.waits)
     if (!skip_[w]) COLLMM_CUDA(cudaStreamWaitEvent(st, events_[w].end, 0));
-  COLLMM_CUDA(cudaEventRecord(events_[i].start, st));
+  if (is_transfer(s.kind)) COLLMM_CUDA(cudaEventRecord(events_[i].start, st));
   stamp(events_[i].t_start, st);
 }
 
 void RankDevice::close_step(int i) {
   cudaStream_t st = lanes_[plan_.steps[i].lane];
   stamp(events_[i].t_end, st);
-  COLLMM_CUDA(cudaEventRecord(events_[i].end, st));
+  if (waited_[static_cast<size_t>(i)]) COLLMM_CUDA(cudaEventRecord(events_[i].end, st));
 }
 
 void RankDevice::issue_local_step(int i) {

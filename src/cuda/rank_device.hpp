@@ -20,9 +20,11 @@ namespace collmm::cuda {
 // Dependency events (no timing) order the streams; timing events are recorded beside them with
 // cudaEventRecordExternal, so that inside a CUDA graph capture they become event-record nodes
 // that keep working at replay (a plain record during capture only marks a dependency).
+// The host records only what is read: `start` for transfers, `end` for a step another one waits for
+// (each record is host time per step, which paces the iteration at small sizes).
 struct StepEvents {
-  cudaEvent_t start = nullptr;                     // recorded after the step's waits: also "my send data is ready"
-  cudaEvent_t end = nullptr;                       // the step is done
+  cudaEvent_t start = nullptr;                     // transfers: after the step's waits, "my send data is ready"
+  cudaEvent_t end = nullptr;                       // the step is done (where a later step waits for it)
   cudaEvent_t copied = nullptr;                    // local transport: this rank's receive copies are done
   cudaEvent_t t_start = nullptr, t_end = nullptr;  // timing
 };
@@ -90,6 +92,11 @@ class RankDevice {
   std::vector<cudaEvent_t> lane_done_;  // each lane's end of the iteration
   std::vector<StepEvents> events_;
   std::vector<bool> skip_;
+  std::vector<bool> waited_;  // per step: a later step waits for it (its `end` is recorded)
+  bool capturing_ = false;    // this iteration is being captured in a CUDA graph (asked once, on lane 0)
+  // A timing event: inside a capture an external event-record node (a plain record there only
+  // marks a dependency); outside a capture that flag is refused, so a plain record.
+  void stamp(cudaEvent_t e, cudaStream_t st) const;
   cudaEvent_t begin_ = nullptr, finish_ = nullptr, t_begin_ = nullptr, t_finish_ = nullptr;
   std::unique_ptr<GemmEngine> engine_;
   void* scratch_ = nullptr;
