@@ -1,8 +1,9 @@
 // rank_device.hpp: one rank's state on its GPU: the plan's buffers, one CUDA stream per lane
 // (each with its own cuBLASLt workspace), one set of events per step, and the GEMM engine. It
 // issues the steps that need no peer (gemm, copy, add) and the bracket every step shares:
-// open_step (waits as cudaStreamWaitEvent on the waited steps' end events, start event) and
-// close_step (end event). Comm steps are issued by a transport between open_step and close_step.
+// open_step (waits as cudaStreamWaitEvent on the waited steps' end events; a transfer's start
+// event) and close_step (the end event, where a later step waits for it). Comm steps are issued
+// by a transport between open_step and close_step.
 #pragma once
 
 #include <cuda_runtime.h>
