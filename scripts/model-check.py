@@ -37,14 +37,19 @@ def predict(sim, profile, r, world):
     return rows[0]["time_us"]
 
 
-def profile_with_host(sim, profile, host, tmp):
-    """A profile JSON: `profile` with the run's fitted host issue cost."""
-    path = os.path.join(tmp, "profile.json")
+def saved_profile(sim, profile, tmp):
+    """The profile `profile` as collmm-sim writes it (JSON)."""
+    path = os.path.join(tmp, "base.json")
     subprocess.run([sim, "--profile", profile, "--save-profile", path], check=True, stdout=subprocess.DEVNULL)
-    p = json.load(open(path))
+    return json.load(open(path))
+
+
+def profile_with_host(base, host, tmp):
+    """A profile JSON file: `base` with a run's fitted host issue cost."""
+    p = dict(base, name=base.get("name", "profile") + "+run-host")
     p["host"] = {"issue_us": host["issue_us"], "gemm_issue_us": host["gemm_issue_us"],
                  "shared": bool(host.get("shared", False))}
-    p["name"] = p.get("name", "profile") + "+run-host"
+    path = os.path.join(tmp, "profile.json")
     json.dump(p, open(path, "w"))
     return path
 
@@ -62,6 +67,7 @@ def main():
         sys.exit(f"model-check: no collmm-sim at {a.sim} (build it: cmake --build build --target collmm-sim; or --sim PATH)")
     by_algo = {}
     tmp = tempfile.TemporaryDirectory()
+    base = saved_profile(a.sim, a.profile, tmp.name) if a.host == "run" else None
     for f in a.files:
         try:
             d = json.load(open(f))
@@ -71,7 +77,7 @@ def main():
         profile = a.profile
         if a.host == "run" and d.get("host_issue"):
             h = d["host_issue"]
-            profile = profile_with_host(a.sim, a.profile, h, tmp.name)
+            profile = profile_with_host(base, h, tmp.name)
             print(f"# {f}: host issue {h['issue_us']:.2f} us per operation, {h['gemm_issue_us']:.2f} per GEMM "
                   f"(fitted on its {h['cases']} cases)")
         elif a.host == "run":
@@ -90,6 +96,7 @@ def main():
             by_algo.setdefault(r["algo"], []).append(ratio)
     with_host = " with each run's host issue cost" if a.host == "run" else ""
     print(f"# profile {a.profile}{with_host}: pred/meas per algorithm")
+    tmp.cleanup()
     every = []
     for algo, ratios in sorted(by_algo.items()):
         every += ratios

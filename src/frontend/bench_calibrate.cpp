@@ -84,7 +84,6 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
         continue;  // an algorithm this shape does not allow
       }
       const IssueSample ops = issue_counts(plans, world, hooks->single_issuer());
-      const double gemms = ops.gemms, others = ops.others;
       ex.prepare(plans, o.dtype);
       ex.run(StepFilter::all, false);
       if (!(hooks->last_issue_us() > 0)) return {};  // the same backend on every process: all return here
@@ -97,12 +96,12 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
       const double t = median(us);
       if (printer) {
         char buf[200];
-        std::snprintf(buf, sizeof buf,
-                      "#   issue %s %-10s %6.0f GEMMs + %6.0f other operations  %10.1f us  %6.2f us each\n",
-                      to_string(op).c_str(), to_string(a).c_str(), gemms, others, t, t / (gemms + others));
+        std::snprintf(
+            buf, sizeof buf, "#   issue %s %-10s %6.0f GEMMs + %6.0f other operations  %10.1f us  %6.2f us each\n",
+            to_string(op).c_str(), to_string(a).c_str(), ops.gemms, ops.others, t, t / (ops.gemms + ops.others));
         out << buf;
       }
-      samples.push_back({gemms, others, t});
+      samples.push_back({ops.gemms, ops.others, t});
     }
   HostCost h = fit_issue(samples);
   const std::vector<double> all = ex.host().allgather(std::vector<double>{h.issue_us, h.gemm_issue_us});

@@ -63,9 +63,11 @@ size_t median_index(const std::vector<double>& v) {
 // GEMMs alone, its comm alone), right after the whole plan, and `alone_us` gets their medians: the
 // figures set side by side see the same device state (a GPU's clocks drift by 10-15% over seconds
 // of back-to-back GEMMs: measured one after the other, one plan's GEMM-only runs differed so).
-// Where the backend enqueues its steps, issue_us gets the median host issue time of the whole runs.
+// With `hooks` (the backend enqueues its steps), issue_us gets the median host issue time of the
+// whole runs; every process passes hooks alike (the same backend and options).
 double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>& median_runs,
-                       const std::vector<StepFilter>& alone, std::vector<double>& alone_us, double& issue_us) {
+                       const std::vector<StepFilter>& alone, std::vector<double>& alone_us, CalibrationHooks* hooks,
+                       double& issue_us) {
   auto slowest_of = [](const std::vector<RankRun>& runs) {
     double slowest = 0;
     for (const RankRun& run : runs) slowest = std::max(slowest, run.total_us);
@@ -78,7 +80,6 @@ double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>
   std::vector<std::vector<RankRun>> runs;
   std::vector<double> slowest_here, issue_here;
   std::vector<std::vector<double>> alone_here(alone.size());
-  CalibrationHooks* hooks = ex.calibration_hooks();  // the same backend on every process
   for (int it = 0; it < iters; ++it) {
     runs.push_back(ex.run(StepFilter::all, true));
     slowest_here.push_back(slowest_of(runs.back()));
@@ -283,15 +284,16 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   std::vector<RankRun> median_runs;
   std::vector<double> alone_us;
   host.set_phase("the timed runs of " + name + " (gathering the times)");
-  result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs, alone, alone_us, result.issue_us);
-  if (CalibrationHooks* hooks = ex.calibration_hooks()) {  // every process alike: the same backend
+  // The host's issue, where it enqueues steps (with --graph it launches a graph: nothing to count).
+  CalibrationHooks* hooks = o.backend.graph ? nullptr : ex.calibration_hooks();
+  result.time_us = time_with_steps(ex, o.warmup, o.iters, median_runs, alone, alone_us, hooks, result.issue_us);
+  if (hooks) {  // every process alike: the same backend
     const IssueSample mine = issue_counts(plans, ex.world_size(), hooks->single_issuer());
     const std::vector<double> all = host.allgather(std::vector<double>{mine.gemms, mine.others});
     for (size_t q = 0; q < all.size(); q += 2)
       if (all[q] + all[q + 1] > result.issue_gemms + result.issue_others)
         result.issue_gemms = all[q], result.issue_others = all[q + 1];
     result.issue_shared = hooks->single_issuer();
-    if (o.backend.graph) result.issue_us = std::numeric_limits<double>::quiet_NaN();  // a launch, not steps
   }
   host.set_phase("the timed runs of " + name + " (gathering the timeline)");
   result.timeline = gather_timeline(host, make_timeline(plans, median_runs));

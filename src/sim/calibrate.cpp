@@ -28,6 +28,10 @@ std::vector<double> calibration_sizes(double largest) {
 
 namespace {
 
+// fit_issue: the least spread (sin^2 of the angle between the GEMM and other counts over the
+// samples) at which the two costs are told apart.
+constexpr double kIssueMixSpread = 1e-2;
+
 constexpr double kFlatGbps = 1e6;  // "size does not matter here": 1 PB/s
 
 struct Line {
@@ -222,10 +226,6 @@ Profile calibrate_to_file(const CalibrationSpec& spec, const GemmTimer& gemm, co
   save_profile(p, path);
   return p;
 }
-
-namespace {
-constexpr double kIssueMixSpread = 1e-2;
-}  // namespace
 
 IssueSample issue_counts(const std::vector<Plan>& plans, int world, bool single_issuer) {
   IssueSample total;
