@@ -10,13 +10,9 @@
 #include <utility>
 
 #include <ATen/ATen.h>
-#include <ATen/record_function.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/version.h>
-#if defined(COLLMM_NVTX)
-#include <nvtx3/nvToolsExt.h>
-#endif
 
 #include "c10d_transport.hpp"  // wait_bound
 #include "chrome_trace.hpp"
@@ -24,74 +20,11 @@
 #include "collmm/element_types.hpp"
 #include "comm_watch.hpp"
 #include "nccl_comm.hpp"
+#include "step_marks.hpp"
 #include "torch_util.hpp"
 
 namespace collmm::torch_ext {
 namespace {
-
-// A step's range in every profile: RECORD_FUNCTION's (torch.profiler) and, where built with the
-// NVTX headers, an NVTX range (nsys), named like the bench's trace boxes.
-class StepRange {
- public:
-  explicit StepRange(const std::string& name) : record_(at::RecordScope::USER_SCOPE) {
-    if (record_.isActive()) record_.before(name.c_str());
-#if defined(COLLMM_NVTX)
-    nvtxRangePushA(name.c_str());
-#endif
-  }
-  ~StepRange() {
-#if defined(COLLMM_NVTX)
-    nvtxRangePop();
-#endif
-  }
-  StepRange(const StepRange&) = delete;
-  StepRange& operator=(const StepRange&) = delete;
-
- private:
-  at::RecordFunction record_;
-};
-
-// Step times of one run, only when asked for: host clock on CPU (a comm step ends when its wait
-// returns), timing events on the device's current stream on CUDA (a comm step's start is where the
-// stream reached its issue, its end where the stream may go on after it).
-class StepClock {
- public:
-  StepClock(c10::Device device, size_t steps) : device_(device), times_(steps) {
-    if (device_.is_cuda()) {
-      marks_.reserve(2 * steps + 1);
-      mark();
-    }
-    t0_ = std::chrono::steady_clock::now();
-  }
-  void start(size_t i) { times_[i].start_us = now(); }
-  void end(size_t i) { times_[i].end_us = now(); }
-  // The times in microseconds from the run's start (waits for the device's events).
-  std::vector<StepTime> finish() {
-    if (!device_.is_cuda()) return times_;
-    marks_.back().synchronize();
-    for (StepTime& t : times_) {
-      if (t.start_us >= 0) t.start_us = 1000 * marks_[0].elapsedTime(marks_[static_cast<size_t>(t.start_us)]);
-      if (t.end_us >= 0) t.end_us = 1000 * marks_[0].elapsedTime(marks_[static_cast<size_t>(t.end_us)]);
-    }
-    return times_;
-  }
-
- private:
-  double now() {  // CPU: microseconds; CUDA: the index of an event recorded now
-    if (!device_.is_cuda())
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
-    return static_cast<double>(mark());
-  }
-  size_t mark() {
-    marks_.emplace_back(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
-    marks_.back().record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
-    return marks_.size() - 1;
-  }
-  c10::Device device_;
-  std::vector<StepTime> times_;
-  std::vector<c10::Event> marks_;
-  std::chrono::steady_clock::time_point t0_;
-};
 
 // What a posted comm step leaves to do: its Works (c10d), then `finish` (a copy out of padded
 // scratch; for a transfer of collmm's own, the current stream's wait for it).
