@@ -12,6 +12,8 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "collmm/executor.hpp"
 

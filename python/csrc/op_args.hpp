@@ -1,0 +1,51 @@
+// op_args.hpp: what the ops (ops.cpp) check of one rank's own arguments before the ranks agree, and
+// what they read from the numbers every rank sent (agree_and_gather's rows: one row per rank).
+// Each check returns the first problem found, as a message, or "": a rank sends it to the others,
+// so every rank raises it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "collmm/types.hpp"
+
+namespace collmm::torch_ext {
+
+// "[2, 3, 4]"
+std::string dims(at::IntArrayRef sizes);
+// "None" or the number.
+std::string optional_int(std::optional<int64_t> v);
+
+// How B can be read in place: as [K, N] row-major (kn), as the transpose of a row-major [N, K]
+// (nk), or either (a B of one row or column), sent to the other ranks as a number; none: neither.
+enum LayoutFit { kn_only = 0, nk_only = 1, either = 2 };
+std::optional<LayoutFit> layout_fit(const at::Tensor& b);
+
+// `dim` of a tensor of `rank` dims in [0, rank - 1) (not the last: K), or -1.
+int64_t leading_dim(int64_t dim, int64_t rank);
+
+// One rank's own arguments.
+std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name);
+std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string& name, int64_t k);
+std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes);
+
+// From every rank's numbers (`all[q][at]`), each throwing UsageError where the ranks' do not fit:
+// the layout every rank reads its B with: the one that some rank's B needs (kn when none does);
+BLayout agreed_layout(const std::vector<std::vector<double>>& all, size_t at, const std::string& what);
+// the total of every rank's count (rows or columns), checked to be collmm's split of it.
+int64_t agreed_split(const std::vector<std::vector<double>>& all, size_t at, const std::string& what);
+
+// Every rank's size along the gathered (scattered) dim, as agreed (the first number each rank sent):
+// as plan rows (times `rest`, the rows per slice), their sum and a "3, 3, 2" text for messages.
+struct RankSizes {
+  std::vector<int64_t> sizes, rows;
+  int64_t total = 0;
+  std::string text() const;
+};
+RankSizes rank_sizes(const std::vector<std::vector<double>>& all, int64_t rest);
+
+}  // namespace collmm::torch_ext
