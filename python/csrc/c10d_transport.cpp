@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -109,24 +110,39 @@ c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
 
 }  // namespace
 
-C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device, std::shared_ptr<StoreChannel> channel)
-    : group_(group), device_(host_comm_device(*group_, device)), channel_(std::move(channel)) {}
+void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string& what, Failure& failure) {
+  const std::chrono::milliseconds bound = wait_bound(group);
+  try {
+    work.wait(bound);
+  } catch (const std::exception& e) {  // gloo throws when the wait runs out, or when a peer left
+    const std::string why = e.what(), first_line = why.substr(0, why.find('\n'));
+    const int rank = group.getRank(), size = group.getSize();
+    std::ostringstream out_of_step;
+    out_of_step << "collmm: rank " << rank << " of " << size
+                << ": the group's collectives are out of step since a wait in " << what << " ended after "
+                << static_cast<double>(bound.count()) / 1000 << " s (" << first_line
+                << "): make a new group for the ops (dist.new_group)";
+    failure.set(out_of_step.str());
+    C10_THROW_ERROR(DistBackendError, no_answer(rank, size, {}, bound, what) + ": " + first_line);
+  }
+}
+
+C10dHostComm::C10dHostComm(c10d::ProcessGroup* group, c10::Device device, std::shared_ptr<StoreChannel> channel,
+                           std::shared_ptr<Failure> failure)
+    : group_(group),
+      device_(host_comm_device(*group_, device)),
+      channel_(std::move(channel)),
+      failure_(std::move(failure)) {}
 int C10dHostComm::proc() const { return group_->getRank(); }
 int C10dHostComm::procs() const { return group_->getSize(); }
 void C10dHostComm::barrier() { allgather(std::vector<double>{0.0}); }
 
-void C10dHostComm::wait(const c10::intrusive_ptr<c10d::Work>& work) {
-  const std::chrono::milliseconds bound = wait_bound(*group_);
-  try {
-    work->wait(bound);
-  } catch (const std::exception& e) {  // gloo throws when the wait runs out, or when a peer left
-    const std::string why = e.what();
-    C10_THROW_ERROR(DistBackendError,
-                    no_answer(proc(), procs(), {}, bound, phase()) + ": " + why.substr(0, why.find('\n')));
-  }
+void C10dHostComm::raise_if_failed() const {
+  if (const std::string why = failure_->why(); !why.empty()) C10_THROW_ERROR(DistBackendError, why);
 }
 
 std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
+  raise_if_failed();
   if (channel_) {  // the numbers as their bytes
     const std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
     std::vector<double> all;
@@ -141,7 +157,7 @@ std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
   std::vector<at::Tensor> in{at::tensor(c10::ArrayRef<double>(mine), at::kDouble).to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, opts));
-  wait(group_->allgather(out, in));
+  bounded_wait(*group_, *group_->allgather(out, in), phase(), *failure_);
   std::vector<double> all;
   for (const at::Tensor& d : out[0]) {
     const at::Tensor t = d.cpu();
@@ -151,6 +167,7 @@ std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
 }
 
 std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
+  raise_if_failed();
   if (channel_) return channel_->allgather(mine, wait_bound(*group_), phase());
   const std::vector<double> lengths = allgather(std::vector<double>{static_cast<double>(mine.size())});
   const int64_t most = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
@@ -159,7 +176,7 @@ std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
   std::vector<at::Tensor> in{padded.to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({std::max<int64_t>(most, 1)}, in[0].options()));
-  wait(group_->allgather(out, in));
+  bounded_wait(*group_, *group_->allgather(out, in), phase(), *failure_);
   std::vector<std::string> all;
   for (size_t q = 0; q < out[0].size(); ++q) {
     const at::Tensor t = out[0][q].cpu();

@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "collmm/executor.hpp"
+#include "comm_watch.hpp"  // Failure
 #include "store_channel.hpp"
 #include "torch_util.hpp"
 #include "transport.hpp"
@@ -40,11 +41,15 @@ class C10dTransport : public cpu::Transport {
 // collectives, on CPU tensors where the group has a CPU backend (gloo; "cpu:gloo,cuda:nccl"), else
 // on tensors of `device` (an NCCL-only group: then each one waits for the device). Every wait is
 // bounded by wait_bound() and one that runs out throws c10::DistBackendError naming phase() (the
-// call it waited in). abort() ends this process (std::abort): the host executor's watchdog calls
-// it when a run hangs past its timeout.
+// call it waited in). Such a wait leaves the group out of step (bounded_wait) in `failure`, the
+// session's: from then on every exchange raises it without posting anything, so a late rank's
+// exchange meets the one still posted, or times out, never a later exchange of another size (gloo
+// ends a process whose message has another size than the one posted). abort() ends this process
+// (std::abort): the host executor's watchdog calls it when a run hangs past its timeout.
 class C10dHostComm : public HostComm {
  public:
-  C10dHostComm(c10d::ProcessGroup* group, c10::Device device, std::shared_ptr<StoreChannel> channel);
+  C10dHostComm(c10d::ProcessGroup* group, c10::Device device, std::shared_ptr<StoreChannel> channel,
+               std::shared_ptr<Failure> failure);
   int proc() const override;
   int procs() const override;
   void barrier() override;
@@ -53,15 +58,22 @@ class C10dHostComm : public HostComm {
   [[noreturn]] void abort(int code) override;
 
  private:
-  void wait(const c10::intrusive_ptr<c10d::Work>& work);
+  void raise_if_failed() const;
 
   c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
   std::shared_ptr<StoreChannel> channel_;  // null: the group's collectives
+  std::shared_ptr<Failure> failure_;
 };
 
 // How long the ops' waits for other ranks may last: collmm.set_timeout's value, else the group's
 // own timeout (its Store's), else 30 minutes (c10d's default).
 std::chrono::milliseconds wait_bound(c10d::ProcessGroup& group);
+
+// Waits for a host-side Work of `group` (gloo) for at most wait_bound(group). One that runs out (or
+// whose peer left) stays posted: c10d cannot take it back, so the group's collectives are out of
+// step from then on. That is left in `failure`, which every later call of the session raises, and
+// DistBackendError names `what` (the call it waited in).
+void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string& what, Failure& failure);
 
 }  // namespace collmm::torch_ext

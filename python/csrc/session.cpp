@@ -86,14 +86,16 @@ Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kin
       device_(device),
       kind_(kind),
       channel_(channel_for(*group, device, channel, name)),
-      host_(std::make_unique<C10dHostComm>(group, device, channel_)),
+      host_(std::make_unique<C10dHostComm>(group, device, channel_, comm_->failure)),
       rank_(group->getRank()),
       world_(group->getSize()) {
   if (kind == ExecutorKind::host) cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // torch's intra-op pool
 }
 
 std::unique_ptr<Executor> Session::make_executor() {
-  auto host = std::make_unique<C10dHostComm>(group_, device_, channel_);
+  auto host = std::make_unique<C10dHostComm>(group_, device_, channel_, comm_->failure);
+  host->set_phase((sent_.call.empty() ? std::string("a call") : sent_.call) +
+                  "'s plan setup (the ranks' check that they prepare the same plan)");
   if (kind_ == ExecutorKind::aten) return make_aten_executor(group_, device_, std::move(host), comm_);
   BackendOptions options;
   if (g_timeout_s > 0) options.timeout_s = std::max(1, static_cast<int>(g_timeout_s + 0.5));

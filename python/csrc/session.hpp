@@ -109,6 +109,9 @@ class Session {
   c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
   ExecutorKind kind_;
+  // What its executors share of the group's transfers, and its failure (nccl_comm.hpp): made before
+  // the host comms, which leave a timed-out exchange's failure there.
+  std::shared_ptr<GroupComm> comm_ = std::make_shared<GroupComm>();
   std::shared_ptr<StoreChannel> channel_;  // null: the group's collectives
   std::unique_ptr<HostComm> host_;
   int rank_ = 0, world_ = 1;
@@ -120,7 +123,6 @@ class Session {
   std::string auto_report_;            // auto's decision for the call being made ("" for another algo)
   // The exchange's result `all` for fingerprint `print`, noted as agreed.
   void note_agreed(const std::string& print, const Agreed& all);
-  std::shared_ptr<GroupComm> comm_ = std::make_shared<GroupComm>();  // its executors' (nccl_comm.hpp)
 };
 
 // One op call's agreement, for the ops: agree_and_gather(Agreement, ...) is Session::agree.

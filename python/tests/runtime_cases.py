@@ -114,7 +114,9 @@ def mixed_channel_case(rank, world):
 
 def timeout_case(rank, world, channel):
     """The last rank skips a call: every other rank raises DistBackendError naming the call it waited
-    in within the timeout (plus a little), and goes on."""
+    in within the timeout (plus a little), and goes on. Every later call on that group raises (the
+    ranks that waited: at once, posting nothing; the late rank: within the timeout), and no process
+    dies (gloo ends one that receives a message of another size than it posted). A new group works."""
     import collmm
 
     collmm.set_channel(channel)
@@ -133,14 +135,26 @@ def timeout_case(rank, world, channel):
             assert waited < 10, f"raised after {waited:.1f} s, timeout 2 s"
     else:
         time.sleep(6)  # alive and connected, just not calling
-    if channel != "group":  # the rounds no longer match: every later call raises, the late rank's too
+    # The rounds (the group's posted collectives) no longer match: every later call raises.
+    for call in range(2):
+        t0 = time.monotonic()
         try:
             torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
-            raise AssertionError("a call after the timeout: no error")
+            raise AssertionError(f"call {call} after the timeout: no error")
         except dist.DistBackendError as e:
-            want = "out of step" if rank != world - 1 else "gave up waiting"
-            assert want in str(e), str(e)
+            waited = time.monotonic() - t0
+            if rank != world - 1:
+                assert "out of step" in str(e), str(e)
+                assert waited < 1, f"a rank out of step raised after {waited:.1f} s"
+            elif call == 0:  # the late rank's exchange met the one still posted (group) or not (store)
+                want = "transfers" if channel == "group" else "gave up waiting"
+                assert want in str(e), str(e)
+            else:
+                assert "out of step" in str(e), str(e)
     collmm.set_timeout(0)
+    fresh = dist.new_group(backend="gloo")
+    (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, fresh.group_name)[1]
+    torch.testing.assert_close(c, a_full @ b)
 
 
 def step_names(op, algo, rank, world):
