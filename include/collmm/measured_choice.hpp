@@ -1,6 +1,6 @@
 // collmm/measured_choice.hpp: an `auto` that measures. The cost model's choice (tuning.hpp) is the
 // start: its best few candidates (predicted within `margin` of the best, at most `max_candidates`,
-// sequential always among them) are timed on the real inputs the first time a shape runs, and the
+// the pick itself and sequential always among them) are timed on the real inputs the first time a shape runs, and the
 // fastest (a tie within 1% to the fewest host steps: pick_measured) runs from then on. Every
 // process takes the same decision: a candidate's time is the slowest process's, agreed through the
 // HostComm, so a rank whose clock or load differs cannot pick another plan than its peers.
@@ -67,9 +67,10 @@ struct MeasuredChoice {
   std::vector<TimedCandidate> timed;  // in the order timed (fastest predicted first)
 };
 
-// The candidates to time, from a Choice's alternatives (fastest predicted first): those predicted
-// within the margin of the best, at most max_candidates, sequential always among them (in place
-// of the last one when the bound is reached). One candidate only (one rank) is returned alone.
+// The candidates to time, from a Choice's alternatives, fastest predicted first: those predicted
+// within the margin of the best, at most max_candidates, with the choice's own pick (the model's
+// best, or a tuning cache's fastest measured) and sequential always among them (in place of the
+// last others where the bound is reached). One candidate only (one rank) is returned alone.
 std::vector<Alternative> candidates_to_time(const Choice&, const MeasureSettings&);
 
 // Whether auto times anything for this choice: measuring is on, there are two candidates or more,

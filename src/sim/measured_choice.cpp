@@ -28,14 +28,32 @@ std::vector<Alternative> candidates_to_time(const Choice& c, const MeasureSettin
   const size_t most = static_cast<size_t>(std::max(1, s.max_candidates));
   for (const Alternative& a : c.alternatives)
     if (a.predicted_us <= limit && out.size() < most) out.push_back(a);
-  auto is_sequential = [](const Alternative& a) { return a.options.algo == Algo::sequential; };
-  if (std::none_of(out.begin(), out.end(), is_sequential)) {
-    auto seq = std::find_if(c.alternatives.begin(), c.alternatives.end(), is_sequential);
-    if (seq != c.alternatives.end()) {
-      if (out.size() >= most) out.pop_back();
-      out.push_back(*seq);
+  // Always among them: the choice's own pick (the model's best, or a tuning cache's fastest
+  // measured, which the model may rank far off), then sequential; each in place of the last
+  // candidate that is neither where the bound is reached.
+  std::vector<PlanOptions> kept;
+  auto keep = [&](auto is_it) {
+    const auto in_out = std::find_if(out.begin(), out.end(), is_it);
+    if (in_out != out.end()) {
+      kept.push_back(in_out->options);
+      return;
     }
-  }
+    const auto found = std::find_if(c.alternatives.begin(), c.alternatives.end(), is_it);
+    if (found == c.alternatives.end()) return;
+    if (out.size() >= most) {
+      const auto last = std::find_if(out.rbegin(), out.rend(), [&](const Alternative& a) {
+        return std::find(kept.begin(), kept.end(), a.options) == kept.end();
+      });
+      if (last == out.rend()) return;
+      out.erase(std::next(last).base());
+    }
+    out.push_back(*found);
+    kept.push_back(found->options);
+  };
+  keep([&](const Alternative& a) { return a.options == c.options; });
+  keep([](const Alternative& a) { return a.options.algo == Algo::sequential; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Alternative& a, const Alternative& b) { return a.predicted_us < b.predicted_us; });
   return out;
 }
 

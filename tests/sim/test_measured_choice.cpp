@@ -124,6 +124,73 @@ TEST(MeasuredChoice, CandidatesWithinTheMarginBoundedWithSequentialAmongThem) {
   EXPECT_FALSE(needs_measuring(choice_of({{opts(Algo::ring), 10}}), MeasureSettings{}));
 }
 
+TEST(MeasuredChoice, TheChoicesOwnPickIsAlwaysTimed) {
+  // A tuning cache's fastest measured (the pick, source "measured") that the model ranks far off.
+  Choice c = choice_of({{opts(Algo::pipelined, 8), 100},
+                        {opts(Algo::pipelined, 4), 101},
+                        {opts(Algo::pipelined, 8, 2), 102},
+                        {opts(Algo::bidir), 103},
+                        {opts(Algo::sequential), 110},
+                        {opts(Algo::ring), 180}});
+  c.alternatives.back().measured_us = 60;
+  c.options = opts(Algo::ring);
+  c.source = "measured";
+  MeasureSettings s;
+  s.max_candidates = 4;
+  const std::vector<Alternative> t = candidates_to_time(c, s);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[0].options, opts(Algo::pipelined, 8));
+  EXPECT_EQ(t[1].options, opts(Algo::pipelined, 4));
+  EXPECT_EQ(t[2].options, opts(Algo::sequential));  // fastest predicted first
+  EXPECT_EQ(t[3].options, opts(Algo::ring));
+  // A bound of two: the pick and sequential.
+  s.max_candidates = 2;
+  const std::vector<Alternative> two = candidates_to_time(c, s);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].options, opts(Algo::sequential));
+  EXPECT_EQ(two[1].options, opts(Algo::ring));
+  // The pick is sequential itself: no candidate twice.
+  c.options = opts(Algo::sequential);
+  const std::vector<Alternative> seq = candidates_to_time(c, s);
+  ASSERT_EQ(seq.size(), 2u);
+  EXPECT_EQ(seq[0].options, opts(Algo::pipelined, 8));
+  EXPECT_EQ(seq[1].options, opts(Algo::sequential));
+}
+
+TEST(MeasuredChoice, ACachedFastestFarFromTheModelStaysTheCandidateToBeat) {
+  // The model's worst-ranked algorithm measured fastest in a tuning cache (collmm-bench --algo all
+  // ran it), and fastest again in auto's timing: auto keeps it. Before, auto timed only the
+  // model's best few, so it ran a slower plan than the cache's.
+  const std::string dir = testing::TempDir() + "/measured_choice_far";
+  std::filesystem::create_directories(dir);
+  const std::string cache = dir + "/tune.json";
+  std::filesystem::remove(cache);
+  const Problem p{.op = Op::gemm_rs, .m = 512, .n = 512, .k = 512, .world = 2, .b_layout = BLayout::kn};
+  const Profile profile = builtin_profile("cpu-2core");
+  MeasureSettings s;
+  const Choice model = choose(p, Dtype::f32, profile);
+  ASSERT_GE(model.alternatives.size(), 3u);
+  const PlanOptions far = model.alternatives.back().options;
+  ASSERT_NE(far.algo, Algo::sequential);
+  ASSERT_GT(model.alternatives.back().predicted_us, model.alternatives.front().predicted_us * (1 + s.margin));
+  update_tuning_cache(cache, {TuningEntry{p, Dtype::f32, far, 40.0, "bench"},
+                              TuningEntry{p, Dtype::f32, opts(Algo::sequential), 45.0, "bench"}});
+  const auto decided = on_processes<std::pair<AutoChooser::Decision, std::vector<PlanOptions>>>(2, [&](HostComm& host) {
+    AutoChooser chooser;
+    std::vector<PlanOptions> timed;
+    const AutoChooser::Decision d =
+        chooser.decide(host, p, Dtype::f32, profile, cache, s, [&](const PlanOptions& o, int, int) {
+          timed.push_back(o);
+          return o == far ? 41.0 : o.algo == Algo::sequential ? 46.0 : 80.0;
+        });
+    return std::make_pair(d, timed);
+  });
+  for (const auto& [d, timed] : decided) {
+    EXPECT_EQ(d.options, far) << d.printed;
+    EXPECT_NE(std::find(timed.begin(), timed.end(), far), timed.end()) << d.printed;
+  }
+}
+
 TEST(MeasuredChoice, EveryProcessPicksTheSameFromTheSlowestTimes) {
   // Process 0 alone would pick ring (its fastest); process 2's ring is slow, so ring's agreed time
   // is 300 and bidir (slowest rank 130) wins on every process.
