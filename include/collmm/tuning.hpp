@@ -61,7 +61,9 @@ struct TuningCache {
 };
 // The cache file (tuning_cache.cpp). Every entry is checked: a known op, B layout and dtype, sizes
 // and P within their fields' ranges, plan options that plan_options_from_json accepts, a time > 0;
-// a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ...").
+// a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ..."), text that
+// is not JSON one naming the place ("... is not valid JSON: parse error at line 2, column 1: ...").
+// An empty file (no bytes, or white space only) is an empty cache, as a missing one is.
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path);
 TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad or unreadable file
 // Writes the whole cache atomically: a temporary file beside it, then rename.

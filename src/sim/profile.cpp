@@ -8,6 +8,7 @@
 #include "atomic_file.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/sizes.hpp"
+#include "json_file.hpp"
 #include "json_number.hpp"
 
 namespace collmm {
@@ -239,7 +240,7 @@ Profile read_profile_fields(const json& j) {
     p.host.gemm_issue_us = get<double>(h, "gemm_issue_us", 0);
     return p;  // the figures' ranges: check_ranges, with each field's name
   } catch (const json::exception& e) {
-    throw UsageError(std::string("profile JSON: ") + e.what());
+    throw UsageError("profile JSON: " + json_error_text(e));
   }
 }
 
@@ -263,13 +264,9 @@ Profile load_profile(const std::string& name_or_path) {
     throw UsageError("profile " + name_or_path + " is a directory, not a profile JSON file");
   std::ifstream in(name_or_path);
   if (!in) return builtin_profile(name_or_path);  // neither: the message lists the built-in names
-  json j;
-  try {
-    in >> j;
-  } catch (const json::exception& e) {
-    throw UsageError("profile " + name_or_path + " is not valid JSON: " + e.what());
-  }
-  Profile p = read_profile_fields(j);
+  std::ostringstream text;
+  text << in.rdbuf();
+  Profile p = read_profile_fields(parse_json_file(text.str(), "profile " + name_or_path));
   try {
     check_ranges(p, true);
   } catch (const UsageError& e) {

@@ -19,6 +19,7 @@
 #include "atomic_file.hpp"
 #include "collmm/sizes.hpp"
 #include "collmm/tuning.hpp"
+#include "json_file.hpp"
 #include "json_number.hpp"
 
 namespace collmm {
@@ -38,7 +39,7 @@ void fields_from_json(const json& j, V& value) {
     using T = std::decay_t<decltype(v)>;
     if (!f.required && !j.contains(f.key)) return;
     if constexpr (std::is_enum_v<T>) {
-      parse_field(j.at(f.key).get<std::string>(), v);
+      parse_field(json_string(j, f.key), v);
     } else {
       v = json_integer<T>(j, f.key);
       need(out_of_range(f, v).empty(), out_of_range(f, v));
@@ -57,12 +58,13 @@ void fields_to_json(const V& value, json& j) {
 }
 
 TuningEntry entry_from_json(const json& e) {
+  if (!e.is_object()) throw UsageError("not an object (got " + e.dump() + ")");
   TuningEntry t;
   fields_from_json(e, t.problem);
-  t.dtype = parse_dtype(e.at("dtype").get<std::string>());
+  t.dtype = parse_dtype(json_string(e, "dtype"));
   t.options = plan_options_from_json(e);
-  t.time_us = e.at("time_us").get<double>();
-  if (e.contains("source")) t.source = e.at("source").get<std::string>();
+  t.time_us = json_double(e, "time_us");
+  if (e.contains("source")) t.source = json_string(e, "source");
   need(t.source == "bench" || t.source == "auto", "source must be bench or auto (got " + t.source + ")");
   need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
   // What collmm-bench would refuse for this shape is refused here too (the one check, validate):
@@ -159,9 +161,9 @@ void TuningCache::record(const TuningEntry& e) {
 }
 
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path) {
-  const json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw UsageError("tuning cache " + path + " is not valid JSON");
   TuningCache cache;
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return cache;  // an empty file: nothing measured yet
+  const json j = parse_json_file(text, "tuning cache " + path);
   if (!j.is_object() || !j.contains("entries") || !j.at("entries").is_array())
     throw UsageError("tuning cache " + path + ": no \"entries\" list");
   size_t i = 0;
@@ -169,7 +171,7 @@ TuningCache parse_tuning_cache(const std::string& text, const std::string& path)
     try {
       cache.entries.push_back(entry_from_json(e));
     } catch (const json::exception& x) {
-      throw UsageError("tuning cache " + path + ": entry " + std::to_string(i) + ": " + x.what());
+      throw UsageError("tuning cache " + path + ": entry " + std::to_string(i) + ": " + json_error_text(x));
     } catch (const UsageError& x) {
       throw UsageError("tuning cache " + path + ": entry " + std::to_string(i) + ": " + x.what());
     }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 
 #include "calibrate.hpp"
@@ -184,6 +185,28 @@ TEST(Profile, JsonRoundTripAndFiles) {
   EXPECT_THROW(load_profile("no-such-profile"), UsageError);
   EXPECT_THROW(profile_from_json(nlohmann::json{{"gemm", {{"model", "magic"}}}}), UsageError);
   EXPECT_THROW(profile_from_json(nlohmann::json{{"contention", {{"gemm_slowdown", 0.5}}}}), UsageError);
+}
+
+// A profile file that is not JSON, or holds a value of the wrong type: the path, the place of the
+// first error, nlohmann's words without their code.
+TEST(Profile, ABadFileIsNamedWithThePlaceOfItsError) {
+  const std::string path = testing::TempDir() + "collmm_profile_bad.json";
+  auto message = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    try {
+      load_profile(path);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("{\"name\":\n"), "profile " + path +
+                                         " is not valid JSON: parse error at line 2, column 1: syntax error while "
+                                         "parsing value - unexpected end of input; expected '[', '{', or a literal");
+  const std::string wrong_type = message(R"({"name": 3})");
+  EXPECT_EQ(wrong_type.rfind("profile JSON: ", 0), 0u) << wrong_type;
+  EXPECT_EQ(wrong_type.find("json.exception"), std::string::npos) << wrong_type;
+  std::remove(path.c_str());
 }
 
 // The host section goes through JSON; a profile without it (older files) loads with no host term.
