@@ -1,7 +1,9 @@
 // collmm/collmm.hpp: the C++ API. A Context starts a backend (for cpu: MPI, one rank per process)
 // and runs ag_gemm / gemm_rs on the caller's local shards, with the communication overlapped with
 // the GEMM by the chosen algorithm. Buffers are host memory, row-major, of the element type given
-// (C of context.out_dtype(dtype)); the executor copies them in and out around each call.
+// (C of context.out_dtype(dtype)). The cpu backend runs the plan on them in place (Executor::bind:
+// A and B read, C and the gathered A written, no copy); where the executor cannot bind (cuda, for
+// now) the inputs are written in before each call and the outputs read back after it.
 //
 //   #include "collmm/collmm.hpp"
 //   collmm::Context ctx;                     // MPI_Init; rank() and world_size() from the job
