@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,7 +25,7 @@ namespace {
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("write", tmp, errno);
+  if (fd < 0) fail("write", path, errno);
   fault_point("write");  // tests: a process killed here must leave `path` as it was
   for (std::string_view part : parts) {
     while (!part.empty()) {
@@ -34,7 +35,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
         const int err = errno;
         ::close(fd);
         ::unlink(tmp.c_str());
-        fail("write", tmp, err);
+        fail("write", path, err);
       }
       part.remove_prefix(static_cast<size_t>(n));
     }
@@ -42,14 +43,30 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    fail("write", tmp, err);
+    fail("write", path, err);
   }
   fault_point("rename");  // tests: so must a process killed here, its temporary whole
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    fail("rename " + tmp + " to", path, err);
+    fail("write", path, err);
   }
+}
+
+std::string why_not_writable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "it is a directory";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return std::strerror(errno);
+    ::close(fd);
+    return "";
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  ::unlink(path.c_str());
+  return "";
 }
 
 std::string staging_dir(const std::string& dir) {

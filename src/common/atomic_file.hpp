@@ -17,6 +17,11 @@ inline void write_file_atomically(const std::string& path, std::string_view text
   write_file_atomically(path, std::vector<std::string_view>{text});
 }
 
+// Why `path` cannot be written as an output ("" when it can), probed without changing it: opened
+// for appending where it exists, else created and removed. The reason is the system's ("No such
+// file or directory") or "it is a directory". What the front ends check before any work.
+std::string why_not_writable(const std::string& path);
+
 // The staging directory of `dir`: "<dir>.partial".
 std::string staging_dir(const std::string& dir);
 // Makes an empty staging directory for `dir` (removing what a killed run left there).
