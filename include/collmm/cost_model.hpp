@@ -134,8 +134,8 @@ struct Profile {
   HostCost host;  // JSON "host": {"issue_us": ..., "shared": ...}; absent: none
 };
 
-// Built-in profiles ("h200-nvlink", "h200-ib", "cpu-2core") or a JSON file; throws UsageError
-// for an unknown name or a file that does not parse.
+// Built-in profiles (builtin_profile_names: "h200-nvlink", "h200-ib", "h200-host", "cpu-2core") or a
+// JSON file; throws UsageError for an unknown name or a file that does not parse.
 Profile load_profile(const std::string& name_or_path);
 std::vector<std::string> builtin_profile_names();
 Profile builtin_profile(const std::string& name);

@@ -18,8 +18,12 @@ struct Cell {
   std::string text;
 };
 
-// One cell per field of the problem, the dtype, one per field of the options.
-std::vector<Cell> case_cells(const Problem&, Dtype, const PlanOptions&);
+// One cell per field of the problem, the dtype, one per field of the options. The algo cell holds
+// the row's label (an --algo entry as the user spells it: "ring:pieces4", "auto:ring"; where not
+// given, algo_label of the options), so that rows of one algorithm with other options are told
+// apart; its column is kLabelWidth wide, so that most labels line up.
+constexpr int kLabelWidth = 18;
+std::vector<Cell> case_cells(const Problem&, Dtype, const PlanOptions&, const std::string& label = "");
 
 // "#" and every cell's heading: a table's header line.
 void print_heads(std::ostream&, const std::vector<Cell>&);

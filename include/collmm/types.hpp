@@ -177,7 +177,12 @@ int64_t edge_rows(const Problem&, const PlanOptions&);
 // row a piece (pieces); halving, 2^(pieces-1), the smallest piece being 1/2^(pieces-1) of them.
 int64_t rows_for_pieces(int pieces, PieceSizes);
 
-// Checks sizes and options that every algorithm needs; throws UsageError naming what is wrong.
+// Checks that throw UsageError naming everything wrong, each a sentence. validate_sizes: the
+// problem's sizes alone, whichever op (each within its range; M*K, K*N, M*N within kMaxElements).
+// validate(Problem): those and the op's split over the ranks (each rank at least one row or
+// column). validate(Problem, PlanOptions): those and the options that one algorithm takes.
+void validate_sizes(const Problem&);
+void validate(const Problem&);
 void validate(const Problem&, const PlanOptions&);
 
 }  // namespace collmm

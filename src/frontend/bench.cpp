@@ -62,10 +62,16 @@ void Bench::validate() {
       throw UsageError(std::string("--profile: ") + e.what());
     }
     predict_ = !o_.profile.empty();
+    check_pieces_apply(algos_to_run(o_), o_.plan);
+    // The sizes first, named by neither op nor algorithm: wrong for every case alike.
+    validate_sizes(problem_of(o_, o_.ops.at(0), ex_.world_size()));
     for (Op op : o_.ops) {
       const Problem p = problem_of(o_, op, ex_.world_size());
-      std::vector<Algo> algos = algos_to_run(o_);  // with auto: the baseline is run too
-      if (std::find(algos.begin(), algos.end(), Algo::sequential) == algos.end()) algos.push_back(Algo::sequential);
+      try {
+        collmm::validate(p);  // the split over the ranks: wrong for every algorithm of the op alike
+      } catch (const UsageError& e) {
+        throw UsageError(to_string(op) + ": " + e.what());
+      }
       // Every rank's plan of a case must build; the case is then kept for the memory check.
       auto add_case = [&](const std::string& name, const PlanOptions& po) {
         try {
@@ -75,18 +81,8 @@ void Bench::validate() {
         }
         cases.emplace_back(op, po);
       };
-      const size_t first = cases.size();
-      for (Algo algo : algos)
-        add_case(to_string(algo), algo == Algo::sequential ? plan_options_of(o_, algo) : plan_options_of(o_, op, algo));
-      const size_t plain_end = cases.size();
-      for (const ListedConfig& c : o_.configs) {
-        const PlanOptions po = plan_options_of(o_, op, c);
-        for (size_t i = first; i < plain_end; ++i)  // one plan, one row
-          if (cases[i].second == po)
-            throw UsageError("--algo " + c.label + ": " + to_string(op) + " runs this plan already as " +
-                             algo_label(po) + " (with --merge, --pieces or --piece-sizes)");
-        add_case(c.label, po);
-      }
+      add_case("sequential", plan_options_of(o_, Algo::sequential));  // the baseline, run with or without its row
+      for (const EntryRow& row : entry_rows(o_, op)) add_case(row.label, row.options);
     }
     check_outputs_writable(o_, host.proc() == 0);
   } catch (const UsageError& e) {
@@ -131,10 +127,7 @@ void Bench::validate() {
     if (host.proc() == 0 && !o_.timeline_path.empty()) {
       std::vector<std::pair<Op, std::string>> labels;
       for (size_t i = 0; i < o_.ops.size(); ++i) {
-        for (Algo algo : algos_to_run(o_))
-          labels.emplace_back(o_.ops[i], algo_label(algo == Algo::sequential ? plan_options_of(o_, algo)
-                                                                             : plan_options_of(o_, o_.ops[i], algo)));
-        for (const ListedConfig& c : o_.configs) labels.emplace_back(o_.ops[i], c.label);
+        for (const EntryRow& row : entry_rows(o_, o_.ops[i])) labels.emplace_back(o_.ops[i], row.label);
         if (o_.algo_auto) labels.emplace_back(o_.ops[i], "auto:" + algo_label(picks_.at(i).options));
       }
       check_timeline_paths(o_.timeline_path, labels);
@@ -176,13 +169,12 @@ void Bench::run_op(size_t op_i, bool printer, std::ostream& out, std::vector<Cas
   // listed configuration, auto's pick. With --rounds, the baseline and every row run again in turn.
   struct Row {
     PlanOptions options;
-    std::string label;  // "": the algorithm's
+    std::string label;
     bool baseline = false, auto_pick = false;
   };
   std::vector<Row> rows;
-  for (Algo algo : algos)
-    rows.push_back(algo == Algo::sequential ? Row{{}, "", true} : Row{plan_options_of(o_, op, algo), ""});
-  for (const ListedConfig& c : o_.configs) rows.push_back({plan_options_of(o_, op, c), c.label});
+  for (const EntryRow& row : entry_rows(o_, op))
+    rows.push_back({row.options, row.label, row.options.algo == Algo::sequential});
   if (o_.algo_auto) rows.push_back({{}, "", false, true});
 
   std::vector<CaseResult> baseline_rounds;
@@ -250,8 +242,16 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     process0_local_work(host, "the write of tuning cache " + o_.tune_cache_path + " under its lock", [&] {
       // auto's quick timings first: a row measured with the full -w/-i replaces one of the same configuration.
       if (!auto_timed_.empty()) update_tuning_cache(o_.tune_cache_path, auto_timed_);
-      record_measurements(o_.tune_cache_path, results);
-      out << "# tuning cache: " << results.size() << " measured rows recorded in " << o_.tune_cache_path << "\n";
+      const size_t recorded = record_measurements(o_.tune_cache_path, results);
+      out << "# tuning cache: " << recorded << " measured row" << (recorded == 1 ? "" : "s");
+      if (!auto_timed_.empty()) out << " and " << auto_timed_.size() << " of --algo auto's timed candidates";
+      out << " recorded in " << o_.tune_cache_path;
+      if (recorded < results.size())  // --post is one for every row
+        out << " (" << results.size() - recorded << " left out: "
+            << (o_.plan.post == Post::gemm_first ? "rows posted gemm-first, and --algo auto runs comm-first"
+                                                 : "rows without a time")
+            << ")";
+      out << "\n";
     });
   return results;
 }

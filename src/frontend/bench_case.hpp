@@ -23,7 +23,8 @@ struct CaseResult {
   Op op = Op::ag_gemm;
   Algo algo = Algo::ring;
   PlanOptions plan;       // the case's plan options (algo, stages as asked, post, gemm lanes)
-  std::string label;      // the table's algo cell: "ring", or "auto:ring" for the --algo auto pick
+  std::string label;      // the table's algo cell, the JSON's "label": algo_label ("ring", "ring:pieces4"),
+                          // or "auto:ring" for the --algo auto pick
   std::string chosen_by;  // --algo auto: "model" or "measured" (the tuning cache); "" otherwise
   Problem problem;
   Dtype dtype = Dtype::f32;
@@ -75,7 +76,7 @@ struct CaseWork {
 };
 
 // Collective over the job: every process runs it with the same arguments. `label` names the row
-// (default: the algorithm).
+// (default: algo_label of the options).
 // Every local rank's A and B: the bench's seeded random inputs (real data: GEMMs on zeros run
 // faster than on real numbers, so timings are taken on these).
 void upload_inputs(Executor& ex, const std::vector<Plan>& plans, uint64_t seed, Dtype dtype);
@@ -92,7 +93,7 @@ void inject_fault(const BenchOptions&, const std::vector<int>& local_ranks, cons
 std::vector<double> iteration_times(Executor&, StepFilter, int warmup, int iters);
 double time_iterations(Executor&, StepFilter, int warmup, int iters);
 
-// One row from the rounds of one case (--rounds): the round whose time is the median gives the
+// One row from the rounds of one case (--rounds): the round whose time is nearest the median gives the
 // timeline and overlap; the times (and t_gemm, t_comm, the GEMM rate) are the medians over the
 // rounds; a check counts the wrong elements of every round. One round is returned as it is.
 CaseResult merge_rounds(const std::vector<CaseResult>& rounds);

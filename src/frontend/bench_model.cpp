@@ -87,7 +87,7 @@ MeasuredChoice measure_auto_pick(Executor& ex, const BenchOptions& o, Op op, Aut
   return m;
 }
 
-void record_measurements(const std::string& path, const std::vector<CaseResult>& results) {
+size_t record_measurements(const std::string& path, const std::vector<CaseResult>& results) {
   std::vector<TuningEntry> entries;
   for (const CaseResult& r : results) {
     if (r.plan.post != Post::comm_first || !(r.time_us > 0)) continue;
@@ -100,6 +100,7 @@ void record_measurements(const std::string& path, const std::vector<CaseResult>&
     entries.push_back(e);
   }
   update_tuning_cache(path, entries);
+  return entries.size();
 }
 
 }  // namespace collmm

@@ -57,7 +57,7 @@ MeasuredChoice measure_auto_pick(Executor&, const BenchOptions&, Op, AutoPick&);
 // Adds every measured row (op, M, N, K, P, dtype, plan options, time_us) to the cache
 // file (under its lock, merged with what other jobs added, written atomically: update_tuning_cache),
 // creating it when absent. Rows posted gemm-first are left out: --algo auto's candidates
-// are all comm-first.
-void record_measurements(const std::string& path, const std::vector<CaseResult>&);
+// are all comm-first. Returns how many rows were recorded.
+size_t record_measurements(const std::string& path, const std::vector<CaseResult>&);
 
 }  // namespace collmm

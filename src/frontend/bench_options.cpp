@@ -83,61 +83,12 @@ PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
 
 PlanOptions plan_options_of(const BenchOptions& o, Op op, Algo algo) { return options_for(op, algo, o.plan); }
 
-std::string algo_label(const PlanOptions& p) {
-  return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
-         (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "") +
-         (p.pieces > 1 && p.piece_sizes == PieceSizes::halving ? "h" : "");
-}
-
-ListedConfig parse_listed_config(const std::string& text) {
-  std::vector<std::string> words;
-  for (size_t start = 0;;) {
-    const size_t colon = text.find(':', start);
-    words.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  PlanOptions p;
-  p.algo = parse_algo(words[0]);
-  // A count after its word: "merge2" -> 2, in 1..hi; "pieces4h" -> 4 with halving.
-  auto count = [&](const std::string& word, const std::string& key, int hi, bool& halving) {
-    std::string digits = word.substr(key.size());
-    halving = !digits.empty() && digits.back() == 'h';
-    if (halving) digits.pop_back();
-    const bool number =
-        !digits.empty() && digits.size() < 6 && digits.find_first_not_of("0123456789") == std::string::npos;
-    const int v = number ? std::stoi(digits) : 0;
-    if (v < 1 || v > hi)
-      throw UsageError("'" + text + "': " + key + " takes a count 1.." + std::to_string(hi) + " (got '" + word + "')");
-    return v;
-  };
-  for (size_t i = 1; i < words.size(); ++i) {
-    bool halving = false;  // "merge2h" is refused below: algo_label writes no such word
-    if (words[i].rfind("merge", 0) == 0) {
-      p.merge = count(words[i], "merge", kMaxWorld, halving);
-    } else if (words[i].rfind("pieces", 0) == 0) {
-      p.pieces = count(words[i], "pieces", kMaxPieces, halving);
-      p.piece_sizes = halving ? PieceSizes::halving : PieceSizes::equal;
-    } else {
-      throw UsageError("'" + text + "': unknown option '" + words[i] +
-                       "' (an entry is ALGO[:mergeG][:piecesS[h]], e.g. ring:pieces4h)");
-    }
-  }
-  if (p.pieces == 1) p.piece_sizes = PieceSizes::equal;
-  if (algo_label(p) != text) throw UsageError("'" + text + "': write it as '" + algo_label(p) + "'");
-  return {text, p};
-}
-
 PlanOptions plan_options_of(const BenchOptions& o, Op op, const ListedConfig& c) {
-  PlanOptions p = o.plan;
-  p.merge = c.options.merge;
-  p.pieces = c.options.pieces;
-  p.piece_sizes = c.options.piece_sizes;
-  p = options_for(op, c.options.algo, p);
-  if (algo_label(p) != c.label)
-    throw UsageError("--algo " + c.label + ": " + to_string(op) + "'s " + to_string(c.options.algo) +
-                     " does not take these options (it would run as " + algo_label(p) + ")");
-  return p;
+  return config_options(o.plan, op, c);
+}
+
+std::vector<EntryRow> entry_rows(const BenchOptions& o, Op op) {
+  return entry_rows(algos_to_run(o), o.configs, op, o.plan);
 }
 
 }  // namespace collmm

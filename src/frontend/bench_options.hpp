@@ -7,18 +7,11 @@
 #include <utility>
 #include <vector>
 
+#include "algo_entries.hpp"
 #include "collmm/backend_options.hpp"
 #include "collmm/measured_choice.hpp"
 
 namespace collmm {
-
-// An --algo entry with plan options of its own, spelled as algo_label writes them: "ring:pieces4h",
-// "ring:merge2". Its merge and pieces replace --merge, --pieces and --piece-sizes for that row, so
-// that configurations are timed side by side in one run.
-struct ListedConfig {
-  std::string label;    // as typed (and canonical: parse_listed_config refuses another spelling)
-  PlanOptions options;  // its algo, merge, pieces and piece sizes (the rest from the command line)
-};
 
 struct BenchOptions {
   std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};  // --op NAME|all
@@ -31,7 +24,7 @@ struct BenchOptions {
   Dtype dtype = Dtype::f32;
   PlanOptions plan;  // stages (0: the algorithm's default), post, gemm_lanes; algo per case
   int warmup = 5, iters = 20;
-  int rounds = 1;  // --rounds R: every case of an op run R times in turn; each row the median round
+  int rounds = 1;  // --rounds R: every case of an op run R times in turn; each row the median of its rounds
   bool check = false;
   bool gemm_rate = false;  // --gemm-rate: also time each case's GEMMs alone (CaseResult::gemm_busy_us)
   uint64_t seed = 1;
@@ -68,17 +61,12 @@ std::vector<Algo> algos_to_run(const BenchOptions&);
 PlanOptions plan_options_of(const BenchOptions&, Algo);  // without --merge and --pieces
 // The same for one op: every option kept where it applies (options_for).
 PlanOptions plan_options_of(const BenchOptions&, Op, Algo);
-// "ring", or "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces
-// ("ring:pieces4h" in pieces of halving size): the algo
-// column's words for a case.
-std::string algo_label(const PlanOptions&);
-
-// The inverse of algo_label for an --algo entry: "ALGO[:mergeG][:piecesS[h]]"; UsageError for a
-// bad word, a value out of range or a spelling that algo_label would write otherwise.
-ListedConfig parse_listed_config(const std::string& text);
-
-// The plan options of a listed configuration for one op (the other options from --stages, --post,
-// ...); UsageError where the op's algorithm does not take its merge or pieces.
+// The plan options of a listed configuration for one op (config_options, algo_entries.hpp: the
+// other options from --stages, --post, ...); UsageError where the op's algorithm does not take its
+// merge or pieces.
 PlanOptions plan_options_of(const BenchOptions&, Op, const ListedConfig&);
+// The rows of one op (entry_rows, algo_entries.hpp): each algorithm of algos_to_run, then each
+// listed configuration; auto's row is not among them.
+std::vector<EntryRow> entry_rows(const BenchOptions&, Op);
 
 }  // namespace collmm

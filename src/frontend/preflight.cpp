@@ -2,7 +2,6 @@
 #include "preflight.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,26 +9,15 @@
 #include <cstring>
 #include <filesystem>
 
+#include "atomic_file.hpp"
+
 namespace collmm {
 namespace {
 
 void check_file_writable(const std::string& path, const std::string& option) {
   if (path.empty()) return;
-  auto refuse = [&](const std::string& why) {
+  if (const std::string why = why_not_writable(path); !why.empty())
     throw UsageError(option + " " + path + ": cannot be written (" + why + "); nothing was run");
-  };
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) refuse("it is a directory");
-    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0) refuse(std::strerror(errno));
-    ::close(fd);
-    return;
-  }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) refuse(std::strerror(errno));
-  ::close(fd);
-  ::unlink(path.c_str());
 }
 
 void check_dir_writable(const std::string& dir, const std::string& option) {
@@ -60,21 +48,6 @@ void check_outputs_writable(const BenchOptions& o, bool writer) {
     check_file_writable(o.calibrate_path, "--calibrate");
   }
   check_dir_writable(o.save_dir, "--save");
-}
-
-std::string file_label(const std::string& label) {
-  std::string name = label;
-  for (char& c : name)
-    if (c == ':') c = '-';
-  return name;
-}
-
-std::string timeline_path(const std::string& base, Op op, const std::string& label, bool several) {
-  if (!several) return base;
-  const size_t dot = base.rfind('.');
-  const bool has_ext = dot != std::string::npos && base.find('/', dot) == std::string::npos;
-  return (has_ext ? base.substr(0, dot) : base) + "-" + to_string(op) + "-" + file_label(label) +
-         (has_ext ? base.substr(dot) : ".svg");
 }
 
 void check_timeline_paths(const std::string& base, const std::vector<std::pair<Op, std::string>>& cases) {

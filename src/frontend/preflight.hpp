@@ -16,12 +16,8 @@ namespace collmm {
 // for appending, or by creating and removing it where it does not exist yet; nothing is truncated.
 void check_outputs_writable(const BenchOptions&, bool writer);
 
-// --timeline FILE.svg for a single case; FILE-<op>-<label>.svg (':' of "auto:ring" as '-') when
-// there are several. Every one is checked (process 0) before the run, as above.
-std::string timeline_path(const std::string& base, Op, const std::string& label, bool several);
-// A row's label as a part of a file name: "auto:ring:pieces4h" -> "auto-ring-pieces4h" (the
-// --timeline and --save files of one run are told apart by it).
-std::string file_label(const std::string& label);
+// Every --timeline file of these cases (timeline_path, algo_entries.hpp), checked (process 0)
+// before the run, as above.
 void check_timeline_paths(const std::string& base, const std::vector<std::pair<Op, std::string>>& cases);
 
 // The peak need of this process over the cases: the plans' buffers of its local ranks (the largest

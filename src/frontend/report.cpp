@@ -53,12 +53,10 @@ bool has_comm(const CaseResult& r) {
   return false;
 }
 
-// A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell says "auto:" for
-// the --algo auto pick), the steps its plan has, then the measured figures.
+// A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell holds the row's
+// label: ring:pieces4, auto:ring), the steps its plan has, then the measured figures.
 std::vector<Cell> cells(const CaseResult& r, bool predicted) {
-  std::vector<Cell> c = case_cells(r.problem, r.dtype, r.plan);
-  for (Cell& cell : c)
-    if (cell.head == "algo" && r.label.rfind("auto:", 0) == 0) cell.text = "auto:" + cell.text;
+  std::vector<Cell> c = case_cells(r.problem, r.dtype, r.plan, r.label);
   c.insert(c.end(), {
                         {"steps", 6, std::to_string(r.steps)},
                         {"time_us", 11, fixed(r.time_us, 1)},

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <iomanip>
 
+#include "algo_entries.hpp"
+
 namespace collmm {
 namespace {
 
@@ -22,11 +24,13 @@ void append_cells(const V& value, std::vector<Cell>& cells) {
 
 }  // namespace
 
-std::vector<Cell> case_cells(const Problem& p, Dtype dtype, const PlanOptions& o) {
+std::vector<Cell> case_cells(const Problem& p, Dtype dtype, const PlanOptions& o, const std::string& label) {
   std::vector<Cell> cells;
   append_cells(p, cells);
   cells.push_back({"dtype", static_cast<int>(std::max<size_t>(longest_name(dtype), 5)) + 1, to_string(dtype)});
   append_cells(o, cells);
+  for (Cell& c : cells)
+    if (c.head == "algo") c = {c.head, kLabelWidth + 1, label.empty() ? algo_label(o) : label};
   return cells;
 }
 

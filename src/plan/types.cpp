@@ -200,64 +200,106 @@ int64_t rows_for_pieces(int pieces, PieceSizes sizes) {
   return int64_t(1) << std::min(pieces - 1, 62);
 }
 
-void validate(const Problem& p, const PlanOptions& o) {
-  std::ostringstream msg;
+namespace {
+
+// The problems found, each a sentence, as one message; UsageError when there is any.
+void throw_if_any(const std::vector<std::string>& problems) {
+  if (problems.empty()) return;
+  std::string text;
+  for (const std::string& x : problems) text += (text.empty() ? "" : " ") + x + ".";
+  throw UsageError(text);
+}
+
+}  // namespace
+
+void validate_sizes(const Problem& p) {
+  std::vector<std::string> problems;
   for_each_field(p, [&](const Field& f, const auto& v) {
     if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>)
-      if (!out_of_range(f, v).empty()) msg << f.label << " must be " << range_text(f) << " (got " << v << "). ";
+      if (!out_of_range(f, v).empty())
+        problems.push_back(std::string(f.label) + " must be " + range_text(f) + " (got " + std::to_string(v) + ")");
   });
-  if (!msg.str().empty()) throw UsageError(msg.str());
+  throw_if_any(problems);
   for (auto [x, y, name] : {std::tuple{p.m, p.k, "M*K"}, std::tuple{p.k, p.n, "K*N"}, std::tuple{p.m, p.n, "M*N"}}) {
     int64_t product = 0;
     if (__builtin_mul_overflow(x, y, &product) || product > kMaxElements)
-      msg << name << " = " << x << "*" << y << " elements is more than " << kMaxElements << ". ";
+      problems.push_back(std::string(name) + " = " + std::to_string(x) + "*" + std::to_string(y) +
+                         " elements is more than " + std::to_string(kMaxElements));
   }
-  if (!msg.str().empty()) throw UsageError(msg.str());
+  throw_if_any(problems);
+}
+
+void validate(const Problem& p) {
+  validate_sizes(p);
+  std::vector<std::string> problems;
   const int P = p.world;
+  const std::string ranks = " is smaller than the " + std::to_string(P) + " ranks: ";
   if (p.m < P)
-    msg << "M=" << p.m << " is smaller than the " << P << " ranks: every rank needs at least one row of "
-        << (p.op == Op::ag_gemm ? "A" : "C") << ". ";
+    problems.push_back("M=" + std::to_string(p.m) + ranks + "every rank needs at least one row of " +
+                       (p.op == Op::ag_gemm ? "A" : "C"));
   if (p.op == Op::ag_gemm && p.n < P)
-    msg << "N=" << p.n << " is smaller than the " << P << " ranks: ag_gemm gives every rank at least one column of B. ";
+    problems.push_back("N=" + std::to_string(p.n) + ranks + "ag_gemm gives every rank at least one column of B");
   if (p.op == Op::gemm_rs && p.k < P)
-    msg << "K=" << p.k << " is smaller than the " << P << " ranks: gemm_rs gives every rank at least one column of A. ";
+    problems.push_back("K=" + std::to_string(p.k) + ranks + "gemm_rs gives every rank at least one column of A");
+  throw_if_any(problems);
+}
+
+void validate(const Problem& p, const PlanOptions& o) {
+  validate(p);
+  std::vector<std::string> problems;
+  std::ostringstream msg;  // one problem's sentence at a time
+  auto add = [&] {
+    problems.push_back(msg.str());
+    msg.str("");
+  };
   for_each_field(o, [&](const Field& f, const auto& v) {
     if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>)
-      if (const std::string bad = out_of_range(f, v); !bad.empty()) msg << bad << ". ";
+      if (const std::string bad = out_of_range(f, v); !bad.empty()) problems.push_back(bad);
   });
+  const int P = p.world;
   if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
-    msg << "--merge " << o.merge << " applies to ag_gemm";
+    msg << "merge " << o.merge << " applies to ag_gemm";
     for (const AlgoRow& row : algorithm_table())
       if (row.takes_merge) msg << " " << row.name;
-    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << "). ";
+    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << ")";
+    add();
   }
-  if (o.pieces > 1 && !algorithm(o.algo).takes_pieces)
-    msg << "--pieces " << o.pieces << " applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
-        << to_string(o.algo) << (algorithm(o.algo).takes_stages ? ", which cuts every transfer already: --stages" : "")
-        << "). ";
+  if (o.pieces > 1 && !algorithm(o.algo).takes_pieces) {
+    msg << "pieces " << o.pieces << " applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
+        << to_string(o.algo) << (algorithm(o.algo).takes_stages ? ", which cuts every transfer already: stages" : "")
+        << ")";
+    add();
+  }
   const bool halving = o.piece_sizes == PieceSizes::halving;
-  if (halving && !algorithm(o.algo).takes_pieces)
-    msg << "--piece-sizes halving applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
-        << to_string(o.algo) << "). ";
-  if (halving && o.pieces > kMaxHalvingPieces)
-    msg << "--pieces " << o.pieces << " with --piece-sizes halving: at most " << kMaxHalvingPieces
-        << " pieces (the smallest then 1/" << (1 << (kMaxHalvingPieces - 1)) << " of the chunk). ";
-  if (o.pieces > 1 && o.pieces <= (halving ? kMaxHalvingPieces : kMaxPieces) && p.m >= P &&
-      algorithm(o.algo).takes_pieces && rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) {
+  if (halving && !algorithm(o.algo).takes_pieces) {
+    msg << "pieces of halving size apply to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
+        << to_string(o.algo) << ")";
+    add();
+  }
+  if (halving && o.pieces > kMaxHalvingPieces) {
+    msg << "pieces " << o.pieces << " of halving size: at most " << kMaxHalvingPieces << " pieces (the smallest then 1/"
+        << (1 << (kMaxHalvingPieces - 1)) << " of the chunk)";
+    add();
+  }
+  if (o.pieces > 1 && o.pieces <= (halving ? kMaxHalvingPieces : kMaxPieces) && algorithm(o.algo).takes_pieces &&
+      rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) {
     const int64_t rows = edge_rows(p, o);
     int most = 1;  // the most pieces of these sizes the edge chunk has rows for
     while (most < (halving ? kMaxHalvingPieces : kMaxPieces) && rows_for_pieces(most + 1, o.piece_sizes) <= rows)
       ++most;
-    msg << "--pieces " << o.pieces << (halving ? " of halving size" : "") << " cannot cut the " << to_string(o.algo)
+    msg << "pieces " << o.pieces << (halving ? " of halving size" : "") << " cannot cut the " << to_string(o.algo)
         << "'s edge chunk: the smallest " << (algorithm(o.algo).chunk_parts == 2 ? "half chunk" : "chunk")
         << " of M=" << p.m << " over " << P << " ranks has " << rows << " rows"
         << (halving ? ", halving needs " + std::to_string(rows_for_pieces(o.pieces, o.piece_sizes)) : "")
-        << ", so at most " << most << " pieces. ";
+        << ", so at most " << most << " pieces";
+    add();
   }
-  if (algorithm(o.algo).takes_stages && o.stages > 0 && p.m >= P && o.stages > p.m / P)
-    msg << "--stages " << o.stages << " cannot split M=" << p.m << " over " << P
-        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages. ";
-  if (!msg.str().empty()) throw UsageError(msg.str());
+  if (algorithm(o.algo).takes_stages && o.stages > 0 && o.stages > p.m / P) {
+    msg << "stages " << o.stages << " cannot split M=" << p.m << " over " << P
+        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages";
+    add();
+  }
+  throw_if_any(problems);
 }
 
 }  // namespace collmm

@@ -52,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadOption{"--dtype foo", 2, "--dtype: unknown dtype 'foo'"},
                       BadOption{"--algo foo", 2, "--algo: unknown algorithm 'foo'"},
                       BadOption{"--op foo", 2, "--op: unknown op 'foo'"},
-                      BadOption{"--algo pipelined --stages 9 -m 16 -n 16 -k 16", 2, "--stages 9 cannot split M=16"},
+                      BadOption{"--algo pipelined --stages 9 -m 16 -n 16 -k 16", 2, "stages 9 cannot split M=16"},
                       BadOption{"--iters 0", 2, "--iters: must be an integer 1..1000000"},
                       BadOption{"--bogus", 2, "--bogus"},
                       BadOption{"--algo ring:pieces4:merge2", 2, "write it as 'ring:merge2:pieces4'"},
@@ -60,10 +60,50 @@ INSTANTIATE_TEST_SUITE_P(
                       BadOption{"--op all --algo ring:merge2 -m 16 -n 16 -k 16", 2,
                                 "--algo ring:merge2: gemm_rs's ring does not take these options"},
                       BadOption{"--op gemm_rs --algo ring:pieces9h -m 64 -n 16 -k 16", 2,
-                                "gemm_rs ring:pieces9h: --pieces 9 with --piece-sizes halving: at most 8"},
+                                "gemm_rs ring:pieces9h: pieces 9 of halving size: at most 8"},
                       BadOption{"--rounds 0", 2, "--rounds: must be an integer 1..100"},
                       BadOption{"--op ag_gemm --pieces 4 --algo ring,ring:pieces4 -m 64 -n 16 -k 16", 2,
                                 "--algo ring:pieces4: ag_gemm runs this plan already as ring:pieces4"}));
+
+// Refused on every rank before any data moves (no table starts), exit 2, in one sentence each: a
+// --pieces or --piece-sizes that no algorithm of the --algo list takes (sequential and pipelined
+// refuse pieces, auto chooses its own), a cuda option with the cpu backend, sizes wrong for every
+// case (named by no op or algorithm) and a split wrong for one op's every algorithm (named by the op).
+TEST(BenchErrors, OptionsNoCaseTakesAreRefusedOnEveryRank) {
+  struct Refused {
+    const char* args;
+    const char* line;  // from "collmm-bench: " to the end of the line
+  };
+  for (const Refused& c :
+       {Refused{"--algo sequential,pipelined --pieces 2 -m 16",
+                "--pieces 2 applies to ring and bidir only, and the --algo list runs none of them (it has sequential, "
+                "pipelined): add one of them to --algo, or leave --pieces 2 out (auto and entries such as ring:pieces4 "
+                "choose their own pieces)\n"},
+        Refused{"--algo auto --piece-sizes halving -m 16",
+                "--piece-sizes halving applies to ring and bidir only, and "
+                "the --algo list runs none of them (it has auto alone)"},
+        Refused{"--algo ring:pieces2 --pieces 2 -m 16",
+                "--pieces 2 applies to ring and bidir only, and the --algo "
+                "list runs none of them (it has sequential)"},
+        Refused{"--backend cpu --world 4 --transport host -m 16",
+                "--transport and --world apply to --backend cuda only: the cpu backend runs one rank per MPI process "
+                "(mpirun -np P) and has no use for them\n"},
+        Refused{"--graph -m 16", "--graph applies to --backend cuda only"},
+        Refused{"-m 0", "M must be 1..1099511627776 (got 0).\n"},
+        Refused{"--op gemm_rs -m 1",
+                "gemm_rs: M=1 is smaller than the 2 ranks: every rank needs at least one row of C.\n"}}) {
+    const CommandResult r = run_command(mpirun(2) + " " + bench() + " " + c.args + kSmall, 60);
+    EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.output;
+    EXPECT_EQ(count_of(r.output, std::string("collmm-bench: ") + c.line), 2u) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("# collmm-bench"), std::string::npos) << "no table may start:\n" << r.output;
+  }
+  // --algo all runs --pieces on the rings (their rows named so) and sequential and pipelined without it.
+  const CommandResult all =
+      run_command(mpirun(2) + " " + bench() + " --op ag_gemm --algo all --pieces 2 -m 16" + kSmall, 60);
+  ASSERT_EQ(all.rc, 0) << all.output;
+  for (const char* row : {" sequential ", " pipelined ", " ring:pieces2 ", " bidir:pieces2 "})
+    EXPECT_NE(all.output.find(row), std::string::npos) << row << " in:\n" << all.output;
+}
 
 TEST(BenchErrors, DtypeTheBackendLacksIsAUsageError) {
   const CommandResult r = run_command(mpirun(2) + " " + bench() + " --dtype fp8 -m 16" + kSmall, 60);

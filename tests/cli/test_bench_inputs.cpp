@@ -11,11 +11,14 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "collmm/sizes.hpp"
 #include "collmm/types.hpp"
 #include "harness.hpp"
 
 using namespace collmm_cli_test;
+using nlohmann::json;
 
 namespace {
 
@@ -117,7 +120,47 @@ INSTANTIATE_TEST_SUITE_P(
                       SimCase{"--gemm-lanes 100000", 2, "--gemm-lanes: Value 100000 not in range 1 to 64"},
                       SimCase{"-P 1024 --algo all", 2,
                               "ag_gemm pipelined at P = 1024 would simulate about 8.39e+06 steps, more than 4000000: "
-                              "give --stages 3 or fewer"}));
+                              "give --stages 3 or fewer"},
+                      SimCase{"--algo x", 2,
+                              "--algo: unknown algorithm 'x' (expected one of: sequential, pipelined, ring, bidir, "
+                              "all, auto, or an algorithm with options of its own"},
+                      SimCase{"--timeline-ranks -1", 2, "--timeline-ranks: must be an integer >= 0 (got -1)"},
+                      SimCase{"-P 2 --algo sequential --pieces 2", 2,
+                              "--pieces 2 applies to ring and bidir only, and the --algo list runs none of them"},
+                      SimCase{"-P 2 --op gemm_rs --algo ring:merge2", 2,
+                              "--algo ring:merge2: gemm_rs's ring does not take these options"}));
+
+// collmm-sim takes collmm-bench's --algo list and names its rows (table, JSON "label") and their
+// --timeline files as collmm-bench does; output paths are checked before anything is simulated,
+// refused as collmm-bench refuses them (exit 2), and no temporary file is named.
+TEST(SimAlgoList, RowsAndFilesAreNamedAsTheBenchNamesThem) {
+  const std::string dir = fresh_dir("sim_algo_list");
+  const std::string sim = std::string(COLLMM_SIM) + " -P 4 -m 1024 -n 1024 -k 1024 --op ag_gemm --profile cpu-2core" +
+                          " --algo ring,bidir:pieces4h,auto";
+  const CommandResult r = run_command(sim + " --timeline " + dir + "/t.svg --json " + dir + "/p.json", 60);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json rows = json::parse(read_file(dir + "/p.json")).at("results");
+  ASSERT_EQ(rows.size(), 3u) << r.output;
+  EXPECT_EQ(rows[0].at("label"), "ring");
+  EXPECT_EQ(rows[1].at("label"), "bidir:pieces4h");
+  EXPECT_EQ(rows[2].at("label").get<std::string>().rfind("auto:", 0), 0u) << rows[2];
+  for (const json& row : rows) {
+    std::string label = row.at("label"), file = label;
+    for (char& c : file)
+      if (c == ':') c = '-';
+    EXPECT_NE(r.output.find(" " + label + " "), std::string::npos) << label << " in:\n" << r.output;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/t-ag_gemm-" + file + ".svg")) << file;
+  }
+  const CommandResult missing = run_command(sim + " --timeline " + dir + "/missing/t.svg", 60);
+  EXPECT_EQ(missing.rc, 2) << missing.output;
+  EXPECT_NE(missing.output.find("collmm-sim: --timeline " + dir +
+                                "/missing/t-ag_gemm-ring.svg: cannot be written (No such file or directory); nothing "
+                                "was simulated\n"),
+            std::string::npos)
+      << missing.output;
+  EXPECT_EQ(missing.output.find("# collmm-sim"), std::string::npos) << "no table may start:\n" << missing.output;
+  EXPECT_EQ(missing.output.find(".tmp."), std::string::npos) << missing.output;
+}
 
 // The README's demo on a small machine: more ranks than cores. The header says the times are no
 // overlap figures, and no E outside [0, 1] is printed as a number.

@@ -165,6 +165,26 @@ TEST(BenchAuto, ChoosesRunsAndLearnsFromTheTuningCache) {
   EXPECT_LE(picked, best * (1 + collmm::kTieMargin)) << r;
 }
 
+// --tune-cache says how many rows it recorded: none of a run posted gemm-first (auto's candidates
+// are all posted comm-first), and why; an empty file is an empty cache, as a missing one is.
+TEST(BenchTuneCache, SaysHowManyRowsItRecordedAndWhy) {
+  const std::string dir = fresh_dir("bench_tune_count");
+  const std::string cache = dir + "/tune.json";
+  std::ofstream{cache};  // 0 bytes
+  const CommandResult gemm_first = bench_run(2, "--op ag_gemm --algo all --post gemm-first --tune-cache " + cache);
+  ASSERT_EQ(gemm_first.rc, 0) << gemm_first.output;
+  EXPECT_NE(gemm_first.output.find("# tuning cache: 0 measured rows recorded in " + cache +
+                                   " (4 left out: rows posted gemm-first, and --algo auto runs comm-first)\n"),
+            std::string::npos)
+      << gemm_first.output;
+  EXPECT_TRUE(json::parse(read_file(cache)).at("entries").empty());
+  const CommandResult two = bench_run(2, "--op ag_gemm --algo ring,bidir:pieces2 --tune-cache " + cache);
+  ASSERT_EQ(two.rc, 0) << two.output;
+  EXPECT_NE(two.output.find("# tuning cache: 2 measured rows recorded in " + cache + "\n"), std::string::npos)
+      << two.output;
+  EXPECT_EQ(json::parse(read_file(cache)).at("entries").size(), 2u);
+}
+
 TEST(BenchAuto, TimesTheBestCandidatesAndRunsTheFastest) {
   const std::string dir = fresh_dir("bench_auto_measured");
   const std::string cache = dir + "/tune.json";

@@ -123,7 +123,7 @@ TEST(BoundedWait, ProcessZerosLocalWorkIsNotAPeersHang) {
   std::printf("bound: a %.0f MB tuning cache read and written by process 0 under --timeout 1: exit %d after %.2f s\n",
               megabytes, r.rc, r.seconds);
   EXPECT_EQ(r.rc, 0) << r.output;
-  EXPECT_TRUE(has(r, "measured rows recorded in " + big)) << r.output;
+  EXPECT_TRUE(has(r, "# tuning cache: 1 measured row recorded in " + big)) << r.output;
 
   const std::string cache = dir + "/small.json";
   r = run_command("sh -c 'flock " + cache + ".lock sleep 6 & sleep 0.2; " + mpirun(3) + " " + bench() + job +
@@ -133,7 +133,7 @@ TEST(BoundedWait, ProcessZerosLocalWorkIsNotAPeersHang) {
               r.seconds);
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_GE(r.seconds, 5.5) << "the lock was not waited for:\n" << r.output;
-  EXPECT_TRUE(has(r, "measured rows recorded in " + cache)) << r.output;
+  EXPECT_TRUE(has(r, "# tuning cache: 1 measured row recorded in " + cache)) << r.output;
 }
 
 // Process 0 killed between opening an output under its temporary name and renaming it into place

@@ -49,6 +49,41 @@ TEST(Fields, ValidateNamesEveryProblemFieldOutOfItsRange) {
   EXPECT_NE(both.find("world size must be"), std::string::npos) << both;
 }
 
+// validate's messages: sentences joined by one space, the last ending in a full stop (no trailing
+// space), in words every front end reads (no "--pieces": the Python ops say pieces=, the CLIs
+// --pieces). validate_sizes names the sizes alone, whichever op.
+TEST(Fields, ValidateWritesSentencesInWordsOfNoOneFrontEnd) {
+  Problem p = kProblem;
+  p.m = 0, p.world = 0;
+  const std::string both = validate_error(p);
+  EXPECT_EQ(both, "M must be 1.." + std::to_string(kMaxSize) + " (got 0). world size must be 1.." +
+                      std::to_string(kMaxWorld) + " (got 0).");
+  try {
+    validate_sizes(p);
+    ADD_FAILURE() << "validate_sizes accepted M = 0";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), both);
+  }
+  EXPECT_NO_THROW(validate_sizes({.op = Op::ag_gemm, .m = 1, .n = 1, .k = 1, .world = 4}));  // the split: validate's
+  const Problem small{.op = Op::ag_gemm, .m = 16, .n = 8, .k = 8, .world = 4};
+  EXPECT_EQ(validate_error(small, {.algo = Algo::pipelined, .stages = 9, .pieces = 2}),
+            "pieces 2 applies to ring and bidir only (got pipelined, which cuts every transfer already: stages). "
+            "stages 9 cannot split M=16 over 4 ranks: the smallest rank's block has 4 rows, so at most 4 stages.");
+  EXPECT_EQ(validate_error(small, {.algo = Algo::ring, .pieces = 5}),
+            "pieces 5 cannot cut the ring's edge chunk: the smallest chunk of M=16 over 4 ranks has 4 rows, so at "
+            "most 4 pieces.");
+  EXPECT_EQ(validate_error(small, {.algo = Algo::bidir, .merge = 2}),
+            "merge 2 applies to ag_gemm ring only (got ag_gemm bidir).");
+  for (const PlanOptions& o : {PlanOptions{.algo = Algo::sequential, .piece_sizes = PieceSizes::halving},
+                               PlanOptions{.algo = Algo::ring, .pieces = 9, .piece_sizes = PieceSizes::halving},
+                               PlanOptions{.gemm_lanes = 0}}) {
+    const std::string text = validate_error(small, o);
+    ASSERT_FALSE(text.empty()) << to_string(o);
+    EXPECT_EQ(text.back(), '.') << text;
+    EXPECT_EQ(text.find("--"), std::string::npos) << text;
+  }
+}
+
 TEST(Fields, TextOfAProblem) { EXPECT_EQ(to_string(kProblem), "op=gemm_rs m=64 n=32 k=16 world_size=4 b_layout=nk"); }
 
 TEST(Fields, CaseCellsAreAColumnPerField) {
@@ -68,6 +103,16 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
   print_heads(head, case_cells(Problem{}, Dtype::f32, PlanOptions{}));
   print_texts(row, case_cells(kProblem, Dtype::bf16, o));
   EXPECT_EQ(head.str().size(), row.str().size()) << head.str() << row.str();
+  // The algo cell holds the row's label (algo_label where none is given), as wide for every label up
+  // to kLabelWidth, so that rows of one algorithm with other options are told apart and line up.
+  const PlanOptions pieces{.algo = Algo::ring, .pieces = 4, .piece_sizes = PieceSizes::halving};
+  for (const auto& [label, text] :
+       {std::pair{"", "ring:pieces4h"}, std::pair{"auto:ring:pieces4h", "auto:ring:pieces4h"}}) {
+    std::ostringstream line;
+    print_texts(line, case_cells(kProblem, Dtype::bf16, pieces, label));
+    EXPECT_NE(line.str().find(" " + std::string(text) + " "), std::string::npos) << line.str();
+    EXPECT_EQ(line.str().size(), head.str().size()) << line.str();
+  }
 }
 
 }  // namespace

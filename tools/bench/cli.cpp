@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <iostream>
 
+#include "cli_range.hpp"
 #include "cli_size.hpp"
 #include "collmm/algorithms.hpp"
+#include "collmm/cost_model.hpp"
 #include "fault_point.hpp"
 
 namespace collmm {
@@ -21,56 +23,8 @@ struct Names {
               link_copy = to_string(BackendOptions{}.link_copy);
 };
 
-// --algo's names: algorithms, all, auto (all,auto: the auto row beside every algorithm, measured in
-// one run), and algorithms with options of their own (ring:pieces4h). The algorithms in the order
-// given, each once, into o.algos; the configurations likewise into o.configs; `algo_auto` set by
-// auto. Auto alone: no algorithm.
-void parse_algo_list(const std::vector<std::string>& names, BenchOptions& o) {
-  o.algo_auto = false;
-  o.algos.clear();
-  o.configs.clear();
-  auto add = [&](Algo a) {
-    if (std::find(o.algos.begin(), o.algos.end(), a) == o.algos.end()) o.algos.push_back(a);
-  };
-  for (const std::string& name : names) {
-    if (name == "auto") {
-      o.algo_auto = true;
-    } else if (name == "all") {
-      for (Algo a : all_algos()) add(a);
-    } else if (name.find(':') != std::string::npos) {
-      ListedConfig c = parse_listed_config(name);
-      auto same = [&](const ListedConfig& x) { return x.label == c.label; };
-      if (std::none_of(o.configs.begin(), o.configs.end(), same)) o.configs.push_back(std::move(c));
-    } else {
-      try {
-        add(parse_algo(name));
-      } catch (const UsageError& e) {
-        throw UsageError(std::string(e.what()) + ", all, auto, or ALGO:piecesS[h] / ALGO:mergeG (ring:pieces4h)");
-      }
-    }
-  }
-  // Configurations alone: no plain algorithm row beside them (the sequential baseline still runs).
-  if (o.algos.empty() && !o.configs.empty() && !o.algo_auto) o.algos = {Algo::sequential};
-}
-
-// An integer lo..hi (hi: the type's own bound when not given), checked on the text, so that a
-// value too large for the type is refused with the range rather than a conversion error.
-CLI::Validator in_range(long long lo, long long hi = INT_MAX) {
-  return CLI::Validator(
-      [lo, hi](std::string& s) -> std::string {
-        try {
-          size_t used = 0;
-          const long long v = std::stoll(s, &used);
-          if (v >= lo && v <= hi && used == s.size()) return "";
-        } catch (const std::exception&) {
-        }
-        const std::string range =
-            hi == INT_MAX ? ">= " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
-        return "must be an integer " + range + " (got " + s + ")";
-      },
-      hi == INT_MAX ? "INT>=" + std::to_string(lo) : "INT " + std::to_string(lo) + ".." + std::to_string(hi));
-}
-CLI::Validator at_least(long lo) { return in_range(lo); }
+// The help's group of the cuda backend's options: refused with --backend cpu (refuse_cuda_options).
+const char* const kCudaGroup = "CUDA";
 
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
@@ -111,8 +65,9 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->capture_default_str();
   app.add_option("--rounds", o.rounds,
                  "run every case of an op this many times in turn (sequential, each --algo entry, auto; "
-                 "then again): a slow drift of the machine falls on every case alike; each row reports "
-                 "the median round, and every round's time in --json (round_us)")
+                 "then again): a slow drift of the machine falls on every case alike; each row reports the "
+                 "median of its rounds (the mean of the middle two for an even count), its timeline and overlap "
+                 "from the round nearest that median, and every round's time in --json (round_us)")
       ->check(in_range(1, 100))
       ->capture_default_str();
   app.add_flag("--check", o.check, "compare every output with an f64 reference (outputs poisoned with NaN first)");
@@ -128,10 +83,13 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "write an SVG picture of one timed iteration (the median one), all ranks; with several cases one "
                  "file per case, FILE-<op>-<algo>.svg (auto:ring -> auto-ring)")
       ->type_name("FILE.svg");
+  std::string profiles;
+  for (const std::string& name : builtin_profile_names()) profiles += name + " | ";
   app.add_option("--profile", o.profile,
-                 "cost-model profile (h200-nvlink | h200-ib | cpu-2core | a JSON file, e.g. from --calibrate): adds "
-                 "the predicted time of the same plans (pred_us, pred/meas) and is what --algo auto chooses with "
-                 "(default for auto: cpu-2core on cpu, h200-nvlink on cuda)")
+                 "cost-model profile (" + profiles +
+                     "a JSON file, e.g. from --calibrate): adds the predicted time of the same plans (pred_us, "
+                     "pred/meas) and is what --algo auto chooses with (default for auto: cpu-2core on cpu, "
+                     "h200-nvlink on cuda, h200-host on cuda --transport host)")
       ->type_name("NAME|FILE");
   app.add_option("--tune-cache", o.tune_cache_path,
                  "measured tuning cache: --algo auto picks the fastest measured configuration of this shape when "
@@ -167,15 +125,18 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   app.add_option("--pieces", o.plan.pieces,
                  names_taking(&AlgoRow::takes_pieces) +
                      ": cut the ring's exposed edge (ag_gemm: the last transfer and the last chunk's GEMM; "
-                     "gemm_rs: the first partial's GEMM and send) into S pieces, so 1/S of a chunk's GEMM is exposed "
-                     "(the other algorithms ignore it)")
+                     "gemm_rs: the first partial's GEMM and send) into S pieces, so 1/S of a chunk's GEMM is exposed; "
+                     "S > 1 is refused unless --algo runs one of them (with --algo all the other algorithms run "
+                     "without it)")
       ->check(CLI::Range(1, kMaxPieces))
       ->capture_default_str()
       ->type_name("S");
   app.add_option("--piece-sizes", names.piece_sizes,
                  "with --pieces S: equal pieces, or halving: 1/2, 1/4, ... of the chunk (ag_gemm: the largest moved "
                  "first; gemm_rs: the smallest computed first), so 1/2^(S-1) is exposed; at most " +
-                     std::to_string(kMaxHalvingPieces) + " pieces, and the edge chunk needs 2^(S-1) rows")
+                     std::to_string(kMaxHalvingPieces) +
+                     " pieces, and the edge chunk needs 2^(S-1) rows; as --pieces, "
+                     "refused unless --algo runs an algorithm that takes pieces")
       ->capture_default_str();
   app.add_option("--gemm-lanes", o.plan.gemm_lanes,
                  "GEMMs rotate over this many lanes (1.." + std::to_string(kMaxGemmLanes) + ")")
@@ -191,7 +152,7 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->check(in_range(1, kMaxTimeout))
       ->capture_default_str();
 
-  const std::string cuda = "CUDA";
+  const std::string cuda = kCudaGroup;
   app.add_option("--transport", names.transport,
                  "cuda: nccl | local (ranks emulated in one process) | host (one GPU rank, --rank of --world, whose "
                  "peers are played by pinned host memory: the link is PCIe)")
@@ -243,6 +204,21 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
       ->group("");
 }
 
+// The cpu backend has no use for the cuda backend's options (--world, --transport, -g, ...): one
+// given with --backend cpu is refused rather than ignored.
+void refuse_cuda_options(const CLI::App& app) {
+  std::vector<std::string> given;
+  for (const CLI::Option* option : app.get_options())
+    if (option->get_group() == kCudaGroup && option->count() > 0) given.push_back(option->get_name());
+  if (given.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < given.size(); ++i) list += (i == 0 ? "" : i + 1 == given.size() ? " and " : ", ") + given[i];
+  throw UsageError(list + (given.size() == 1 ? " applies" : " apply") +
+                   " to --backend cuda only: the cpu backend runs one rank per MPI process (mpirun -np P) and has "
+                   "no use for " +
+                   (given.size() == 1 ? "it" : "them"));
+}
+
 }  // namespace
 
 BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
@@ -256,7 +232,10 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
     throw UsageError(std::string("--op: ") + e.what() + " or all");
   }
   try {
-    parse_algo_list(names.algo, o);
+    const AlgoEntries entries = parse_algo_entries(names.algo);
+    o.algos = entries.algos;
+    o.configs = entries.configs;
+    o.algo_auto = entries.automatic;
   } catch (const UsageError& e) {
     throw UsageError(std::string("--algo: ") + e.what());
   }
@@ -275,6 +254,7 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   o.backend.backend = named("--backend", parse_backend, names.backend);
   o.backend.transport = named("--transport", parse_cuda_transport, names.transport);
   o.backend.link_copy = named("--link-copy", parse_link_copy, names.link_copy);
+  if (o.backend.backend == Backend::cpu) refuse_cuda_options(app);
   if (o.debug_phase == "init") {  // the backend's own hooks
     o.backend.debug_fail_rank = o.debug_die_rank;
     o.backend.debug_hang_rank = o.debug_hang_rank;

@@ -3,8 +3,10 @@
 // predicted timeline (SVG), write it as a Chrome trace and as JSON, and show what --algo auto
 // would pick (collmm/tuning.hpp).
 //
-//   collmm-sim --op ag_gemm|gemm_rs|all --algo NAME|all|auto -m M -n N -k K -P P --dtype bf16
-//              --profile h200-nvlink|FILE.json --timeline FILE.svg --trace FILE.json --json FILE
+//   collmm-sim --op ag_gemm|gemm_rs|all --algo NAME|all|auto|ALGO:piecesS,... -m M -n N -k K -P P
+//              --dtype bf16 --profile h200-nvlink|FILE.json --timeline FILE.svg --trace FILE.json --json FILE
+//
+// --algo takes collmm-bench's list (algo_entries.hpp), and the rows are named as bench names them.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -12,8 +14,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "algo_entries.hpp"
 #include "atomic_file.hpp"
 #include "chrome_trace.hpp"
+#include "cli_range.hpp"
 #include "cli_size.hpp"
 #include "collmm/svg.hpp"
 #include "collmm/tuning.hpp"
@@ -23,21 +27,13 @@ namespace collmm {
 namespace {
 
 struct SimOptions {
-  std::string op = "all", algo = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first",
-              piece_sizes = "equal";
+  std::string op = "all", dtype = "bf16", profile = "h200-nvlink", post = "comm-first", piece_sizes = "equal";
+  std::vector<std::string> algo{"all"};  // --algo's comma list, split by CLI11
   int64_t m = 8192, n = 8192, k = 8192;
   int world = 8, timeline_ranks = 8;
   PlanOptions plan;  // from the plan option flags (post, piece_sizes: parsed from their names; algo: per row)
   std::string timeline, trace, json, tuning_cache, save_profile;
 };
-
-// FILE.svg for one row; FILE-<op>-<algo>.svg when there are several.
-std::string svg_path(const std::string& base, const Prediction& p, bool several) {
-  if (!several) return base;
-  const size_t dot = base.rfind('.');
-  const std::string stem = dot == std::string::npos ? base : base.substr(0, dot);
-  return stem + "-" + to_string(p.problem.op) + "-" + to_string(p.options.algo) + ".svg";
-}
 
 // Events a --trace holds (one per simulated step of every row; its JSON takes about 4 KB of
 // memory per event while it is built) and an SVG draws: bounded so that the files stay in the
@@ -102,81 +98,116 @@ void check_total_size(double steps, int world, const SimOptions& o) {
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
+// Every output path can be written, checked before anything is simulated (as collmm-bench checks
+// its own): UsageError naming the option and the path.
+void check_outputs_writable(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (const auto& [option, path] : outputs)
+    if (const std::string why = path.empty() ? "" : why_not_writable(path); !why.empty())
+      throw UsageError(option + " " + path + ": cannot be written (" + why + "); nothing was simulated");
+}
+
+// A row before it is simulated: its label and plan.
+struct RowCase {
+  Op op;
+  std::string label;
+  PlanOptions options;
+};
+
 int run(const SimOptions& o) {
   const Profile prof = load_profile(o.profile);
-  if (!o.save_profile.empty()) save_profile(prof, o.save_profile);
   const Dtype dtype = parse_dtype(o.dtype);
   std::vector<Op> ops = o.op == "all" ? all_ops() : std::vector<Op>{parse_op(o.op)};
-  std::vector<Algo> algos;
-  const bool automatic = o.algo == "auto";
-  if (o.algo == "all")
-    algos = all_algos();
-  else if (!automatic)
-    algos = {parse_algo(o.algo)};
+  AlgoEntries entries;
+  try {
+    entries = parse_algo_entries(o.algo);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--algo: ") + e.what());
+  }
   TuningCache cache;
   if (!o.tuning_cache.empty()) cache = load_tuning_cache(o.tuning_cache);
+  const TuningCache* cache_or_none = o.tuning_cache.empty() ? nullptr : &cache;
 
   PlanOptions base = o.plan;
   base.post = parse_post(o.post);
   base.piece_sizes = parse_piece_sizes(o.piece_sizes);
+  check_pieces_apply(entries.algos, base);
 
+  auto problem_of = [&](Op op) {
+    Problem p;
+    p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
+    return p;
+  };
   // Every row's size first, then the simulations.
   double total_steps = 0;
   for (Op op : ops) {
-    Problem p;
-    p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
+    const Problem p = problem_of(op);
     total_steps += simulated_steps(p, options_for(op, Algo::sequential, base));
-    if (automatic) total_steps += check_auto_size(p, dtype, o.tuning_cache.empty() ? nullptr : &cache);
-    for (Algo a : algos) {
-      check_simulated_size(p, options_for(op, a, base));
-      total_steps += simulated_steps(p, options_for(op, a, base));
+    if (entries.automatic) total_steps += check_auto_size(p, dtype, cache_or_none);
+    for (const EntryRow& row : entry_rows(entries.algos, entries.configs, op, base)) {
+      check_simulated_size(p, row.options);
+      total_steps += simulated_steps(p, row.options);
     }
   }
   check_total_size(total_steps, o.world, o);
 
-  std::vector<Prediction> rows;
+  // The rows of each op as collmm-bench orders them: its --algo entries, then auto's pick.
+  std::vector<RowCase> cases;
   std::vector<std::string> choices;
+  for (Op op : ops) {
+    const Problem p = problem_of(op);
+    for (const EntryRow& row : entry_rows(entries.algos, entries.configs, op, base))
+      cases.push_back({op, row.label, row.options});
+    if (!entries.automatic) continue;
+    const Choice c = choose(p, dtype, prof, cache_or_none);
+    choices.push_back("# " + to_string(op) + " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) +
+                      " K=" + std::to_string(p.k) + " P=" + std::to_string(p.world) + "\n" + print(c));
+    PlanOptions picked = c.options;
+    picked.post = base.post;
+    check_simulated_size(p, picked);
+    cases.push_back({op, "auto:" + algo_label(picked), picked});
+  }
+
+  std::vector<std::pair<std::string, std::string>> outputs{
+      {"--save-profile", o.save_profile}, {"--json", o.json}, {"--trace", o.trace}};
+  if (!o.timeline.empty())
+    for (const RowCase& c : cases)
+      outputs.emplace_back("--timeline", timeline_path(o.timeline, c.op, c.label, cases.size() > 1));
+  check_outputs_writable(outputs);
+  if (!o.save_profile.empty()) save_profile(prof, o.save_profile);
+
+  std::vector<SimRow> rows;
   const bool keep_timelines = !o.timeline.empty() || !o.trace.empty();
   for (Op op : ops) {
-    Problem p;
-    p.op = op, p.m = o.m, p.n = o.n, p.k = o.k, p.world = o.world;
+    const Problem p = problem_of(op);
     const Prediction seq = predict(p, options_for(op, Algo::sequential, base), dtype, prof);
-    std::vector<PlanOptions> cases;
-    if (automatic) {
-      const Choice c = choose(p, dtype, prof, o.tuning_cache.empty() ? nullptr : &cache);
-      choices.push_back("# " + to_string(op) + " M=" + std::to_string(p.m) + " N=" + std::to_string(p.n) +
-                        " K=" + std::to_string(p.k) + " P=" + std::to_string(p.world) + "\n" + print(c));
-      PlanOptions picked = c.options;
-      picked.post = base.post;
-      cases.push_back(picked);
-    }
-    for (Algo a : algos) cases.push_back(options_for(op, a, base));
-    for (const PlanOptions& x : cases) check_simulated_size(p, x);
-    for (const PlanOptions& x : cases) {
-      Prediction row = x == seq.options ? seq : predict(p, x, dtype, prof, &seq);
-      if (!keep_timelines) row.timeline = Timeline{};
+    for (const RowCase& c : cases) {
+      if (c.op != op) continue;
+      SimRow row{c.label, c.options == seq.options ? seq : predict(p, c.options, dtype, prof, &seq)};
+      if (!keep_timelines) row.prediction.timeline = Timeline{};
       rows.push_back(std::move(row));
     }
   }
 
   print_prediction_header(std::cout, prof);
-  for (const Prediction& r : rows) print_prediction_row(std::cout, r);
+  for (const SimRow& r : rows) print_prediction_row(std::cout, r);
   print_prediction_summary(std::cout, rows);
   for (const std::string& c : choices) std::cout << c;
 
   if (!o.timeline.empty())
-    for (const Prediction& r : rows) {
+    for (const SimRow& r : rows) {
+      const Prediction& p = r.prediction;
       SvgOptions svg;
       svg.max_ranks = o.timeline_ranks;
-      svg.subtitle = "predicted, " + prof.name + ", M=" + std::to_string(r.problem.m) +
-                     " N=" + std::to_string(r.problem.n) + " K=" + std::to_string(r.problem.k) + " " + to_string(dtype);
-      const std::string path = svg_path(o.timeline, r, rows.size() > 1);
-      write_svg(r.timeline, path, svg);
+      svg.subtitle = "predicted, " + prof.name + ", M=" + std::to_string(p.problem.m) +
+                     " N=" + std::to_string(p.problem.n) + " K=" + std::to_string(p.problem.k) + " " +
+                     to_string(dtype) + ", " + r.label;
+      const std::string path = timeline_path(o.timeline, p.problem.op, r.label, rows.size() > 1);
+      write_svg(p.timeline, path, svg);
       std::cout << "# timeline: " << path << "\n";
     }
   if (!o.trace.empty()) {
     std::vector<Timeline> timelines;
-    for (const Prediction& r : rows) timelines.push_back(r.timeline);
+    for (const SimRow& r : rows) timelines.push_back(r.prediction.timeline);
     write_text(o.trace, chrome_trace(timelines).dump() + "\n");
     std::cout << "# trace: " << o.trace << "\n";
   }
@@ -191,7 +222,13 @@ int main(int argc, char** argv) {
   collmm::SimOptions o;
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
   app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
-  app.add_option("--algo", o.algo, collmm::algorithm_names() + ", all, or auto (the model's pick)")
+  app.add_option("--algo", o.algo,
+                 collmm::algorithm_names() +
+                     ", all, auto (the model's pick, or the fastest measured one in --tune-cache: the row "
+                     "auto:<algo>), or a comma list of these as collmm-bench takes it, e.g. all,ring:pieces4h,auto (an "
+                     "entry ALGO:piecesS, ALGO:piecesSh or ALGO:mergeG: that algorithm with those options as a row of "
+                     "its own)")
+      ->delimiter(',')
       ->capture_default_str();
   const CLI::Validator size = collmm::size_transform();  // as collmm-bench: 8K = 8192
   app.add_option("-m", o.m, "M (global; suffixes K, M: 8K = 8192)")->transform(size)->capture_default_str();
@@ -201,15 +238,17 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxWorld));
   app.add_option("--dtype", o.dtype, "f64, f32, tf32, f16, bf16, fp8")->capture_default_str();
-  app.add_option("--profile", o.profile, "h200-nvlink, h200-ib, h200-host, cpu-2core, or a profile JSON file")
-      ->capture_default_str();
+  std::string profiles;
+  for (const std::string& name : collmm::builtin_profile_names()) profiles += name + ", ";
+  app.add_option("--profile", o.profile, profiles + "or a profile JSON file")->capture_default_str();
   app.add_option("--stages", o.plan.stages, "pipelined: stages (0: max(1, min(P, M/P)))")->capture_default_str();
   app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxGemmLanes));
   app.add_option("--merge", o.plan.merge, "ag_gemm ring: one GEMM per up to G received chunks")->capture_default_str();
   app.add_option("--pieces", o.plan.pieces,
-                 collmm::names_taking(&collmm::AlgoRow::takes_pieces) + ": the ring's exposed edge cut into S pieces")
+                 collmm::names_taking(&collmm::AlgoRow::takes_pieces) +
+                     ": the ring's exposed edge cut into S pieces (S > 1 refused unless --algo has one of them)")
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxPieces));
   app.add_option("--piece-sizes", o.piece_sizes,
@@ -217,8 +256,11 @@ int main(int argc, char** argv) {
                      std::to_string(collmm::kMaxHalvingPieces) + ", the chunk needs 2^(S-1) rows)")
       ->capture_default_str();
   app.add_option("--post", o.post, "comm-first or gemm-first")->capture_default_str();
-  app.add_option("--timeline", o.timeline, "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows)");
-  app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")->capture_default_str();
+  app.add_option("--timeline", o.timeline,
+                 "SVG of the predicted iteration (FILE-<op>-<algo>.svg for several rows, auto:ring -> auto-ring)");
+  app.add_option("--timeline-ranks", o.timeline_ranks, "ranks drawn in the SVG (0: all)")
+      ->check(collmm::at_least(0))
+      ->capture_default_str();
   app.add_option("--trace", o.trace, "Chrome-trace JSON of the predicted iterations");
   app.add_option("--json", o.json, "the predicted table as JSON");
   app.add_option("--tune-cache", o.tuning_cache,

@@ -17,9 +17,10 @@ std::string fixed(double v, int precision) {
   return s.str();
 }
 
-// A row's cells: the case's (its fields, collmm/table_cells.hpp), then the predicted figures.
-std::vector<Cell> cells(const Prediction& p) {
-  std::vector<Cell> c = case_cells(p.problem, p.dtype, p.options);
+// A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell its label), then the
+// predicted figures.
+std::vector<Cell> cells(const Prediction& p, const std::string& label) {
+  std::vector<Cell> c = case_cells(p.problem, p.dtype, p.options, label);
   c.insert(c.end(), {
                         {"time_us", 11, fixed(p.time_us, 1)},
                         {"TFLOP/s", 9, fixed(p.tflops_per_rank, 1)},
@@ -46,18 +47,19 @@ void print_prediction_header(std::ostream& out, const Profile& prof) {
          "# GEMMs alone and its comm alone (as collmm-bench); max_us: the larger. speedup: T_sequential / time.\n"
          "# E: overlap efficiency (T_sequential - time) / min(t_gemm, t_comm). hidden / hid_min: comm time\n"
          "# covered by GEMM on the same rank, mean over ranks / worst rank.\n#\n";
-  print_heads(out, cells(Prediction{}));
+  print_heads(out, cells(Prediction{}, ""));
 }
 
-void print_prediction_row(std::ostream& out, const Prediction& p) {
-  print_texts(out, cells(p));
+void print_prediction_row(std::ostream& out, const SimRow& row) {
+  print_texts(out, cells(row.prediction, row.label));
   out << std::flush;
 }
 
-void print_prediction_summary(std::ostream& out, const std::vector<Prediction>& rows) {
+void print_prediction_summary(std::ostream& out, const std::vector<SimRow>& rows) {
   double speedup = 0, e = 0, ratio = 0;
   int n = 0;
-  for (const Prediction& p : rows) {
+  for (const SimRow& row : rows) {
+    const Prediction& p = row.prediction;
     if (p.options.algo == Algo::sequential) continue;
     speedup += p.speedup, e += p.overlap_efficiency;
     ratio += p.time_us / std::max(p.t_gemm_us, p.t_comm_us);
@@ -72,11 +74,13 @@ void print_prediction_summary(std::ostream& out, const std::vector<Prediction>& 
       << "\n#\n";
 }
 
-nlohmann::json predictions_json(const Profile& prof, const std::vector<Prediction>& rows) {
+nlohmann::json predictions_json(const Profile& prof, const std::vector<SimRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
-  for (const Prediction& p : rows) {
+  for (const SimRow& r : rows) {
+    const Prediction& p = r.prediction;
     nlohmann::json row = case_json(p.problem, p.dtype, p.options);
-    row.update({{"time_us", p.time_us},
+    row.update({{"label", r.label},
+                {"time_us", p.time_us},
                 {"tflops", p.tflops_per_rank},
                 {"t_gemm_us", p.t_gemm_us},
                 {"t_comm_us", p.t_comm_us},

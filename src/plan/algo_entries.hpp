@@ -1,0 +1,67 @@
+// algo_entries.hpp: the --algo list of both command lines (collmm-bench, collmm-sim): its entries
+// (an algorithm, all, auto, or an algorithm with plan options of its own: ring:pieces4h), a row's
+// label (the table's algo column, the JSON's "label"), the rows a list gives for one op, and the
+// file name of a row (--timeline, --save). One parser, so that both tools take the same spellings.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collmm/types.hpp"
+
+namespace collmm {
+
+// "ring", or "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces
+// ("ring:pieces4h" in pieces of halving size): a row's name in the table, the JSON and file names.
+std::string algo_label(const PlanOptions&);
+
+// An --algo entry with plan options of its own, spelled as algo_label writes them: "ring:pieces4h",
+// "ring:merge2". Its merge and pieces replace --merge, --pieces and --piece-sizes for that row, so
+// that configurations are timed side by side in one run.
+struct ListedConfig {
+  std::string label;    // as typed (and canonical: parse_listed_config refuses another spelling)
+  PlanOptions options;  // its algo, merge, pieces and piece sizes (the rest from the command line)
+};
+
+// The inverse of algo_label for an --algo entry: "ALGO[:mergeG][:piecesS[h]]"; UsageError for a
+// bad word, a value out of range or a spelling that algo_label would write otherwise.
+ListedConfig parse_listed_config(const std::string& text);
+
+// A whole --algo list, as typed and split at its commas.
+struct AlgoEntries {
+  std::vector<Algo> algos;            // the algorithms, in the order given, each once (all: every one)
+  std::vector<ListedConfig> configs;  // the entries with options of their own, each once
+  bool automatic = false;             // auto: the row "auto:<label>" of the cost model's (or cache's) pick
+};
+// Configurations alone (no algorithm, no auto) give the sequential row beside them, the baseline.
+// UsageError for an unknown entry, listing every accepted spelling.
+AlgoEntries parse_algo_entries(const std::vector<std::string>& names);
+
+// The plan options of a listed configuration for one op, the other options from `base` (--stages,
+// --post, ...); UsageError where the op's algorithm does not take its merge or pieces.
+PlanOptions config_options(const PlanOptions& base, Op, const ListedConfig&);
+
+// One row of an op: its label and the plan it runs.
+struct EntryRow {
+  std::string label;
+  PlanOptions options;
+};
+// The rows of `op`, in order: each algorithm with `base` as it takes it (options_for), then each
+// configuration (config_options). UsageError where a configuration repeats a plan already listed.
+// (auto's row is not among them: its pick is made elsewhere.)
+std::vector<EntryRow> entry_rows(const std::vector<Algo>& algos, const std::vector<ListedConfig>& configs, Op op,
+                                 const PlanOptions& base);
+
+// --pieces S > 1 or --piece-sizes halving given on the command line must reach a row: UsageError
+// when none of `algos` takes pieces (an entry such as ring:pieces4 carries its own, auto chooses
+// its own).
+void check_pieces_apply(const std::vector<Algo>& algos, const PlanOptions& base);
+
+// A row's label as a part of a file name: "auto:ring:pieces4h" -> "auto-ring-pieces4h" (the
+// --timeline and --save files of one run are told apart by it).
+std::string file_label(const std::string& label);
+// --timeline FILE.svg for a single row; FILE-<op>-<label>.svg (file_label) when there are several.
+std::string timeline_path(const std::string& base, Op, const std::string& label, bool several);
+
+}  // namespace collmm
