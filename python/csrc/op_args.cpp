@@ -134,7 +134,6 @@ RankSizes rank_sizes(const std::vector<std::vector<double>>& all, int64_t rest) 
   return r;
 }
 
-
 std::string optional_int(std::optional<int64_t> v) { return v ? std::to_string(*v) : "None"; }
 
 }  // namespace collmm::torch_ext
