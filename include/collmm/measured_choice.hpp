@@ -6,7 +6,7 @@
 // HostComm, so a rank whose clock or load differs cannot pick another plan than its peers.
 //
 //   choice   = choose(problem, dtype, profile, cache)           // the model's (or the cache's) pick
-//   to_time  = candidates_to_time(choice, settings)            // <= max_candidates, sequential in
+//   to_time  = candidates_to_time(choice, settings)            // <= max_candidates, the pick and sequential in
 //   measured = measure_choice(to_time, time_candidate, host, settings)
 //   run measured.options; record tuning_entries(...) into the cache (source "auto")
 //

@@ -14,7 +14,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/version.h>
 
-#include "c10d_transport.hpp"  // wait_bound, bounded_wait
+#include "c10d_transport.hpp"  // wait_bound
 #include "chrome_trace.hpp"
 #include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
@@ -136,12 +136,9 @@ class AtenExecutor : public Executor {
       if (j < 0) return;
       Pending& p = pending[static_cast<size_t>(j)];
       const bool was_pending = !p.works.empty() || p.finish;
-      for (auto& w : p.works) {
-        if (device_.is_cpu())  // the host waits here: bounded (a CUDA Work's wait only orders streams)
-          bounded_wait(*group_, *w, run_name_ + "'s transfers", *comm_->failure);
-        else
-          w->wait();
-      }
+      // Not bounded here: a gloo Work that stopped being waited for stays posted and would write
+      // into the caller's tensors after the call returned (its views do not own them).
+      for (auto& w : p.works) w->wait();
       p.works.clear();
       if (p.finish) std::exchange(p.finish, nullptr)();
       if (clock && was_pending) clock->end(static_cast<size_t>(j));

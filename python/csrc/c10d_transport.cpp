@@ -119,9 +119,9 @@ void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string
     const int rank = group.getRank(), size = group.getSize();
     std::ostringstream out_of_step;
     out_of_step << "collmm: rank " << rank << " of " << size
-                << ": the group's collectives are out of step since a wait in " << what << " ended after "
-                << static_cast<double>(bound.count()) / 1000 << " s (" << first_line
-                << "): make a new group for the ops (dist.new_group)";
+                << ": the group's collectives are out of step since a wait in " << what << " (bound "
+                << static_cast<double>(bound.count()) / 1000 << " s) failed: " << first_line
+                << "; make a new group for the ops (dist.new_group)";
     failure.set(out_of_step.str());
     C10_THROW_ERROR(DistBackendError, no_answer(rank, size, {}, bound, what) + ": " + first_line);
   }

@@ -42,7 +42,7 @@ class C10dTransport : public cpu::Transport {
 // on tensors of `device` (an NCCL-only group: then each one waits for the device). Every wait is
 // bounded by wait_bound() and one that runs out throws c10::DistBackendError naming phase() (the
 // call it waited in). Such a wait leaves the group out of step (bounded_wait) in `failure`, the
-// session's: from then on every exchange raises it without posting anything, so a late rank's
+// group's: from then on every exchange raises it without posting anything, so a late rank's
 // exchange meets the one still posted, or times out, never a later exchange of another size (gloo
 // ends a process whose message has another size than the one posted). abort() ends this process
 // (std::abort): the host executor's watchdog calls it when a run hangs past its timeout.
@@ -70,10 +70,11 @@ class C10dHostComm : public HostComm {
 // own timeout (its Store's), else 30 minutes (c10d's default).
 std::chrono::milliseconds wait_bound(c10d::ProcessGroup& group);
 
-// Waits for a host-side Work of `group` (gloo) for at most wait_bound(group). One that runs out (or
-// whose peer left) stays posted: c10d cannot take it back, so the group's collectives are out of
-// step from then on. That is left in `failure`, which every later call of the session raises, and
-// DistBackendError names `what` (the call it waited in).
+// Waits for a host-side Work of `group` (gloo) for at most wait_bound(group), for exchanges whose
+// tensors the Work owns. One that runs out (or whose peer left) stays posted: c10d cannot take it
+// back, so the group's collectives are out of step from then on. That is left in `failure`, the
+// group's (every session on the group shares its collectives), which every later call on the group
+// raises, and DistBackendError names `what` (the call it waited in).
 void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string& what, Failure& failure);
 
 }  // namespace collmm::torch_ext

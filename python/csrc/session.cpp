@@ -81,19 +81,20 @@ std::mutex g_mutex;
 }  // namespace
 
 Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind, Channel channel,
-                 const std::string& name)
+                 const std::string& name, std::shared_ptr<Failure> exchanges)
     : group_(group),
       device_(device),
       kind_(kind),
+      exchanges_(std::move(exchanges)),
       channel_(channel_for(*group, device, channel, name)),
-      host_(std::make_unique<C10dHostComm>(group, device, channel_, comm_->failure)),
+      host_(std::make_unique<C10dHostComm>(group, device, channel_, exchanges_)),
       rank_(group->getRank()),
       world_(group->getSize()) {
   if (kind == ExecutorKind::host) cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // torch's intra-op pool
 }
 
 std::unique_ptr<Executor> Session::make_executor() {
-  auto host = std::make_unique<C10dHostComm>(group_, device_, channel_, comm_->failure);
+  auto host = std::make_unique<C10dHostComm>(group_, device_, channel_, exchanges_);
   host->set_phase((sent_.call.empty() ? std::string("a call") : sent_.call) +
                   "'s plan setup (the ranks' check that they prepare the same plan)");
   if (kind_ == ExecutorKind::aten) return make_aten_executor(group_, device_, std::move(host), comm_);
@@ -103,6 +104,7 @@ std::unique_ptr<Executor> Session::make_executor() {
 }
 
 void Session::run(Prepared& prepared, Dtype dtype) {
+  if (const std::string why = exchanges_->why(); !why.empty()) C10_THROW_ERROR(DistBackendError, why);
   if (!tracing()) {
     prepared.executor->run(StepFilter::all, false);
     return;
@@ -241,6 +243,25 @@ Prepared& Session::prepare(const Problem& problem, const PlanOptions& options, D
   return prepared_.emplace(key, std::move(p)).first->second;
 }
 
+namespace {
+
+// The failure of a group's collectives, one per group: every session on it (CPU and CUDA tensors,
+// either executor) shares the group's sequence of collectives. Called under g_mutex.
+std::shared_ptr<Failure> exchange_failure_of(const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  static auto& failures =
+      *new std::map<c10d::ProcessGroup*,
+                    std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::shared_ptr<Failure>>>();
+  auto it = failures.find(group.get());
+  if (it == failures.end() || it->second.first.lock().get() != group.get())  // or a new group at an old address
+    it = failures
+             .insert_or_assign(group.get(), std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group),
+                                                           std::make_shared<Failure>()))
+             .first;
+  return it->second.second;
+}
+
+}  // namespace
+
 SessionLock session_for(const std::string& group_name, c10::Device device) {
   // Never destroyed: sessions (their lane threads) live until the process ends.
   static auto& sessions =
@@ -266,7 +287,8 @@ SessionLock session_for(const std::string& group_name, c10::Device device) {
   // A weak reference: the group may be destroyed between calls; a new group under an old name
   // (or at an old address: the weak reference keeps the address taken) starts a new session.
   if (it == sessions.end() || it->second.first.lock().get() != group.get()) {
-    auto session = std::make_unique<Session>(group.get(), device, kind, g_channel, group_name + "/" + key.second);
+    auto session = std::make_unique<Session>(group.get(), device, kind, g_channel, group_name + "/" + key.second,
+                                             exchange_failure_of(group));
     it = sessions.insert_or_assign(key, std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group), nullptr))
              .first;
     it->second.second = std::move(session);

@@ -53,7 +53,10 @@ using Agreed = std::vector<std::vector<double>>;
 
 class Session {
  public:
-  Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind, Channel channel, const std::string& name);
+  // `exchanges`: the group's failure of its collectives (bounded_wait), shared by every session on
+  // the group.
+  Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kind, Channel channel, const std::string& name,
+          std::shared_ptr<Failure> exchanges);
 
   HostComm& host() { return *host_; }  // the ops' own agreement checks
   int rank() const { return rank_; }
@@ -81,7 +84,9 @@ class Session {
   // Records the call (its agreement as the last agree() or recall() exchanged it).
   void remember(const CallKey& key, const std::vector<std::vector<double>>& all, Prepared& prepared);
   // Runs a prepared plan on the tensors bound to it; while collmm.trace is on, with step times,
-  // every rank's steps gathered over the group and recorded (trace.hpp).
+  // every rank's steps gathered over the group and recorded (trace.hpp). A group whose collectives
+  // are out of step raises that first, whatever the executor (a call that exchanged nothing under
+  // check "first" would run into it).
   void run(Prepared& prepared, Dtype dtype);
   // Whether the current stream of this session's device records a CUDA graph now.
   bool capturing() const;
@@ -109,10 +114,9 @@ class Session {
   c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
   ExecutorKind kind_;
-  // What its executors share of the group's transfers, and its failure (nccl_comm.hpp): made before
-  // the host comms, which leave a timed-out exchange's failure there.
-  std::shared_ptr<GroupComm> comm_ = std::make_shared<GroupComm>();
-  std::shared_ptr<StoreChannel> channel_;  // null: the group's collectives
+  std::shared_ptr<GroupComm> comm_ = std::make_shared<GroupComm>();  // its executors' (nccl_comm.hpp)
+  std::shared_ptr<Failure> exchanges_;                               // the group's, before the host comms that leave it
+  std::shared_ptr<StoreChannel> channel_;                            // null: the group's collectives
   std::unique_ptr<HostComm> host_;
   int rank_ = 0, world_ = 1;
   std::map<std::string, Prepared> prepared_;

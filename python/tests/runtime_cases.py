@@ -113,10 +113,12 @@ def mixed_channel_case(rank, world):
 
 
 def timeout_case(rank, world, channel):
-    """The last rank skips a call: every other rank raises DistBackendError naming the call it waited
-    in within the timeout (plus a little), and goes on. Every later call on that group raises (the
-    ranks that waited: at once, posting nothing; the late rank: within the timeout), and no process
-    dies (gloo ends one that receives a message of another size than it posted). A new group works."""
+    """The last rank skips the first call of a shape: every other rank raises DistBackendError naming
+    the call it waited in within the timeout (plus a little), and goes on. Every later call on that
+    group raises: the ranks that waited at once, posting nothing; the late rank within the timeout
+    (on the group's collectives its agreement meets the one still posted, then its next exchange,
+    auto's choice, finds no one), and no process dies (gloo ends one that receives a message of another size than it
+    posted, as the late rank did when the others called again). A new group works."""
     import collmm
 
     collmm.set_channel(channel)
@@ -124,10 +126,11 @@ def timeout_case(rank, world, channel):
     a_full, a, b = _ag_inputs(rank, world)
     torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
     collmm.set_timeout(2)
+    _, a6, b6 = _ag_inputs(rank, world, rows=6)  # a shape no call had: its first call
     if rank != world - 1:
         t0 = time.monotonic()
         try:
-            torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
+            torch.ops.collmm.fused_all_gather_matmul(a6, [b6], 0, group)
             raise AssertionError("a skipped call: no error")
         except dist.DistBackendError as e:
             waited = time.monotonic() - t0
@@ -139,16 +142,17 @@ def timeout_case(rank, world, channel):
     for call in range(2):
         t0 = time.monotonic()
         try:
-            torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group)
+            torch.ops.collmm.fused_all_gather_matmul(a6, [b6], 0, group)
             raise AssertionError(f"call {call} after the timeout: no error")
         except dist.DistBackendError as e:
             waited = time.monotonic() - t0
             if rank != world - 1:
                 assert "out of step" in str(e), str(e)
                 assert waited < 1, f"a rank out of step raised after {waited:.1f} s"
-            elif call == 0:  # the late rank's exchange met the one still posted (group) or not (store)
-                want = "transfers" if channel == "group" else "gave up waiting"
+            elif call == 0:
+                want = "no answer" if channel == "group" else "gave up waiting"
                 assert want in str(e), str(e)
+                assert waited < 10, f"the late rank raised after {waited:.1f} s, timeout 2 s"
             else:
                 assert "out of step" in str(e), str(e)
     collmm.set_timeout(0)
