@@ -251,13 +251,15 @@ std::shared_ptr<Failure> exchange_failure_of(const c10::intrusive_ptr<c10d::Proc
   static auto& failures =
       *new std::map<c10d::ProcessGroup*,
                     std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::shared_ptr<Failure>>>();
+  // The weak references keep the groups' addresses taken (no new group at an old one); those of
+  // destroyed groups go when a new group comes.
   auto it = failures.find(group.get());
-  if (it == failures.end() || it->second.first.lock().get() != group.get())  // or a new group at an old address
-    it = failures
-             .insert_or_assign(group.get(), std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group),
-                                                           std::make_shared<Failure>()))
-             .first;
-  return it->second.second;
+  if (it != failures.end()) return it->second.second;
+  std::erase_if(failures, [](const auto& entry) { return entry.second.first.expired(); });
+  return failures
+      .emplace(group.get(),
+               std::make_pair(c10::weak_intrusive_ptr<c10d::ProcessGroup>(group), std::make_shared<Failure>()))
+      .first->second.second;
 }
 
 }  // namespace
