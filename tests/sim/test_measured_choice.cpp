@@ -88,6 +88,15 @@ PlanOptions opts(Algo a, int stages = 0, int lanes = 1) {
   return PlanOptions{.algo = a, .stages = stages, .post = Post::comm_first, .gemm_lanes = lanes};
 }
 
+// A tuning cache's path in a directory of its own, with no file there yet.
+std::string fresh_cache_path(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/" + name;
+  std::filesystem::create_directories(dir);
+  const std::string cache = dir + "/tune.json";
+  std::filesystem::remove(cache);
+  return cache;
+}
+
 Choice choice_of(const std::vector<std::pair<PlanOptions, double>>& predicted) {
   Choice c;
   for (const auto& [o, us] : predicted) c.alternatives.push_back({o, us, -1});
@@ -161,10 +170,7 @@ TEST(MeasuredChoice, ACachedFastestFarFromTheModelStaysTheCandidateToBeat) {
   // The model's worst-ranked algorithm measured fastest in a tuning cache (collmm-bench --algo all
   // ran it), and fastest again in auto's timing: auto keeps it. Before, auto timed only the
   // model's best few, so it ran a slower plan than the cache's.
-  const std::string dir = testing::TempDir() + "/measured_choice_far";
-  std::filesystem::create_directories(dir);
-  const std::string cache = dir + "/tune.json";
-  std::filesystem::remove(cache);
+  const std::string cache = fresh_cache_path("measured_choice_far");
   const Problem p{.op = Op::gemm_rs, .m = 512, .n = 512, .k = 512, .world = 2, .b_layout = BLayout::kn};
   const Profile profile = builtin_profile("cpu-2core");
   MeasureSettings s;
@@ -303,10 +309,7 @@ TEST(MeasuredChoice, RunoffSettingsThatDifferAcrossProcessesAreRefused) {
 }
 
 TEST(MeasuredChoice, DecisionKeptPerProcessAndInTheTuningCache) {
-  const std::string dir = testing::TempDir() + "/measured_choice";
-  std::filesystem::create_directories(dir);
-  const std::string cache = dir + "/tune.json";
-  std::filesystem::remove(cache);
+  const std::string cache = fresh_cache_path("measured_choice");
   const Problem p{.op = Op::ag_gemm, .m = 512, .n = 4096, .k = 4096, .world = 2, .b_layout = BLayout::nk};
   const Profile profile = builtin_profile("h200-nvlink");
   MeasureSettings s;
