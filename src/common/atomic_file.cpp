@@ -1,14 +1,19 @@
-// atomic_file.cpp: temporary name, flush, rename (src/common/atomic_file.hpp).
+// atomic_file.cpp: the output writer and its probe (src/common/atomic_file.hpp).
 #include "atomic_file.hpp"
 
 #include <fcntl.h>
-#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
+#include <limits.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
-#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
 #include <stdexcept>
 
 #include "fault_point.hpp"
@@ -16,84 +21,219 @@
 namespace collmm {
 namespace {
 
-[[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
-  throw std::runtime_error("cannot " + what + " " + path + " (" + std::strerror(err) + ")");
+[[noreturn]] void fail(const std::string& path, const std::string& why) {
+  throw std::runtime_error("cannot write " + path + " (" + why + ")");
+}
+
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string base_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string link_text(const std::string& path) {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
+  return n < 0 ? std::string("?") : std::string(buf, static_cast<size_t>(n));
+}
+
+// Whether `path` names an open descriptor (/dev/stdout, /dev/fd/N, /proc/PID/fd/N), itself or by
+// the symbolic links it goes through: written through (appending), never replaced.
+bool names_a_descriptor(std::string path) {
+  for (int hops = 0; hops < 40; ++hops) {
+    if (path.rfind("/proc/", 0) == 0 || path.rfind("/dev/fd/", 0) == 0) return true;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return false;
+    const std::string text = link_text(path);
+    path = text.rfind('/', 0) == 0 ? text : directory_of(path) + "/" + text;
+  }
+  return false;
+}
+
+// A path as the writer finds it: absent (created), a regular file (replaced: `target` is the file
+// itself, a symbolic link resolved), or written through (`fd` open for appending, blocking).
+struct Target {
+  std::string target;
+  bool exists = false, through = false;
+  struct stat st {};
+  int fd = -1;
+};
+
+// Fills `t` for `path`; returns why it cannot be written ("" when it can). Never blocks: a FIFO is
+// opened with O_NONBLOCK (ENXIO when no process reads it).
+std::string resolve(const std::string& path, Target& t) {
+  if (path.empty()) return "the path is empty";
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) != 0) {
+    if (errno != ENOENT) return std::strerror(errno);
+    t.target = path;
+    return "";
+  }
+  if (S_ISDIR(lst.st_mode)) return "it is a directory";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    struct stat st {};
+    const bool resolves = ::stat(path.c_str(), &st) == 0;
+    if (S_ISLNK(lst.st_mode) && !resolves && err == ENOENT)
+      return "it is a symbolic link to " + link_text(path) + ", which does not exist";
+    if (resolves && S_ISDIR(st.st_mode)) return "it is a directory";
+    if (resolves && S_ISFIFO(st.st_mode) && err == ENXIO) return "it is a FIFO that no process reads";
+    if (resolves && S_ISSOCK(st.st_mode)) return "it is a socket";
+    return std::strerror(err);
+  }
+  t.exists = true;
+  ::fstat(fd, &t.st);
+  if (S_ISREG(t.st.st_mode) && !names_a_descriptor(path)) {
+    ::close(fd);
+    t.target = path;
+    if (!S_ISLNK(lst.st_mode)) return "";
+    char real[PATH_MAX];
+    struct stat st {};
+    if (!::realpath(path.c_str(), real) || ::stat(real, &st) != 0 || st.st_dev != t.st.st_dev ||
+        st.st_ino != t.st.st_ino)
+      return "its symbolic link changed while it was resolved";
+    t.target = real;
+    return "";
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  t.through = true;
+  t.fd = fd;
+  t.target = path;
+  return "";
+}
+
+// Descriptors the probe opened for paths written through, kept until the write takes them.
+std::mutex g_held_mutex;
+std::map<std::string, int> g_held;  // guarded by g_held_mutex
+
+void hold(const std::string& path, int fd) {
+  std::lock_guard<std::mutex> lock(g_held_mutex);
+  auto [it, added] = g_held.emplace(path, fd);
+  if (!added) {
+    ::close(it->second);
+    it->second = fd;
+  }
+}
+
+int take_held(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_held_mutex);
+  const auto it = g_held.find(path);
+  if (it == g_held.end()) return -1;
+  const int fd = it->second;
+  g_held.erase(it);
+  return fd;
+}
+
+// Writes every part to `fd`; 0 or the errno of the failure. SIGPIPE (a FIFO's reader gone) is held
+// back while writing, so that it is an error (EPIPE) and not the end of the process.
+int write_parts(int fd, const std::vector<std::string_view>& parts) {
+  sigset_t pipe_signal, old;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &old);
+  int err = 0;
+  for (std::string_view part : parts) {
+    while (!part.empty() && err == 0) {
+      const ssize_t n = ::write(fd, part.data(), part.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) err = errno;
+      if (n == 0) err = EIO;
+      if (n > 0) part.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  if (err == EPIPE) {
+    const timespec now{0, 0};
+    ::sigtimedwait(&pipe_signal, nullptr, &now);  // the pending SIGPIPE of this write
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return err;
+}
+
+// A new temporary in `dir`: its descriptor, or -errno.
+int open_temporary(const std::string& dir, const std::string& stem, unsigned mode, std::string& name) {
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device random;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string suffix(12, 'x');
+    for (char& c : suffix) c = kChars[random() % (sizeof kChars - 1)];
+    name = (dir == "/" ? "" : dir) + "/" + stem + ".tmp." + suffix;
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) return -errno;
+  }
+  return -EEXIST;
+}
+
+// The replaced file's mode, and its owner and group where this process may set them (root: both;
+// others: the group, where they belong to it). The mode is kept whatever the owner.
+void keep_mode_and_owner(int fd, const struct stat& st) {
+  ::fchmod(fd, st.st_mode & 07777);
+  if (::geteuid() == 0) {
+    if (::fchown(fd, st.st_uid, st.st_gid) == 0) ::fchmod(fd, st.st_mode & 07777);  // chown clears set-id bits
+  } else if (st.st_gid != ::getegid() && ::fchown(fd, static_cast<uid_t>(-1), st.st_gid) == 0) {
+    ::fchmod(fd, st.st_mode & 07777);
+  }
 }
 
 }  // namespace
 
+int create_temporary(const std::string& dir, const std::string& stem, unsigned mode, std::string& name,
+                     const std::string& what) {
+  const int fd = open_temporary(dir, stem, mode, name);
+  if (fd < 0) fail(what, std::strerror(-fd));
+  return fd;
+}
+
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("write", path, errno);
+  Target t;
+  if (const int held = take_held(path); held >= 0) {
+    t.through = true;
+    t.fd = held;
+  } else if (const std::string why = resolve(path, t); !why.empty()) {
+    fail(path, why);
+  }
+  if (t.through) {
+    int err = write_parts(t.fd, parts);
+    if (::close(t.fd) != 0 && err == 0) err = errno;
+    if (err) fail(path, std::strerror(err));
+    return;
+  }
+  std::string tmp;
+  const int fd = create_temporary(directory_of(t.target), base_of(t.target), t.exists ? 0600 : 0666, tmp, path);
+  if (t.exists) keep_mode_and_owner(fd, t.st);
   fault_point("write");  // tests: a process killed here must leave `path` as it was
-  for (std::string_view part : parts) {
-    while (!part.empty()) {
-      const ssize_t n = ::write(fd, part.data(), part.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        fail("write", path, err);
-      }
-      part.remove_prefix(static_cast<size_t>(n));
-    }
+  int err = write_parts(fd, parts);
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0) {
+    fault_point("rename");  // tests: so must a process killed here, its temporary whole
+    if (std::rename(tmp.c_str(), t.target.c_str()) == 0) return;
+    err = errno;
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("write", path, err);
-  }
-  fault_point("rename");  // tests: so must a process killed here, its temporary whole
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("write", path, err);
-  }
+  ::unlink(tmp.c_str());
+  fail(path, std::strerror(err));
 }
 
 std::string why_not_writable(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return "it is a directory";
-    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0) return std::strerror(errno);
-    ::close(fd);
+  Target t;
+  if (std::string why = resolve(path, t); !why.empty()) return why;
+  if (t.through) {
+    hold(path, t.fd);
     return "";
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return std::strerror(errno);
+  std::string tmp;
+  const int fd = open_temporary(directory_of(t.target), base_of(t.target), 0600, tmp);
+  if (fd < 0) return std::strerror(-fd);
+  fault_point("probe");  // tests: a process held here must not touch `path` (another job may write it)
   ::close(fd);
-  ::unlink(path.c_str());
+  ::unlink(tmp.c_str());
   return "";
-}
-
-std::string staging_dir(const std::string& dir) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  return d + ".partial";
-}
-
-void start_staging_dir(const std::string& dir) {
-  const std::string staging = staging_dir(dir);
-  std::error_code ec;
-  std::filesystem::remove_all(staging, ec);
-  if (!std::filesystem::create_directories(staging, ec) && !std::filesystem::is_directory(staging))
-    throw std::runtime_error("cannot create directory " + staging + " (" + ec.message() + ")");
-}
-
-void publish_staging_dir(const std::string& dir) {
-  const std::string staging = staging_dir(dir);
-  std::string target = dir;
-  while (target.size() > 1 && target.back() == '/') target.pop_back();
-  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
-    std::error_code ec;
-    std::filesystem::remove_all(staging, ec);  // the previous run's files, now under the staging name
-    return;
-  }
-  if (errno != ENOENT) fail("swap " + staging + " with", target, errno);
-  if (std::rename(staging.c_str(), target.c_str()) != 0) fail("rename " + staging + " to", target, errno);
 }
 
 }  // namespace collmm

@@ -3,6 +3,7 @@
 // (SIGSTOP) at a named point does so when it gets there. The points outside the bench's own
 // phases: "mpi_init" (before MPI_Init), "mpi_finalize" (after the bounded barrier, before
 // MPI_Finalize), "sendrecv" (the cpu transport's first point-to-point group, before it is posted),
+// "probe" (the check of an output before any work: its probe temporary created, not yet removed),
 // "write" (an output file opened under its temporary name, before its bytes are written) and
 // "rename" (the temporary written and flushed, before it is renamed into place).
 #pragma once

@@ -16,6 +16,7 @@
 #include "collmm/svg.hpp"
 #include "preflight.hpp"
 #include "report.hpp"
+#include "save_dir.hpp"
 
 namespace collmm {
 namespace {
@@ -159,7 +160,7 @@ void Bench::run_op(size_t op_i, bool printer, std::ostream& out, std::vector<Cas
   if (o_.check) ref = make_reference(problem_of(o_, op, ex_.world_size()), ex_.local_ranks(), o_.seed, o_.dtype);
   CaseWork work;
   work.check = o_.check ? &ref : nullptr;
-  work.save_dir = o_.save_dir.empty() ? "" : staging_dir(o_.save_dir);
+  work.save_dir = save_staging_;
 
   // The sequential case is the baseline of every other; when not asked for, it is only timed.
   const bool sequential_listed = std::find(algos.begin(), algos.end(), Algo::sequential) != algos.end();
@@ -214,20 +215,25 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
   const RunInfo info{ex_.backend(), ex_.world_size(), host.procs(), ex_.timing_note(), predict_};
   if (printer) print_table_header(out, o_, info);
   auto_timed_.clear();
-  // --save fills a staging directory, put in place of the old one once every rank has saved.
+  // --save fills a staging directory inside DIR (process 0 makes it, every process learns its
+  // name); its files move into DIR once every rank has saved.
+  save_staging_.clear();
   if (!o_.save_dir.empty()) {
     host.set_phase("the start of --save's directory");
-    if (printer) start_staging_dir(o_.save_dir);
-    host.barrier();
+    std::string error;
+    try {
+      if (printer) save_staging_ = start_save(o_.save_dir);
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    raise_if_any_process_failed(host, error);
+    save_staging_ = host.allgather(save_staging_).at(0);
   }
   std::vector<CaseResult> results;
   for (size_t op_i = 0; op_i < o_.ops.size(); ++op_i) run_op(op_i, printer, out, results);
   inject_fault(o_, ex_.local_ranks(), "output");
   host.set_phase("the output of the results");
-  if (!o_.save_dir.empty()) {
-    host.barrier();
-    if (printer) publish_staging_dir(o_.save_dir);
-  }
+  // Process 0's own files first: they need no other process, so a peer that stops now loses none.
   if (printer) {
     print_table_summary(out, results);
     if (!o_.json_path.empty()) write_text(o_.json_path, results_json(info, results).dump(2) + "\n");
@@ -237,6 +243,11 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
       write_text(o_.trace_path, chrome_trace(timelines).dump() + "\n");
     }
     if (!o_.timeline_path.empty()) write_timelines(o_.timeline_path, results, info.backend, out);
+  }
+  if (!o_.save_dir.empty()) {
+    host.set_phase("the output of the results (every process's --save files written)");
+    host.barrier();
+    if (printer) finish_save(o_.save_dir, save_staging_);
   }
   if (!o_.tune_cache_path.empty())
     process0_local_work(host, "the write of tuning cache " + o_.tune_cache_path + " under its lock", [&] {

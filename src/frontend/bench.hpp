@@ -38,6 +38,7 @@ class Bench {
   BenchOptions o_;
   std::vector<AutoPick> picks_;          // --algo auto: one per op of o_.ops
   std::vector<TuningEntry> auto_timed_;  // --algo auto: the candidates it timed, for --tune-cache
+  std::string save_staging_;             // --save: the staging directory inside DIR (save_dir.hpp)
   bool predict_ = false;                 // --profile given
   Profile profile_;
 };

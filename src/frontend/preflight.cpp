@@ -1,13 +1,11 @@
 // preflight.cpp: output paths and memory checked before any work (preflight.hpp).
 #include "preflight.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 #include "atomic_file.hpp"
 
@@ -27,12 +25,13 @@ void check_dir_writable(const std::string& dir, const std::string& option) {
   if (!std::filesystem::is_directory(dir))
     throw UsageError(option + ": cannot create directory " + dir + (ec ? " (" + ec.message() + ")" : "") +
                      "; nothing was run");
-  const std::string probe = dir + "/.collmm-probe-" + std::to_string(::getpid());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw UsageError(option + ": cannot write into " + dir + " (" + std::strerror(errno) + "); nothing was run");
-  ::close(fd);
-  ::unlink(probe.c_str());
+  try {  // a temporary of an unpredictable name, as the save's own files will be written
+    std::string probe;
+    ::close(create_temporary(dir, ".collmm-probe", 0600, probe, "into " + dir));
+    ::unlink(probe.c_str());
+  } catch (const std::runtime_error& e) {
+    throw UsageError(option + ": " + e.what() + "; nothing was run");
+  }
 }
 
 int64_t elems(const BufferSpec& b) { return b.rows * b.cols; }

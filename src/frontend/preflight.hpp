@@ -12,8 +12,8 @@
 namespace collmm {
 
 // --json, --trace, --timeline, --tune-cache and --calibrate (checked where `writer`: process 0
-// writes them) and --save DIR (every process: created if absent). A file is probed by opening it
-// for appending, or by creating and removing it where it does not exist yet; nothing is truncated.
+// writes them) and --save DIR (every process: created if absent). Probed by why_not_writable
+// (atomic_file.hpp): nothing under an output's name is created, truncated or removed.
 void check_outputs_writable(const BenchOptions&, bool writer);
 
 // Every --timeline file of these cases (timeline_path, algo_entries.hpp), checked (process 0)

@@ -6,7 +6,7 @@
 // - a run slower than --timeout on this rank's own GEMM is reported as such, not as a dead peer;
 // - process 0's local work (a large tuning cache, another job's lock on it) is not a peer's hang;
 // - a process killed between an output's open and its rename leaves the previous file whole
-//   (--json, --trace, --timeline, --tune-cache, --calibrate's profile, --save's directory);
+//   (--json, --trace, --timeline, --tune-cache, --calibrate's profile, --save's files);
 // - the same limits on the command line and in the tuning cache, profile fields range-checked;
 // - collmm-sim refuses before simulating what would take minutes or GBs; a run under ulimit -v
 //   is refused with the limit named.
@@ -215,9 +215,10 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// --save fills DIR.partial and swaps it in at the end: a killed run leaves DIR as it was, a
-// finished one replaces it whole (no file of the run before).
-TEST(AtomicOutputs, SaveDirectoryIsReplacedWhole) {
+// --save fills a staging directory inside DIR and moves its files in at the end: a killed run
+// leaves DIR's files as they were (its own in the hidden staging directory), a finished one adds
+// its files beside what DIR holds.
+TEST(AtomicOutputs, AKilledSaveLeavesDirAsItWas) {
   const std::string dir = fresh_dir("atomic_save") + "/npy";
   std::filesystem::create_directories(dir);
   { std::ofstream(dir + "/old.npy") << "old"; }
@@ -225,13 +226,15 @@ TEST(AtomicOutputs, SaveDirectoryIsReplacedWhole) {
       mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir + " --debug-die-rank 1 --debug-phase write", 60);
   EXPECT_NE(r.rc, 0) << r.output;
   EXPECT_TRUE(has(r, "exited on signal 9")) << "process 1 was not killed at its first write:\n" << r.output;
-  EXPECT_TRUE(std::filesystem::exists(dir + "/old.npy"));
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  EXPECT_EQ(read_file(dir + "/old.npy"), "old");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name == "old.npy" || (name.rfind(".collmm-save-", 0) == 0 && entry.is_directory())) << name;
+  }
   r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --save " + dir, 60);
   EXPECT_EQ(r.rc, 0) << r.output;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/old.npy"));
+  EXPECT_EQ(read_file(dir + "/old.npy"), "old");
   EXPECT_TRUE(std::filesystem::exists(dir + "/ag_gemm-ring-rank1-A.npy"));
-  EXPECT_FALSE(std::filesystem::exists(dir + ".partial"));
 }
 
 // Counts beyond their range: a clear message, exit 2, before MPI is up.

@@ -197,10 +197,10 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   // (before the results are written).
   app.add_option("--debug-die-rank", o.debug_die_rank)->group("");
   app.add_option("--debug-hang-rank", o.debug_hang_rank)->group("");
-  // Points of src/common/fault_point.hpp: mpi_init, mpi_finalize, sendrecv, write, rename.
+  // Points of src/common/fault_point.hpp: mpi_init, mpi_finalize, sendrecv, probe, write, rename.
   app.add_option("--debug-phase", o.debug_phase)
-      ->check(
-          CLI::IsMember({"mpi_init", "init", "setup", "run", "sendrecv", "output", "write", "rename", "mpi_finalize"}))
+      ->check(CLI::IsMember(
+          {"mpi_init", "init", "setup", "run", "sendrecv", "output", "probe", "write", "rename", "mpi_finalize"}))
       ->group("");
 }
 
@@ -259,7 +259,7 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
     o.backend.debug_fail_rank = o.debug_die_rank;
     o.backend.debug_hang_rank = o.debug_hang_rank;
   }
-  for (const char* point : {"mpi_init", "sendrecv", "write", "rename", "mpi_finalize"})
+  for (const char* point : {"mpi_init", "sendrecv", "probe", "write", "rename", "mpi_finalize"})
     if (o.debug_phase == point) arm_fault_point(point, o.debug_die_rank, o.debug_hang_rank);
   return o;
 }
