@@ -90,7 +90,9 @@ std::string read_all(const std::string& path) {
 class FileLock {
  public:
   FileLock(const std::string& path, int timeout_s) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // Read-only is enough for flock, so every user who can read a shared cache's lock can take it;
+    // never through a symbolic link.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) throw std::runtime_error("cannot open lock file " + path + ": " + std::strerror(errno));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
