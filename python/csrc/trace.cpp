@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 
+#include "atomic_file.hpp"
 #include "chrome_trace.hpp"
 #include "collmm/overlap.hpp"
 #include "collmm/svg.hpp"
@@ -92,10 +92,8 @@ std::string trace_stop(const std::string& path, bool write) {
                  to_string(calls[i].dtype);
     write_svg(t, path + "-" + std::to_string(i) + "-" + to_string(t.op) + "-" + to_string(t.algo) + ".svg", o);
   }
-  std::ofstream json(path + ".json"), txt(path + ".txt");
-  if (!json || !txt) throw UsageError("collmm.trace: cannot write " + path + ".json / .txt");
-  json << chrome_trace(timelines).dump() << '\n';
-  txt << text;
+  write_file_atomically(path + ".json", chrome_trace(timelines).dump() + "\n");
+  write_file_atomically(path + ".txt", text);
   return text;
 }
 
