@@ -34,6 +34,7 @@ void process0_local_work(HostComm& host, const std::string& what, const std::fun
                                 std::to_string(kLocalWorkBoundS) + " s (not a peer's fault); aborting the job",
                             [&host] { host.abort(3); });
   work();
+  host.local_work_done();  // done: process 0's own next wait is --timeout alone, as any peer's
 }
 
 AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, GemmLibrary library,
