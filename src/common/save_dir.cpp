@@ -57,7 +57,8 @@ void finish_save(const std::string& dir, const std::string& staging) {
                                staging + ")");
     const std::string staged = staging + "/" + name;
     ::chmod(staged.c_str(), st.st_mode & 07777);
-    if (::geteuid() == 0 && ::chown(staged.c_str(), st.st_uid, st.st_gid) == 0) ::chmod(staged.c_str(), st.st_mode & 07777);
+    if (::geteuid() == 0 && ::chown(staged.c_str(), st.st_uid, st.st_gid) == 0)
+      ::chmod(staged.c_str(), st.st_mode & 07777);
   }
   for (const std::string& name : names)
     if (std::rename((staging + "/" + name).c_str(), (into + "/" + name).c_str()) != 0)
