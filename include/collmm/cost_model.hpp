@@ -143,6 +143,11 @@ nlohmann::json to_json(const Profile&);
 Profile profile_from_json(const nlohmann::json&);
 void save_profile(const Profile&, const std::string& path);
 
+// Throws UsageError unless the model has a GEMM rate for `in` in this profile (gemm.peak_tflops.<in>,
+// or with model table a table point of `in`): checked before a run, so that no prediction fails
+// after work.
+void check_gemm_rate(const Profile&, Dtype in);
+
 // Times in microseconds.
 double gemm_time_us(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);
 double gemm_rate_tflops(const Profile&, int64_t m, int64_t n, int64_t k, Dtype in);  // before the memory bound

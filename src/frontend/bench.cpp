@@ -58,7 +58,14 @@ void Bench::validate() {
     if (!ex_.supports(o_.dtype))
       throw UsageError("the " + ex_.backend() + " backend has no " + to_string(o_.dtype) + " GEMM in this build");
     try {
-      if (!o_.profile.empty()) profile_ = profile_for(o_, ex_.gemm_library());
+      if (!o_.profile.empty()) {
+        profile_ = profile_for(o_, ex_.gemm_library());
+        try {
+          check_gemm_rate(profile_, o_.dtype);
+        } catch (const UsageError& e) {
+          throw UsageError("profile " + o_.profile + ": " + e.what());
+        }
+      }
     } catch (const UsageError& e) {
       throw UsageError(std::string("--profile: ") + e.what());
     }

@@ -22,7 +22,8 @@ double transfer_us(double bytes, double gbps) {
 double peak_tflops(const Profile& prof, Dtype d) {
   for (auto& [dt, tf] : prof.gemm.peak_tflops)
     if (dt == d) return tf;
-  throw UsageError("profile '" + prof.name + "' has no GEMM peak for dtype " + to_string(d));
+  throw UsageError("profile '" + prof.name + "' has no GEMM peak for dtype " + to_string(d) + " (gemm.peak_tflops." +
+                   to_string(d) + ")");
 }
 
 // Inverse-distance weighting (power 2) of the table's rates for dtype d in log2 coordinates; 0
@@ -62,6 +63,14 @@ double gemm_rate_tflops(const Profile& prof, int64_t m, int64_t n, int64_t k, Dt
   const double rate = prof.gemm.model == GemmModel::table ? table_tflops(prof, m, n, k, in) : peak_tflops(prof, in);
   if (!(rate > 0)) throw UsageError("profile '" + prof.name + "': GEMM rate must be > 0");
   return rate;
+}
+
+void check_gemm_rate(const Profile& prof, Dtype in) {
+  if (prof.gemm.model == GemmModel::table && interpolate(prof, 1, 1, 1, in) > 0) return;
+  for (auto& [dt, tf] : prof.gemm.peak_tflops)
+    if (dt == in) return;
+  throw UsageError("missing field gemm.peak_tflops." + to_string(in) + ": the model has no GEMM rate for dtype " +
+                   to_string(in) + (prof.gemm.model == GemmModel::table ? " (nor a gemm.table point of it)" : ""));
 }
 
 double gemm_time_us(const Profile& prof, int64_t m, int64_t n, int64_t k, Dtype in) {

@@ -3,7 +3,9 @@
 // ("[json.exception.type_error.302] "), so that a refusal reads as a sentence about the file.
 #pragma once
 
+#include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,12 +21,37 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
 }
 
 // `text` as JSON; UsageError "<what> is not valid JSON: parse error at line 2, column 1: ..." otherwise.
+// A key given twice in one object (which nlohmann would take silently, the last one winning) is
+// refused: "<what>: \"links.intra_gbps\" is given twice".
 inline nlohmann::json parse_json_file(const std::string& text, const std::string& what) {
+  std::vector<std::set<std::string>> seen;  // the keys of each object being read, outermost first
+  std::vector<std::string> path;            // the key each of them is under
+  std::string duplicate;
+  auto check = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) {
+      seen.emplace_back();
+      path.emplace_back();
+    } else if (event == E::object_end && !seen.empty()) {
+      seen.pop_back();
+      path.pop_back();
+    } else if (event == E::key && !seen.empty()) {
+      const std::string key = parsed.get<std::string>();
+      path.back() = key;
+      if (!seen.back().insert(key).second && duplicate.empty()) {
+        for (const std::string& k : path) duplicate += (duplicate.empty() ? "" : ".") + k;
+      }
+    }
+    return true;
+  };
+  nlohmann::json j;
   try {
-    return nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text, check);
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(what + " is not valid JSON: " + json_error_text(e));
   }
+  if (!duplicate.empty()) throw UsageError(what + ": \"" + duplicate + "\" is given twice");
+  return j;
 }
 
 // j[key] as text, or as a number; UsageError naming the key where it holds another type

@@ -130,11 +130,6 @@ void check_ranges(const Profile& p, bool from_file) {
   in_range("host.gemm_issue_us", p.host.gemm_issue_us, 0, kMaxFigure);
 }
 
-template <class T>
-T get(const json& j, const char* key, T fallback) {
-  return j.contains(key) ? j.at(key).get<T>() : fallback;
-}
-
 }  // namespace
 
 std::vector<std::string> builtin_profile_names() { return {"h200-nvlink", "h200-ib", "h200-host", "cpu-2core"}; }
@@ -190,70 +185,124 @@ json to_json(const Profile& p) {
 
 namespace {
 
+// One object of a profile file, named by where it is ("links", "gemm.table[2]"): every field the
+// model reads is required, and a key it does not know is refused (a typo would otherwise leave a
+// figure at a default). UsageError naming the field.
+class Section {
+ public:
+  Section(const json& j, std::string where, const std::vector<std::string>& keys) : j_(j), where_(std::move(where)) {
+    if (!j.is_object()) throw UsageError(name_or_top() + " is not an object (got " + j.dump() + ")");
+    for (const auto& item : j.items())
+      if (std::find(keys.begin(), keys.end(), item.key()) == keys.end())
+        throw UsageError("unknown field " + field(item.key()) + " (a misspelt name? the fields are those that " +
+                         "collmm-sim --save-profile writes)");
+  }
+  bool has(const char* key) const { return j_.contains(key); }
+  const json& at(const char* key) const {
+    if (!j_.contains(key)) throw UsageError("missing field " + field(key));
+    return j_.at(key);
+  }
+  std::string field(const std::string& key) const { return where_.empty() ? key : where_ + "." + key; }
+  template <class T>
+  T get(const char* key) const {
+    try {
+      return at(key).get<T>();
+    } catch (const json::exception& e) {
+      throw UsageError(field(key) + ": " + json_error_text(e));
+    }
+  }
+  double number(const std::string& key) const {
+    const json& v = at(key.c_str());
+    if (!v.is_number()) throw UsageError(field(key) + ": " + v.dump() + " is not a number");
+    return v.get<double>();
+  }
+  template <class Int>
+  Int integer(const char* key) const {
+    at(key);
+    try {
+      return json_integer<Int>(j_, key);
+    } catch (const UsageError& e) {
+      throw UsageError(field(key) + ": " + e.what());
+    }
+  }
+
+ private:
+  std::string name_or_top() const { return where_.empty() ? "the profile" : where_; }
+  const json& j_;
+  std::string where_;
+};
+
 // The fields as read; their ranges are checked by the callers (check_ranges).
 Profile read_profile_fields(const json& j) {
-  try {
-    Profile p;
-    p.name = get<std::string>(j, "name", "unnamed");
-    p.notes = get<std::string>(j, "notes", "");
-    const json g = get<json>(j, "gemm", json::object());
-    p.gemm.model = parse_gemm_model(get<std::string>(g, "model", "roofline"));
-    p.gemm.library = parse_gemm_library(get<std::string>(g, "library", "cublaslt"));  // absent: the GPU's
-    p.gemm.overhead_us = get<double>(g, "overhead_us", 0);
-    const json peaks = get<json>(g, "peak_tflops", json::object());
-    const json table = get<json>(g, "table", json::array());
-    for (auto& [d, tf] : peaks.items()) p.gemm.peak_tflops.push_back({parse_dtype(d), tf.get<double>()});
-    for (const json& e : table)
-      p.gemm.table.push_back({parse_dtype(e.at("dtype").get<std::string>()), json_integer<int64_t>(e, "m"),
-                              json_integer<int64_t>(e, "n"), json_integer<int64_t>(e, "k"),
-                              e.at("tflops").get<double>()});
-    p.memory_gbps = get<double>(j, "memory_gbps", 0);
-    const json l = get<json>(j, "links", json::object());
-    p.links.ranks_per_node = json_integer<int>(l, "ranks_per_node", 0);
-    p.links.intra_gbps = get<double>(l, "intra_gbps", 0);
-    p.links.intra_latency_us = get<double>(l, "intra_latency_us", 0);
-    p.links.inter_gbps = get<double>(l, "inter_gbps", p.links.intra_gbps);
-    p.links.inter_latency_us = get<double>(l, "inter_latency_us", p.links.intra_latency_us);
-    p.links.collective_step_us = get<double>(l, "collective_step_us", 0);
-    p.links.serial_messages = get<bool>(l, "serial_messages", false);
-    const json c = get<json>(j, "contention", json::object());
-    p.contention.transport_uses_sms = get<bool>(c, "transport_uses_sms", false);
-    p.contention.gemm_slowdown = get<double>(c, "gemm_slowdown", 1);
-    p.contention.comm_slowdown = get<double>(c, "comm_slowdown", 1);
-    p.contention.launch_order = get<bool>(c, "launch_order", false);
-    const json colls = get<json>(j, "collectives", json::object());
-    for (auto [key, cost] :
-         {std::pair<const char*, CollectiveCost*>{"allgather", &p.allgather}, {"reduce_scatter", &p.reduce_scatter}}) {
-      const json e = get<json>(colls, key, json::object());
-      cost->gbps = get<double>(e, "gbps", 0);  // 0 (absent): the ring model over the links
-      cost->latency_us = get<double>(e, "latency_us", 0);
-      cost->points = get<std::vector<std::pair<double, double>>>(e, "points", {});
-      for (size_t i = 0; i < cost->points.size(); ++i)
-        if (!(cost->points[i].first > 0 && cost->points[i].second > 0) ||
-            (i > 0 && !(cost->points[i].first > cost->points[i - 1].first)))
-          throw UsageError("profile '" + p.name + "': collectives." + key +
-                           ".points must be [bytes, us] pairs, both > 0, bytes ascending");
-    }
-    const json h = get<json>(j, "host", json::object());  // absent (older profiles): no host term
-    p.host.issue_us = get<double>(h, "issue_us", 0);
-    p.host.shared = get<bool>(h, "shared", false);
-    p.host.gemm_issue_us = get<double>(h, "gemm_issue_us", 0);
-    return p;  // the figures' ranges: check_ranges, with each field's name
-  } catch (const json::exception& e) {
-    throw UsageError("profile JSON: " + json_error_text(e));
+  Profile p;
+  const Section top(j, "", {"name", "notes", "gemm", "memory_gbps", "links", "contention", "collectives", "host"});
+  p.name = top.has("name") ? top.get<std::string>("name") : "unnamed";  // name and notes: not read by the model
+  p.notes = top.has("notes") ? top.get<std::string>("notes") : "";
+  const Section g(top.at("gemm"), "gemm", {"model", "library", "overhead_us", "peak_tflops", "table"});
+  p.gemm.model = parse_gemm_model(g.get<std::string>("model"));
+  p.gemm.library = parse_gemm_library(g.get<std::string>("library"));
+  p.gemm.overhead_us = g.number("overhead_us");
+  const json& peaks = g.at("peak_tflops");
+  std::vector<std::string> dtypes;
+  for (Dtype d : {Dtype::f64, Dtype::f32, Dtype::tf32, Dtype::f16, Dtype::bf16, Dtype::fp8_e4m3})
+    dtypes.push_back(to_string(d));
+  const Section peak(peaks, "gemm.peak_tflops", dtypes);
+  for (const auto& item : peaks.items())
+    p.gemm.peak_tflops.push_back({parse_dtype(item.key()), peak.number(item.key())});
+  const json& table = g.at("table");
+  if (!table.is_array()) throw UsageError("gemm.table is not a list (got " + table.dump() + ")");
+  for (size_t i = 0; i < table.size(); ++i) {
+    const Section e(table[i], "gemm.table[" + std::to_string(i) + "]", {"dtype", "m", "n", "k", "tflops"});
+    p.gemm.table.push_back({parse_dtype(e.get<std::string>("dtype")), e.integer<int64_t>("m"), e.integer<int64_t>("n"),
+                            e.integer<int64_t>("k"), e.number("tflops")});
   }
+  p.memory_gbps = top.number("memory_gbps");
+  const Section l(top.at("links"), "links",
+                  {"ranks_per_node", "intra_gbps", "intra_latency_us", "inter_gbps", "inter_latency_us",
+                   "collective_step_us", "serial_messages"});
+  p.links.ranks_per_node = l.integer<int>("ranks_per_node");
+  p.links.intra_gbps = l.number("intra_gbps");
+  p.links.intra_latency_us = l.number("intra_latency_us");
+  p.links.inter_gbps = l.number("inter_gbps");
+  p.links.inter_latency_us = l.number("inter_latency_us");
+  p.links.collective_step_us = l.number("collective_step_us");
+  p.links.serial_messages = l.get<bool>("serial_messages");
+  const Section c(top.at("contention"), "contention",
+                  {"transport_uses_sms", "gemm_slowdown", "comm_slowdown", "launch_order"});
+  p.contention.transport_uses_sms = c.get<bool>("transport_uses_sms");
+  p.contention.gemm_slowdown = c.number("gemm_slowdown");
+  p.contention.comm_slowdown = c.number("comm_slowdown");
+  p.contention.launch_order = c.get<bool>("launch_order");
+  const Section colls(top.at("collectives"), "collectives", {"allgather", "reduce_scatter"});
+  for (auto [key, cost] :
+       {std::pair<const char*, CollectiveCost*>{"allgather", &p.allgather}, {"reduce_scatter", &p.reduce_scatter}}) {
+    const Section e(colls.at(key), colls.field(key), {"gbps", "latency_us", "points"});
+    cost->gbps = e.number("gbps");  // 0: the ring model over the links
+    cost->latency_us = e.number("latency_us");
+    cost->points = e.get<std::vector<std::pair<double, double>>>("points");
+    for (size_t i = 0; i < cost->points.size(); ++i)
+      if (!(cost->points[i].first > 0 && cost->points[i].second > 0) ||
+          (i > 0 && !(cost->points[i].first > cost->points[i - 1].first)))
+        throw UsageError(e.field("points") + " must be [bytes, us] pairs, both > 0, bytes ascending");
+  }
+  const Section h(top.at("host"), "host", {"issue_us", "shared", "gemm_issue_us"});
+  p.host.issue_us = h.number("issue_us");
+  p.host.shared = h.get<bool>("shared");
+  p.host.gemm_issue_us = h.number("gemm_issue_us");
+  return p;  // the figures' ranges: check_ranges, with each field's name
 }
 
 }  // namespace
 
 Profile profile_from_json(const json& j) {
-  Profile p = read_profile_fields(j);
   try {
+    Profile p = read_profile_fields(j);
     check_ranges(p, false);
+    return p;
   } catch (const UsageError& e) {
-    throw UsageError("profile '" + p.name + "': " + e.what());
+    const bool named = j.is_object() && j.contains("name") && j.at("name").is_string();
+    throw UsageError("profile '" + (named ? j.at("name").get<std::string>() : "unnamed") + "': " + e.what());
   }
-  return p;
 }
 
 Profile load_profile(const std::string& name_or_path) {
@@ -266,13 +315,14 @@ Profile load_profile(const std::string& name_or_path) {
   if (!in) return builtin_profile(name_or_path);  // neither: the message lists the built-in names
   std::ostringstream text;
   text << in.rdbuf();
-  Profile p = read_profile_fields(parse_json_file(text.str(), "profile " + name_or_path));
+  const json j = parse_json_file(text.str(), "profile " + name_or_path);
   try {
+    Profile p = read_profile_fields(j);
     check_ranges(p, true);
+    return p;
   } catch (const UsageError& e) {
     throw UsageError("profile " + name_or_path + ": " + e.what());
   }
-  return p;
 }
 
 void save_profile(const Profile& p, const std::string& path) { write_file_atomically(path, to_json(p).dump(2) + "\n"); }

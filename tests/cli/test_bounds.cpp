@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "harness.hpp"
 
 using namespace collmm_cli_test;
@@ -305,6 +307,38 @@ TEST(OneSetOfLimits, ProfileFieldsAreRangeCheckedBeforeAnyWork) {
   const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --profile " + dir, 60);
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_TRUE(has(r, "is a directory, not a profile JSON file")) << r.output;
+}
+
+// A field the model reads left out (the run's dtype's GEMM peak: it failed after the sequential
+// case, naming the profile's name), a field it does not know and a key given twice: refused before
+// any work, exit 2, naming the file and the field.
+TEST(OneSetOfLimits, ProfileFieldsAreRequiredAndKnown) {
+  const std::string dir = fresh_dir("profile_fields");
+  const std::string good = dir + "/good.json";
+  ASSERT_EQ(run_command(std::string(COLLMM_SIM) + " -P 2 --save-profile " + good + " --profile cpu-2core", 30).rc, 0);
+  const nlohmann::json text = nlohmann::json::parse(read_file(good));
+  struct Bad {
+    std::string name, text, message;
+  };
+  nlohmann::json no_peak = text, unknown = text;
+  no_peak["gemm"]["peak_tflops"].erase("f32");
+  unknown["links"]["intra_gpbs"] = 4;
+  std::string twice = text.dump(2);
+  twice.insert(twice.find("\"memory_gbps\""), "\"memory_gbps\": 800,\n  ");
+  for (const Bad& b : {Bad{"no-peak", no_peak.dump(2), "missing field gemm.peak_tflops.f32"},
+                       Bad{"unknown", unknown.dump(2), "unknown field links.intra_gpbs"},
+                       Bad{"twice", twice, "\"memory_gbps\" is given twice"}}) {
+    const std::string path = dir + "/" + b.name + ".json";
+    { std::ofstream(path) << b.text; }
+    for (const std::string& tool :
+         {mpirun(2) + " " + bench() + kJob + " --algo ring", std::string(COLLMM_SIM) + " -P 2 --dtype f32"}) {
+      const CommandResult r = run_command(tool + " --profile " + path, 60);
+      std::printf("bound: profile %s: exit %d after %.2f s\n", b.name.c_str(), r.rc, r.seconds);
+      EXPECT_EQ(r.rc, 2) << b.name << "\n" << r.output;
+      EXPECT_TRUE(has(r, "profile " + path + ": " + b.message)) << r.output;
+      EXPECT_FALSE(has(r, "sequential")) << "a case ran:\n" << r.output;
+    }
+  }
 }
 
 // collmm-sim at P = 1024: refused at once, with the figure and the option that lowers it.

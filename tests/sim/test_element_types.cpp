@@ -42,7 +42,9 @@ TEST(ElementTypes, OutputDtypePerLibrary) {
 
 TEST(ElementTypes, ProfileJsonKeepsTheLibrary) {
   EXPECT_EQ(profile_from_json(to_json(builtin_profile("cpu-2core"))).gemm.library, GemmLibrary::openblas);
-  EXPECT_EQ(profile_from_json(nlohmann::json::object()).gemm.library, GemmLibrary::cublaslt);  // absent: the GPU's
+  nlohmann::json j = to_json(builtin_profile("cpu-2core"));
+  j["gemm"].erase("library");
+  EXPECT_THROW(profile_from_json(j), UsageError);  // absent: refused, never a default
 }
 
 }  // namespace

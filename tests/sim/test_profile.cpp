@@ -165,8 +165,8 @@ TEST(Profile, JsonRoundTripAndFiles) {
     EXPECT_EQ(to_json(a), to_json(b)) << name;
     EXPECT_EQ(b.name, name);
   }
-  // The measured collectives go through JSON too; a profile without them (older files) loads with
-  // none, i.e. the ring model.
+  // The measured collectives go through JSON too; a profile without them is refused (every field
+  // the model reads is required).
   Profile c = builtin_profile("cpu-2core");
   c.allgather = {3.5, 12, {}};
   c.reduce_scatter = {0.75, 40, {}};
@@ -177,14 +177,17 @@ TEST(Profile, JsonRoundTripAndFiles) {
   EXPECT_DOUBLE_EQ(c2.reduce_scatter.latency_us, 40);
   nlohmann::json old = to_json(c);
   old.erase("collectives");
-  const Profile o = profile_from_json(old);
-  EXPECT_EQ(o.allgather.gbps, 0);
-  EXPECT_EQ(o.reduce_scatter.gbps, 0);
-  EXPECT_DOUBLE_EQ(collective_time_us(o, 4, 4e6, true), collective_time_us(builtin_profile("cpu-2core"), 4, 4e6, true));
-  EXPECT_THROW(profile_from_json(nlohmann::json{{"collectives", {{"allgather", {{"gbps", -1}}}}}}), UsageError);
+  EXPECT_THROW(profile_from_json(old), UsageError);
+  const nlohmann::json good = to_json(c);
+  auto with = [&](const char* pointer, const nlohmann::json& v) {
+    nlohmann::json j = good;
+    j[nlohmann::json::json_pointer(pointer)] = v;
+    return j;
+  };
+  EXPECT_THROW(profile_from_json(with("/collectives/allgather/gbps", -1)), UsageError);
   EXPECT_THROW(load_profile("no-such-profile"), UsageError);
-  EXPECT_THROW(profile_from_json(nlohmann::json{{"gemm", {{"model", "magic"}}}}), UsageError);
-  EXPECT_THROW(profile_from_json(nlohmann::json{{"contention", {{"gemm_slowdown", 0.5}}}}), UsageError);
+  EXPECT_THROW(profile_from_json(with("/gemm/model", "magic")), UsageError);
+  EXPECT_THROW(profile_from_json(with("/contention/gemm_slowdown", 0.5)), UsageError);
 }
 
 // A profile file that is not JSON, or holds a value of the wrong type: the path, the place of the
@@ -204,12 +207,12 @@ TEST(Profile, ABadFileIsNamedWithThePlaceOfItsError) {
                                          " is not valid JSON: parse error at line 2, column 1: syntax error while "
                                          "parsing value - unexpected end of input; expected '[', '{', or a literal");
   const std::string wrong_type = message(R"({"name": 3})");
-  EXPECT_EQ(wrong_type.rfind("profile JSON: ", 0), 0u) << wrong_type;
+  EXPECT_EQ(wrong_type.rfind("profile " + path + ": name: ", 0), 0u) << wrong_type;
   EXPECT_EQ(wrong_type.find("json.exception"), std::string::npos) << wrong_type;
   std::remove(path.c_str());
 }
 
-// The host section goes through JSON; a profile without it (older files) loads with no host term.
+// The host section goes through JSON; a profile without it, or without one of its fields, is refused.
 TEST(Profile, HostIssueRoundTrip) {
   for (const std::string& name : builtin_profile_names()) {
     EXPECT_EQ(builtin_profile(name).host.issue_us, 0) << name;
@@ -229,27 +232,94 @@ TEST(Profile, HostIssueRoundTrip) {
   EXPECT_EQ(to_json(b), j);
   nlohmann::json old = j;
   old.erase("host");
-  const Profile o = profile_from_json(old);
-  EXPECT_EQ(o.host.issue_us, 0);
-  EXPECT_FALSE(o.host.shared);
-  const Profile half = profile_from_json(nlohmann::json{{"host", {{"issue_us", 2.5}}}});
-  EXPECT_DOUBLE_EQ(half.host.issue_us, 2.5);
-  EXPECT_FALSE(half.host.shared);
-  EXPECT_THROW(profile_from_json(nlohmann::json{{"host", {{"issue_us", -1}}}}), UsageError);
+  EXPECT_THROW(profile_from_json(old), UsageError);  // required, as every field the model reads
+  nlohmann::json half = j;
+  half["host"].erase("shared");
+  EXPECT_THROW(profile_from_json(half), UsageError);
+  nlohmann::json bad = j;
+  bad["host"]["issue_us"] = -1;
+  EXPECT_THROW(profile_from_json(bad), UsageError);
 }
 
-// A profile calibrated before the model dropped the shared device rate (ranks emulated on one GPU)
-// holds "device": {"ranks": R} and per-point "device_tflops": they load, are not used (every rank
-// has its own device) and are not written back.
-TEST(Profile, OldSharedDeviceFieldsAreIgnored) {
-  const Profile a = builtin_profile("h200-nvlink");
-  nlohmann::json old = to_json(a);
-  old["device"] = {{"ranks", 8}};
-  old["gemm"]["table"][0]["device_tflops"] = 900;
-  const Profile b = profile_from_json(old);
-  EXPECT_EQ(to_json(b), to_json(a));
-  const GemmPoint& p0 = a.gemm.table[0];
-  EXPECT_EQ(gemm_time_us(b, p0.m, p0.n, p0.k, p0.dtype), gemm_time_us(a, p0.m, p0.n, p0.k, p0.dtype));
+// A profile calibrated before the model dropped the shared device rate holds "device": {"ranks": R}
+// and per-point "device_tflops": the model does not read them, so they are refused as unknown
+// fields rather than taken silently; so is any misspelt key, naming where it is.
+TEST(Profile, UnknownFieldsAreRefused) {
+  const nlohmann::json good = to_json(builtin_profile("h200-nvlink"));
+  auto refusal = [](const nlohmann::json& j) {
+    try {
+      profile_from_json(j);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  nlohmann::json j = good;
+  j["device"] = {{"ranks", 8}};
+  EXPECT_NE(refusal(j).find("unknown field device"), std::string::npos) << refusal(j);
+  j = good;
+  j["gemm"]["table"][0]["device_tflops"] = 900;
+  EXPECT_NE(refusal(j).find("unknown field gemm.table[0].device_tflops"), std::string::npos) << refusal(j);
+  j = good;
+  j["links"]["intra_gpbs"] = 100;
+  EXPECT_NE(refusal(j).find("unknown field links.intra_gpbs"), std::string::npos) << refusal(j);
+}
+
+// Every field the model reads is required: each one taken out of a whole profile is refused, naming
+// it; only name and notes (not read by the model) may be left out.
+TEST(Profile, EveryFieldTheModelReadsIsRequired) {
+  const nlohmann::json good = to_json(builtin_profile("h200-host"));
+  int tried = 0;
+  const nlohmann::json fields = good.flatten();
+  for (const auto& [pointer, value] : fields.items()) {
+    if (pointer.find("/table/") != std::string::npos || pointer.find("/peak_tflops/") != std::string::npos ||
+        pointer.find("/points") != std::string::npos)
+      continue;  // list items and a map of dtypes: their own tests
+    nlohmann::json j = good;
+    const nlohmann::json::json_pointer at(pointer);
+    const std::string key = at.back();
+    j.at(at.parent_pointer()).get_ref<nlohmann::json::object_t&>().erase(key);
+    std::string field = pointer.substr(1);
+    std::replace(field.begin(), field.end(), '/', '.');
+    ++tried;
+    if (field == "name" || field == "notes") {
+      EXPECT_NO_THROW(profile_from_json(j)) << field;
+      continue;
+    }
+    try {
+      profile_from_json(j);
+      ADD_FAILURE() << field << " left out was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("missing field " + field), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GT(tried, 20);
+  // A run's dtype needs its GEMM rate: a peak, or with the table model a table point.
+  Profile p = profile_from_json(good);
+  EXPECT_NO_THROW(check_gemm_rate(p, Dtype::bf16));
+  p.gemm.peak_tflops.erase(std::remove_if(p.gemm.peak_tflops.begin(), p.gemm.peak_tflops.end(),
+                                          [](const auto& x) { return x.first == Dtype::f32; }),
+                           p.gemm.peak_tflops.end());
+  EXPECT_THROW(check_gemm_rate(p, Dtype::f32), UsageError);
+  p.gemm.model = GemmModel::table;
+  p.gemm.table.push_back({Dtype::f32, 64, 64, 64, 1.0});
+  EXPECT_NO_THROW(check_gemm_rate(p, Dtype::f32));
+}
+
+// A key given twice in one object is refused, naming it (nlohmann alone would keep the last one).
+TEST(Profile, ADuplicateKeyIsRefused) {
+  const std::string path = testing::TempDir() + "collmm_profile_twice.json";
+  std::string text = to_json(builtin_profile("cpu-2core")).dump(2);
+  const size_t at = text.find("\"intra_gbps\"");
+  text.insert(at, "\"intra_gbps\": 400.0,\n    ");
+  { std::ofstream(path) << text; }
+  try {
+    load_profile(path);
+    ADD_FAILURE() << "a duplicate key was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "profile " + path + ": \"links.intra_gbps\" is given twice");
+  }
+  std::remove(path.c_str());
 }
 
 // The host issue fit: iterations of different mixes give the GEMM launch's and the other

@@ -116,6 +116,11 @@ struct RowCase {
 int run(const SimOptions& o) {
   const Profile prof = load_profile(o.profile);
   const Dtype dtype = parse_dtype(o.dtype);
+  try {
+    check_gemm_rate(prof, dtype);
+  } catch (const UsageError& e) {
+    throw UsageError("--profile: profile " + o.profile + ": " + e.what());
+  }
   std::vector<Op> ops = o.op == "all" ? all_ops() : std::vector<Op>{parse_op(o.op)};
   AlgoEntries entries;
   try {
