@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "atomic_file.hpp"
 #include "collmm/plan.hpp"
 #include "cuda_check.hpp"
 #include "lt_gemm.hpp"
@@ -152,8 +153,12 @@ int main(int argc, char** argv) {
     COLLMM_CUDA(cudaGetDeviceProperties(&prop, 0));
     std::printf("# collmm-gemm-bench on %s (%d SMs), bf16, interleaved rounds, median of %d after 5 warm-up rounds\n",
                 prop.name, prop.multiProcessorCount, reps);
-    FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
-    if (csv) std::fprintf(csv, "family,M,N,K,P,rows,gemms,lanes,choice,ms,tflops,x_whole\n");
+    if (!csv_path.empty())
+      if (const std::string why = why_not_writable(csv_path); !why.empty()) {
+        std::fprintf(stderr, "collmm-gemm-bench: --csv %s: cannot be written (%s)\n", csv_path.c_str(), why.c_str());
+        return 2;
+      }
+    std::string csv = "family,M,N,K,P,rows,gemms,lanes,choice,ms,tflops,x_whole\n";  // written at the end
 
     const int64_t M = 8192, K = 8192, Nmax = 8192;
     Operands op;
@@ -209,12 +214,13 @@ int main(int argc, char** argv) {
           const char* choice = v.eng == &heur ? "heuristic" : v.eng == &timed ? "timed" : "sms/2";
           std::printf("%-12s %6zu %6d %10s %10.4f %9.1f %12.3f\n", v.what.c_str(), v.blocks.size(), v.lanes, choice, ms,
                       tflops(M, N, K, ms), ms / whole);
-          if (csv)
-            std::fprintf(csv, "%s,%ld,%ld,%ld,%d,%s,%zu,%d,%s,%.5f,%.1f,%.4f\n", family, M, N, K, P, v.what.c_str(),
-                         v.blocks.size(), v.lanes, choice, ms, tflops(M, N, K, ms), ms / whole);
+          char row[256];
+          std::snprintf(row, sizeof row, "%s,%ld,%ld,%ld,%d,%s,%zu,%d,%s,%.5f,%.1f,%.4f\n", family, M, N, K, P,
+                        v.what.c_str(), v.blocks.size(), v.lanes, choice, ms, tflops(M, N, K, ms), ms / whole);
+          csv += row;
         }
       }
-    if (csv) std::fclose(csv);
+    if (!csv_path.empty()) write_file_atomically(csv_path, csv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "collmm-gemm-bench: %s\n", e.what());
     return 1;
