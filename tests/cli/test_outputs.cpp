@@ -198,6 +198,9 @@ TEST(Outputs, ARewriteKeepsModeOwnerAndLinks) {
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_TRUE(has(r, "it is a symbolic link to nowhere/r.json, which does not exist")) << r.output;
   EXPECT_FALSE(has(r, "File exists")) << r.output;
+  r = bench_job("--save " + dangling);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_TRUE(has(r, "it is a symbolic link to nowhere/r.json, which does not exist")) << r.output;
 }
 
 // The PID of a stopped process whose command line holds `text`; -1 if none.
