@@ -1,6 +1,6 @@
 """The ops as a training step uses them (CPU, gloo, real processes): the agreement over the group's
 Store, through shared memory and over its collectives, check="first", a skipped call ending in a named error within
-collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files."""
+collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files (and its error on a full disk)."""
 import pytest
 
 from dist_util import run_world
@@ -43,6 +43,33 @@ def test_profiler_ranges():
 
 def test_trace(tmp_path):
     run_world(2, trace_case, str(tmp_path / "step"))
+
+
+def test_trace_on_a_full_disk(tmp_path):
+    """collmm.trace on a full file system (a 64 KiB tmpfs): RuntimeError naming the file, nothing
+    truncated left (it reported success and left invalid JSON)."""
+    import os
+    import subprocess
+
+    import collmm
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        fd = os.open(mnt / "fill", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"x" * 4096):
+                pass
+        except OSError:
+            pass
+        os.close(fd)
+        with pytest.raises(RuntimeError, match=r"cannot write .*step\.json \(No space left on device\)"):
+            with collmm.trace(str(mnt / "step")):
+                pass
+        assert os.listdir(mnt) == ["fill"]
+    finally:
+        subprocess.run(["umount", str(mnt)])
 
 
 @pytest.mark.parametrize("world", [1, 2])
