@@ -17,6 +17,13 @@ if(NOT COLLMM_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)
+    # The .cu files are C++20 too (they include collmm/types.hpp): without a CUDA_STANDARD of their
+    # own they take CMAKE_CXX_STANDARD. CMake 3.25 knows no C++20 flag for nvcc (12.0 and later
+    # take -std=c++20), so it is said here where CMake does not say it itself.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     add_library(collmm_nccl INTERFACE)
     target_include_directories(collmm_nccl INTERFACE ${NCCL_INCLUDE_DIR})
     target_link_libraries(collmm_nccl INTERFACE ${NCCL_LIBRARY})

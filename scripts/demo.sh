@@ -5,7 +5,7 @@
 #     out/results.json). Extra arguments go to collmm-bench (e.g. -m 2048 -n 2048 -k 2048).
 #  2. collmm-sim's prediction for an 8-GPU H200 node at a Llama-70B MLP's shape (8192 tokens,
 #     hidden 8192, intermediate 28672, bf16): the table of every algorithm and the ring's timeline.
-#  3. where the measured GPU figures are.
+#  3. where the table of the best measured figures is (docs/perf.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -25,4 +25,5 @@ $sim --op ag_gemm -m 8192 -n 28672 -k 8192 --timeline out/sim-up.svg
 $sim --op gemm_rs -m 8192 -n 8192 -k 28672 --timeline out/sim-down.svg
 echo "demo: predicted timelines in out/sim-up-<op>-<algo>.svg and out/sim-down-<op>-<algo>.svg"
 echo
-echo "demo 3/3: measured on H200 GPUs (not on this machine): docs/perf.md"
+echo "demo 3/3: the best measured figures (H200 and CPU beds, not this machine) with the commands that reproduce them:"
+echo "  docs/perf.md, table \"Best measured time against the limit\""
