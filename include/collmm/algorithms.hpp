@@ -4,7 +4,7 @@
 // algorithms reads this table: parsing and printing names, plan dispatch, options_for, validate,
 // auto's candidates, the simulator's limit, the CLIs' help and the Python extension's list.
 //
-// A new algorithm: its builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp), one enum value in
+// A new algorithm: its builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp, plan/gemm_ar.cpp), one enum value in
 // collmm/types.hpp, one row in plan/algorithms.cpp and its golden plan test.
 #pragma once
 
@@ -23,6 +23,7 @@ struct AlgoRow {
   const char* name;
   PlanBuilder ag_gemm;  // the builder of each op's plan
   PlanBuilder gemm_rs;
+  PlanBuilder gemm_ar;
   bool takes_stages;      // --stages (0: default_stages)
   bool takes_gemm_lanes;  // more than one GEMM lane can run at once (sequential: one GEMM)
   bool takes_merge;       // --merge, in ag_gemm only (gemm_rs has no merge)

@@ -1,4 +1,4 @@
-// collmm/types.hpp: the words of the field as types: the operation (ag_gemm, gemm_rs), the
+// collmm/types.hpp: the words of the field as types: the operation (ag_gemm, gemm_rs, gemm_ar), the
 // algorithm, posting order, B's layout, element types, the global problem and the plan options,
 // plus how a dimension is split over P ranks. No backend, no MPI, no CUDA here.
 #pragma once
@@ -21,7 +21,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Op { ag_gemm, gemm_rs };
+// ag_gemm: C_r = AllGather(A) @ B_r. gemm_rs: C_r = rows block r of sum_q A_q @ B_q. gemm_ar: C = the
+// whole sum_q A_q @ B_q on every rank (the row-parallel linear without sequence parallelism).
+enum class Op { ag_gemm, gemm_rs, gemm_ar };
 // The algorithms; their names, builders and rules are their rows in collmm/algorithms.hpp.
 enum class Algo { sequential, pipelined, ring, bidir };
 // Which of the two is enqueued first within one step of a ring: the transfer must be posted before
@@ -53,7 +55,7 @@ Dtype parse_dtype(const std::string&);
 size_t dtype_size(Dtype);
 
 // Row-major, global sizes. Rank r of P holds (ag_gemm) rows block r of A and columns block r of B,
-// or (gemm_rs) columns block r of A and rows block r of B; see plan.hpp for the buffers.
+// or (gemm_rs, gemm_ar) columns block r of A and rows block r of B; see plan.hpp for the buffers.
 struct Problem {
   Op op = Op::ag_gemm;
   int64_t m = 0, n = 0, k = 0;
@@ -168,6 +170,12 @@ struct LocalShape {
   int64_t gemm_k, gemm_n;  // the inner and output-column sizes of every GEMM this rank runs
 };
 LocalShape local_shape(const Problem&, int rank);
+
+// Whether the op sums partials over the ranks: A's columns and B's rows are split (gemm_rs,
+// gemm_ar); ag_gemm splits A's rows and B's columns.
+bool sums_over_ranks(Op);
+// The global row of rank r's C row 0: gemm_rs holds its rows block, ag_gemm and gemm_ar all of M (0).
+int64_t c_first_row(const Problem&, int rank);
 
 // The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
 // parts its chunks travel in (the algorithm's row: bidir sends two halves). It must hold at least

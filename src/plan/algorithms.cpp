@@ -8,7 +8,7 @@
 namespace collmm {
 namespace {
 
-// sequential: one allgather or reduce-scatter of P parts and one GEMM per rank.
+// sequential: one allgather or reduce-scatter of P parts and one GEMM per rank (gemm_ar: both).
 double sequential_steps(double P, double) { return 2 * P; }
 // pipelined: S stages of a collective over P ranks, on each of P ranks.
 double staged_steps(double P, double S) { return S * P * P; }
@@ -24,6 +24,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .name = "sequential",
        .ag_gemm = ag_gemm_sequential,
        .gemm_rs = gemm_rs_sequential,
+       .gemm_ar = gemm_ar_sequential,
        .takes_stages = false,
        .takes_gemm_lanes = false,
        .takes_merge = false,
@@ -39,6 +40,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .name = "pipelined",
        .ag_gemm = ag_gemm_pipelined,
        .gemm_rs = gemm_rs_pipelined,
+       .gemm_ar = gemm_ar_pipelined,
        .takes_stages = true,
        .takes_gemm_lanes = true,
        .takes_merge = false,
@@ -54,6 +56,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .name = "ring",
        .ag_gemm = ag_gemm_ring,
        .gemm_rs = gemm_rs_ring,
+       .gemm_ar = gemm_ar_ring,
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = true,
@@ -69,6 +72,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .name = "bidir",
        .ag_gemm = ag_gemm_bidir,
        .gemm_rs = gemm_rs_bidir,
+       .gemm_ar = gemm_ar_bidir,
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
@@ -96,7 +100,14 @@ std::string algorithm_names(const std::string& separator) {
   return names;
 }
 
-PlanBuilder builder(Op op, Algo a) { return op == Op::ag_gemm ? algorithm(a).ag_gemm : algorithm(a).gemm_rs; }
+PlanBuilder builder(Op op, Algo a) {
+  switch (op) {
+    case Op::ag_gemm: return algorithm(a).ag_gemm;
+    case Op::gemm_rs: return algorithm(a).gemm_rs;
+    case Op::gemm_ar: return algorithm(a).gemm_ar;
+  }
+  throw std::logic_error("op " + std::to_string(static_cast<int>(op)) + " has no builder column");
+}
 
 bool takes_merge(Op op, Algo a) { return op == Op::ag_gemm && algorithm(a).takes_merge; }
 

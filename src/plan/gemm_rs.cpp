@@ -32,6 +32,9 @@
 //
 //   gemm  | g0a | g0b | g1 | g2 | g3 |            S = 2: the first partial in two pieces;
 //   comm        | s0a | s0b | s1 | s2 | add        s0a goes once g0a is done
+//
+// The ring and bidir builders also serve gemm_ar (plan/gemm_ar.cpp), whose C holds all M rows: there
+// every row of C named here lies at rank r's block (c_first_row), and the all-gather follows.
 #include <algorithm>
 
 #include "collmm/plan.hpp"
@@ -141,6 +144,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   Plan plan = empty_plan(p, o, r);
   const int P = p.world;
   const int64_t most = rows_of(p, 0);
+  const int64_t c0 = off_of(p, r) - c_first_row(p, r);  // rank r's block in C: 0 (gemm_rs) or its offset
   if (P == 1) {
     plan.push(gemm(plan.gemm_lane(0), {kBufC, 0, p.m}, {kBufA, 0, p.m}, 0, 0, {}));
     return plan;
@@ -159,7 +163,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   // cannot hold those rows in C: they are computed straight onto the received sum instead (a GEMM
   // with accumulate, once the sum has arrived), so no third buffer is needed.
   const int64_t c_rows = rows_of(p, r);
-  auto in_c = [&](const Slice& g, int64_t rows) { return std::min(rows, std::max<int64_t>(0, c_rows - g.row)); };
+  auto in_c = [&](const Slice& g, int64_t rows) { return std::min(rows, std::max<int64_t>(0, c_rows - (g.row - c0))); };
 
   std::vector<RsRing> dirs;
   for (int d = 0; d < ndir; ++d) {
@@ -168,7 +172,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     ring.half = bidir ? d : -1;
     ring.recv_buf[0] = plan.add_buffer(Role::work, dir_rows, p.n);
     ring.recv_buf[1] = plan.add_buffer(Role::work, dir_rows, p.n);
-    ring.g = {kBufC, d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
+    ring.g = {kBufC, c0 + d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
     dirs.push_back(ring);
   }
   auto block_at = [&](const RsRing& d, int j) { return ring_mod(r - d.dir * (j + 1), P); };
@@ -187,7 +191,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
       if (d.last_add >= 0) prev_adds.push_back(d.last_add);
     if (last)
       ids.push_back(plan.push(
-          gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)}, {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
+          gemm(plan.gemm_lane(j), {kBufC, c0, rows_of(p, r)}, {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
     for (auto& d : dirs) {
       const int b = block_at(d, j);
       const auto [off, rows] = part(b, d.half);
@@ -239,7 +243,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
         const auto [off, rows] = part(b, d.half);
         const int64_t from = piece_offset(rows, cut, first), to = piece_offset(rows, cut, last + 1);
         if (to == from) continue;
-        Step a = add({kBufC, off + from, to - from}, {d.recv_buf[d.cur], from, to - from}, j, b, gemm_ids);
+        Step a = add({kBufC, c0 + off + from, to - from}, {d.recv_buf[d.cur], from, to - from}, j, b, gemm_ids);
         if (S > 1) {  // on the GEMM into C's lane, after its pieces' receives
           a.lane = plan.steps[static_cast<size_t>(gemm_ids.front())].lane;
           a.waits.assign(comm_ids.begin() + first, comm_ids.begin() + last + 1);
