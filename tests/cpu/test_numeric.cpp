@@ -155,7 +155,7 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<Op, Algo>>& inf
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, EveryCase,
-                         ::testing::Combine(::testing::Values(Op::ag_gemm, Op::gemm_rs),
+                         ::testing::Combine(::testing::ValuesIn(all_ops()),
                                             ::testing::Values(Algo::sequential, Algo::pipelined, Algo::ring,
                                                               Algo::bidir)),
                          param_name);

@@ -29,7 +29,7 @@ const char* const kCudaGroup = "CUDA";
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", names.backend, "cpu | cuda")->capture_default_str();
-  app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
+  app.add_option("--op", names.op, "ag_gemm | gemm_rs | gemm_ar | all")->capture_default_str();
   app.add_option(
          "--algo", names.algo,
          algorithm_names(" | ") +
