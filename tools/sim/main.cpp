@@ -221,7 +221,7 @@ int run(const SimOptions& o) {
 int main(int argc, char** argv) {
   collmm::SimOptions o;
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
-  app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
+  app.add_option("--op", o.op, "ag_gemm, gemm_rs, gemm_ar or all")->capture_default_str();
   app.add_option("--algo", o.algo,
                  collmm::algorithm_names() +
                      ", all, auto (the model's pick, or the fastest measured one in --tune-cache: the row "
