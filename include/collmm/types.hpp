@@ -65,7 +65,8 @@ struct Problem {
 
 struct PlanOptions {
   Algo algo = Algo::ring;
-  int stages = 0;  // pipelined only; 0: default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp)
+  int stages = 0;  // pipelined: 0, default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp); gemm_ar's
+                   // ring: its waves (0: one), each a ring over M/S rows
   Post post = Post::comm_first;
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
@@ -152,7 +153,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOption
 // options. What every executor and the Context check before a plan is prepared.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
 // `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row in
-// collmm/algorithms.hpp: stages outside pipelined, merge outside the ag_gemm ring, pieces outside
+// collmm/algorithms.hpp: stages outside pipelined and gemm_ar's ring, merge outside the ag_gemm ring, pieces outside
 // ring and bidir, piece sizes where there is one piece) at its default. What a front end runs for
 // each algorithm when one set of flags serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);

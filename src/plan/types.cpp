@@ -154,7 +154,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p
 
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
-  if (!algorithm(algo).takes_stages) o.stages = 0;
+  if (!takes_stages(op, algo)) o.stages = 0;
   if (!takes_merge(op, algo)) o.merge = 1;
   if (!algorithm(algo).takes_pieces) o.pieces = 1;
   if (o.pieces == 1) o.piece_sizes = PieceSizes::equal;  // one piece is the whole chunk either way
@@ -195,7 +195,8 @@ bool sums_over_ranks(Op op) { return op != Op::ag_gemm; }
 int64_t c_first_row(const Problem& p, int r) { return p.op == Op::gemm_rs ? block_offset(p.m, p.world, r) : 0; }
 
 int64_t edge_rows(const Problem& p, const PlanOptions& o) {
-  const int64_t chunk = p.m / p.world;  // the smallest rank's block
+  const int waves = algorithm(o.algo).takes_pieces ? stages_of(p, o) : 1;  // gemm_ar's ring: S waves
+  const int64_t chunk = p.m / waves / p.world;                             // the smallest rank's block
   return chunk / algorithm(o.algo).chunk_parts;
 }
 
@@ -299,7 +300,7 @@ void validate(const Problem& p, const PlanOptions& o) {
         << ", so at most " << most << " pieces";
     add();
   }
-  if (algorithm(o.algo).takes_stages && o.stages > 0 && o.stages > p.m / P) {
+  if (takes_stages(p.op, o.algo) && o.stages > 0 && o.stages > p.m / P) {
     msg << "stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages";
     add();

@@ -1,5 +1,5 @@
 // test_gemm_ar.cpp: golden gemm_ar plans (the reduce-scatter then the in-place all-gather of C's
-// blocks; pipelined's stages; the gemm_rs ring followed by the all-gather) and the checker
+// blocks; pipelined's stages; the gemm_rs ring followed by the all-gather; the ring in waves) and the checker
 // refusing a gemm_ar plan that leaves some rank without the whole sum.
 #include <gtest/gtest.h>
 
@@ -74,6 +74,39 @@ TEST(GemmAr, RingsAreGemmRsRingsThenTheAllGather) {
       for (int w : ag.waits) lanes.push_back(all.steps[static_cast<size_t>(w)].lane);
       EXPECT_EQ(lanes, (std::vector<int>{1, 2})) << describe(all);
     }
+}
+
+// The ring in 2 waves (M = 16: rows 0..7, 8..15; blocks of 2 rows): wave 1's sendrecv of step j
+// also sends wave 0's block r - j of C on to r + 1 and receives block r - j - 1 (step 0 waits for
+// wave 0's last GEMM); only wave 1's all-gather is a step of its own.
+TEST(GemmAr, RingInWavesGathersTheLastWaveBesideTheNext) {
+  const Problem p{.op = Op::gemm_ar, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
+  const int r = 1;
+  const Plan plan = make_plan(p, {.algo = Algo::ring, .stages = 2}, r);
+  std::vector<const Step*> comms;
+  for (const Step& s : plan.steps)
+    if (s.kind == StepKind::sendrecv) comms.push_back(&s);
+  ASSERT_EQ(comms.size(), 6u) << describe(plan);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(comms[j]->sends.size(), 1u) << describe(*comms[j]);  // wave 0: its reduce-scatter alone
+    const Step& s = *comms[3 + j];
+    ASSERT_EQ(s.sends.size(), 2u) << describe(s);
+    ASSERT_EQ(s.recvs.size(), 2u) << describe(s);
+    EXPECT_EQ(s.sends[1].slice.buf, kBufC);
+    EXPECT_EQ(s.sends[1].slice.row, 2 * ((r - j + 4) % 4)) << describe(s);
+    EXPECT_EQ(s.recvs[1].slice.row, 2 * ((r - j - 1 + 4) % 4)) << describe(s);
+    EXPECT_EQ(s.sends[1].peer, 2);
+    EXPECT_EQ(s.recvs[1].peer, 0);
+  }
+  const Step& ag = plan.steps.back();
+  EXPECT_EQ(ag.kind, StepKind::allgather);
+  EXPECT_EQ(ag.parts.front().row, 8);
+  EXPECT_EQ(ag.a.row, 8 + 2 * r);
+  // Waves apply to gemm_ar's ring only; at most M / P of them.
+  EXPECT_EQ(options_for(Op::gemm_rs, Algo::ring, {.stages = 2}).stages, 0);
+  EXPECT_EQ(options_for(Op::gemm_ar, Algo::bidir, {.stages = 2}).stages, 0);
+  EXPECT_EQ(options_for(Op::gemm_ar, Algo::ring, {.stages = 2}).stages, 2);
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .stages = 5}, 0), UsageError);
 }
 
 // A gemm_ar plan without its last all-gather leaves every rank with its own block only: the
