@@ -33,8 +33,9 @@
 //   gemm  | g0a | g0b | g1 | g2 | g3 |            S = 2: the first partial in two pieces;
 //   comm        | s0a | s0b | s1 | s2 | add        s0a goes once g0a is done
 //
-// The ring and bidir builders also serve gemm_ar (plan/gemm_ar.cpp), whose C holds all M rows: there
-// every row of C named here lies at rank r's block (c_first_row), and the all-gather follows.
+// The ring (append_rs_ring, rs_ring.hpp) also serves gemm_ar (plan/gemm_ar.cpp): one ring per wave,
+// over that wave's rows of M; gemm_ar's C holds all M rows, so every row of C named here lies at
+// rank r's block of the wave (c_first_row), and the all-gather follows.
 #include <algorithm>
 
 #include "rs_ring.hpp"
