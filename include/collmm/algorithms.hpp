@@ -4,7 +4,7 @@
 // algorithms reads this table: parsing and printing names, plan dispatch, options_for, validate,
 // auto's candidates, the simulator's limit, the CLIs' help and the Python extension's list.
 //
-// A new algorithm: its builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp), one enum value in
+// A new algorithm: its builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp, plan/gemm_ar.cpp), one enum value in
 // collmm/types.hpp, one row in plan/algorithms.cpp and its golden plan test.
 #pragma once
 
@@ -23,6 +23,7 @@ struct AlgoRow {
   const char* name;
   PlanBuilder ag_gemm;  // the builder of each op's plan
   PlanBuilder gemm_rs;
+  PlanBuilder gemm_ar;
   bool takes_stages;      // --stages (0: default_stages)
   bool takes_gemm_lanes;  // more than one GEMM lane can run at once (sequential: one GEMM)
   bool takes_merge;       // --merge, in ag_gemm only (gemm_rs has no merge)
@@ -34,6 +35,8 @@ struct AlgoRow {
   std::vector<int> auto_merges;   // auto's candidate merges beyond 1 (ag_gemm only, P > merge)
   std::vector<int> auto_pieces;   // auto's candidate pieces beyond 1 (where the edge chunk has the rows)
   std::vector<int> auto_halving;  // the same, in pieces of halving size (--piece-sizes halving)
+  std::vector<int> auto_waves;    // gemm_ar: --stages S > 1 runs S waves of M/S rows, each this
+                                  // row's ring (plan/gemm_ar.cpp); auto's candidates ({}: no waves)
   bool alone_at_one_rank;         // auto's one candidate at P = 1 (nothing to overlap there)
 };
 
@@ -45,13 +48,16 @@ std::string algorithm_names(const std::string& separator = ", ");
 
 PlanBuilder builder(Op, Algo);
 bool takes_merge(Op, Algo);
+// Whether --stages applies: pipelined's stages, and gemm_ar's waves where the row has auto_waves.
+bool takes_stages(Op, Algo);
 // The names of the rows that take an option, joined by " and ": "ring and bidir".
 std::string names_taking(bool AlgoRow::*option);
 
 // The stage count of a pipelined plan when --stages is 0: as many as ranks, but at least one row
 // per stage of the smallest rank's block: max(1, min(P, M / P)).
 int default_stages(const Problem&);
-// o.stages where the algorithm takes stages and it is given, default_stages where it is 0, else 1.
+// o.stages where the algorithm takes stages and it is given, default_stages where it is 0 (waves:
+// 1), else 1.
 int stages_of(const Problem&, const PlanOptions&);
 
 // The simulator walks every step of every rank's plan; bounded so that every run ends in seconds

@@ -1,5 +1,5 @@
 // collmm/collmm.hpp: the C++ API. A Context starts a backend (for cpu: MPI, one rank per process)
-// and runs ag_gemm / gemm_rs on the caller's local shards, with the communication overlapped with
+// and runs ag_gemm / gemm_rs / gemm_ar on the caller's local shards, with the communication overlapped with
 // the GEMM by the chosen algorithm. Buffers are host memory, row-major, of the element type given
 // (C of context.out_dtype(dtype)). The cpu backend runs the plan on them in place (Executor::bind:
 // A and B read, C and the gathered A written, no copy); where the executor cannot bind (cuda, for
@@ -65,7 +65,7 @@ class Context {
   // The last automatic call's decision: its options, source ("model" or "measured") and printout.
   const AutoChooser::Decision& last_auto() const;
 
-  // Both calls are collective (every rank calls them with the same sizes and options) and throw
+  // The calls are collective (every rank calls them with the same sizes and options) and throw
   // UsageError for a bad call: a null a, b or c (found on the rank that passes it, before any data
   // moves), sizes or options the ranks disagree on or that no plan can split (found on every rank).
 
@@ -90,9 +90,20 @@ class Context {
   void gemm_rs(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                const MatmulOptions& options = {});
 
+  // Row-parallel linear with a replicated output: C = sum over q of A_q @ B_q, on every rank.
+  //   a, b as gemm_rs's
+  //   c  [M, N]                   out
+  // Result, for every i < M, j < N:
+  //   c[i][j] = sum over q < P, kk < K_q of a_q[i][kk] * b_q[kk][j]
+  void gemm_ar(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
+               const MatmulOptions& options = {});
+
  private:
   static void check_pointers(const char* op, const void* a, const void* b,
                              const void* c);  // throws UsageError on a null one
+  // gemm_rs and gemm_ar: A, B in, C out.
+  void summed(Op op, int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
+              const MatmulOptions& options);
   // Plans and prepares when the problem, options or dtype changed since the last call.
   void prepare(const Problem& problem, const MatmulOptions& options, Dtype dtype);
   int gathered_buffer() const;  // the prepared plan's gathered A

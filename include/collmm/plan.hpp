@@ -20,7 +20,7 @@
 namespace collmm {
 
 // What a buffer is for. A, B and C are the user's tensors; gathered is the all-gathered A of
-// ag_gemm (returned to the user if asked for); work buffers hold gemm_rs partial sums.
+// ag_gemm (returned to the user if asked for); work buffers hold gemm_rs and gemm_ar partial sums.
 enum class Role { a, b, c, gathered, work };
 std::string to_string(Role);
 // Whether a run writes every element of a buffer of this role before it is read (C, the gathered A,
@@ -102,7 +102,7 @@ Plan make_plan(const Problem&, const PlanOptions&, int rank);
 std::string describe(const Plan&);
 std::string describe(const Step&);
 
-// The per-op builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp), one function per algorithm.
+// The per-op builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp, plan/gemm_ar.cpp), one function per algorithm.
 Plan ag_gemm_sequential(const Problem&, const PlanOptions&, int rank);
 Plan ag_gemm_pipelined(const Problem&, const PlanOptions&, int rank);
 Plan ag_gemm_ring(const Problem&, const PlanOptions&, int rank);
@@ -111,6 +111,10 @@ Plan gemm_rs_sequential(const Problem&, const PlanOptions&, int rank);
 Plan gemm_rs_pipelined(const Problem&, const PlanOptions&, int rank);
 Plan gemm_rs_ring(const Problem&, const PlanOptions&, int rank);
 Plan gemm_rs_bidir(const Problem&, const PlanOptions&, int rank);
+Plan gemm_ar_sequential(const Problem&, const PlanOptions&, int rank);
+Plan gemm_ar_pipelined(const Problem&, const PlanOptions&, int rank);
+Plan gemm_ar_ring(const Problem&, const PlanOptions&, int rank);
+Plan gemm_ar_bidir(const Problem&, const PlanOptions&, int rank);
 
 // A plan with every collective (allgather, reduce_scatter) rewritten as the ring a ring
 // collective runs: P-1 sendrecv steps with the neighbours (and, for reduce_scatter, the adds of

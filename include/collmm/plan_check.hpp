@@ -13,7 +13,8 @@
 //     which rank's B). At the end, ag_gemm: C row i of rank r was written exactly once, by a GEMM
 //     of global A row i with B_r, and the gathered A holds A row i in row i;
 //     gemm_rs: C row t of rank r holds every rank's partial of global row (offset_r + t) exactly
-//     once. Every C row is written.
+//     once; gemm_ar: C row i of every rank holds every rank's partial of row i exactly once. Every
+//     C row is written.
 //  4. races: within a rank, two steps that are not ordered by lane order and waits (transitively)
 //     must not touch overlapping rows of one buffer when either writes them.
 //

@@ -1,4 +1,4 @@
-// collmm/types.hpp: the words of the field as types: the operation (ag_gemm, gemm_rs), the
+// collmm/types.hpp: the words of the field as types: the operation (ag_gemm, gemm_rs, gemm_ar), the
 // algorithm, posting order, B's layout, element types, the global problem and the plan options,
 // plus how a dimension is split over P ranks. No backend, no MPI, no CUDA here.
 #pragma once
@@ -21,7 +21,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Op { ag_gemm, gemm_rs };
+// ag_gemm: C_r = AllGather(A) @ B_r. gemm_rs: C_r = rows block r of sum_q A_q @ B_q. gemm_ar: C = the
+// whole sum_q A_q @ B_q on every rank (the row-parallel linear without sequence parallelism).
+enum class Op { ag_gemm, gemm_rs, gemm_ar };
 // The algorithms; their names, builders and rules are their rows in collmm/algorithms.hpp.
 enum class Algo { sequential, pipelined, ring, bidir };
 // Which of the two is enqueued first within one step of a ring: the transfer must be posted before
@@ -53,7 +55,7 @@ Dtype parse_dtype(const std::string&);
 size_t dtype_size(Dtype);
 
 // Row-major, global sizes. Rank r of P holds (ag_gemm) rows block r of A and columns block r of B,
-// or (gemm_rs) columns block r of A and rows block r of B; see plan.hpp for the buffers.
+// or (gemm_rs, gemm_ar) columns block r of A and rows block r of B; see plan.hpp for the buffers.
 struct Problem {
   Op op = Op::ag_gemm;
   int64_t m = 0, n = 0, k = 0;
@@ -63,7 +65,8 @@ struct Problem {
 
 struct PlanOptions {
   Algo algo = Algo::ring;
-  int stages = 0;  // pipelined only; 0: default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp)
+  int stages = 0;  // pipelined: 0, default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp); gemm_ar's
+                   // ring: its waves (0: one), each a ring over M/S rows
   Post post = Post::comm_first;
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
@@ -150,7 +153,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOption
 // options. What every executor and the Context check before a plan is prepared.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
 // `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row in
-// collmm/algorithms.hpp: stages outside pipelined, merge outside the ag_gemm ring, pieces outside
+// collmm/algorithms.hpp: stages outside pipelined and gemm_ar's ring, merge outside the ag_gemm ring, pieces outside
 // ring and bidir, piece sizes where there is one piece) at its default. What a front end runs for
 // each algorithm when one set of flags serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);
@@ -168,6 +171,12 @@ struct LocalShape {
   int64_t gemm_k, gemm_n;  // the inner and output-column sizes of every GEMM this rank runs
 };
 LocalShape local_shape(const Problem&, int rank);
+
+// Whether the op sums partials over the ranks: A's columns and B's rows are split (gemm_rs,
+// gemm_ar); ag_gemm splits A's rows and B's columns.
+bool sums_over_ranks(Op);
+// The global row of rank r's C row 0: gemm_rs holds its rows block, ag_gemm and gemm_ar all of M (0).
+int64_t c_first_row(const Problem&, int rank);
 
 // The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
 // parts its chunks travel in (the algorithm's row: bidir sends two halves). It must hold at least

@@ -2,12 +2,13 @@
 // exactly what it holds, as a multiset of terms:
 //   - ag_gemm: A row t of rank r holds {A row (offset_r + t)}; a GEMM on rank q turns each term
 //     into that row times B_q; copies, transfers and the allgather move terms.
-//   - gemm_rs: A row i of rank r holds {A_r row i}; a GEMM on rank q turns it into A_r row i @ B_q,
+//   - gemm_rs, gemm_ar: A row i of rank r holds {A_r row i}; a GEMM on rank q turns it into A_r row i @ B_q,
 //     which is rank r's partial of row i when q = r; add (and accumulating GEMMs) take the union,
 //     reduce_scatter the union over the ranks.
 // At the end: ag_gemm C row i of rank r holds exactly {A row i @ B_r} and was written once, the
 // gathered A row i holds {A row i}; gemm_rs C row t of rank r holds every rank's partial of row
-// (offset_r + t) exactly once. A row never written holds nothing, which the same comparison reports.
+// (offset_r + t) exactly once, gemm_ar C row i of every rank every rank's partial of row i. A row never written holds
+// nothing, which the same comparison reports.
 #include <algorithm>
 #include <iterator>
 #include <sstream>
@@ -123,7 +124,7 @@ void DataFlow::check_rows(int rank, int buf, const std::vector<Terms>& expected,
   const Plan& plan = plans_[rank];
   const Buffer& b = buffers_[rank][buf];
   const bool once = plan.problem.op == Op::ag_gemm && buf == kBufC;
-  const int64_t first = plan.problem.op == Op::gemm_rs ? block_offset(plan.problem.m, plan.problem.world, rank) : 0;
+  const int64_t first = c_first_row(plan.problem, rank);
   auto list = [&](const Terms& terms) {
     std::string s = "{";
     for (size_t x = 0; x < terms.size(); ++x) s += (x ? ", " : "") + term_str(terms[x]);
@@ -184,8 +185,8 @@ void DataFlow::check_rank(int r, Errors& errors) const {
         if (plan.buffers[b].role == Role::gathered) check_rows(r, static_cast<int>(b), a_rows, errors);
     } else {
       std::vector<Terms> c_rows;
-      const int64_t first = block_offset(p.m, P, r);
-      for (int64_t t = 0; t < block_size(p.m, P, r); ++t) {
+      const int64_t first = c_first_row(p, r);
+      for (int64_t t = 0; t < local_shape(p, r).c_rows; ++t) {
         Terms sum;
         for (int q = 0; q < P; ++q) sum.push_back(Term{1, q, first + t, q});
         c_rows.push_back(sum);

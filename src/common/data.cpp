@@ -49,9 +49,10 @@ double input_value(uint64_t seed, int tensor, int64_t i, int64_t j, Dtype dtype)
 
 HostMatrix make_local_a(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
   const LocalShape s = local_shape(p, rank);
-  // ag_gemm: rows block r of A; gemm_rs: columns block r of A.
-  const int64_t row0 = p.op == Op::ag_gemm ? block_offset(p.m, p.world, rank) : 0;
-  const int64_t col0 = p.op == Op::gemm_rs ? block_offset(p.k, p.world, rank) : 0;
+  // ag_gemm: rows block r of A; gemm_rs, gemm_ar: columns block r of A.
+  const bool sums = sums_over_ranks(p.op);
+  const int64_t row0 = sums ? 0 : block_offset(p.m, p.world, rank);
+  const int64_t col0 = sums ? block_offset(p.k, p.world, rank) : 0;
   HostMatrix a{s.a_rows, s.a_cols, std::vector<double>(static_cast<size_t>(s.a_rows * s.a_cols))};
   parallel_rows(s.a_rows, [&](int64_t i) {
     for (int64_t j = 0; j < s.a_cols; ++j) a.at(i, j) = input_value(seed, 0, row0 + i, col0 + j, dtype);
@@ -68,9 +69,10 @@ HostMatrix make_global_a(const Problem& p, uint64_t seed, Dtype dtype) {
 
 HostMatrix make_local_b(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
   const LocalShape s = local_shape(p, rank);
-  // Global B is [K, N]; ag_gemm takes columns block r, gemm_rs rows block r.
-  const int64_t k0 = p.op == Op::gemm_rs ? block_offset(p.k, p.world, rank) : 0;
-  const int64_t n0 = p.op == Op::ag_gemm ? block_offset(p.n, p.world, rank) : 0;
+  // Global B is [K, N]; ag_gemm takes columns block r, gemm_rs and gemm_ar rows block r.
+  const bool sums = sums_over_ranks(p.op);
+  const int64_t k0 = sums ? block_offset(p.k, p.world, rank) : 0;
+  const int64_t n0 = sums ? 0 : block_offset(p.n, p.world, rank);
   HostMatrix b{s.b_rows, s.b_cols, std::vector<double>(static_cast<size_t>(s.b_rows * s.b_cols))};
   parallel_rows(s.gemm_k, [&](int64_t kk) {
     for (int64_t nn = 0; nn < s.gemm_n; ++nn) {
@@ -87,10 +89,10 @@ HostMatrix make_local_b(const Problem& p, int rank, uint64_t seed, Dtype dtype) 
 HostMatrix reference_c(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
   // The rows of global A and the columns of global B this rank's C covers.
   const bool ag = p.op == Op::ag_gemm;
-  const int64_t m0 = ag ? 0 : block_offset(p.m, p.world, rank);
-  const int64_t rows = ag ? p.m : block_size(p.m, p.world, rank);
+  const int64_t m0 = c_first_row(p, rank);
+  const int64_t rows = local_shape(p, rank).c_rows;
   const int64_t n0 = ag ? block_offset(p.n, p.world, rank) : 0;
-  const int64_t cols = ag ? block_size(p.n, p.world, rank) : p.n;
+  const int64_t cols = local_shape(p, rank).c_cols;
   std::vector<double> a(static_cast<size_t>(rows * p.k)), b(static_cast<size_t>(p.k * cols));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t kk = 0; kk < p.k; ++kk) a[i * p.k + kk] = input_value(seed, 0, m0 + i, kk, dtype);

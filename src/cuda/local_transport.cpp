@@ -99,6 +99,7 @@ class Scheduler : public IssueTarget {
           if (from.bytes(src) != to.bytes(s.parts.at(q)))
             throw std::runtime_error("local transport: allgather part " + std::to_string(q) + " differs in size");
           if (q != x.rank) COLLMM_CUDA(cudaStreamWaitEvent(stream(x), from.events(all[q].step).start, 0));
+          if (q == x.rank && to.ptr(s.parts[q]) == from.ptr(src)) continue;  // in place (gemm_ar)
           copy(to, to.ptr(s.parts[q]), from, from.ptr(src), to.bytes(src), stream(x));
         }
       } else {  // reduce_scatter: out = sum over q of rank q's parts[x]

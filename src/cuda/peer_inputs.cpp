@@ -29,7 +29,7 @@ PeerInputs::PeerInputs(int device, const Problem& p, uint64_t seed, Dtype dtype)
     : device_(device), p_(p), seed_(seed), dtype_(dtype) {
   COLLMM_CUDA(cudaSetDevice(device_));
   a_ = upload(make_global_a(p, seed, dtype), dtype);
-  if (p.op == Op::gemm_rs) {
+  if (sums_over_ranks(p.op)) {
     Problem whole = p;  // one rank of an ag_gemm holds all of B
     whole.op = Op::ag_gemm, whole.world = 1, whole.b_layout = b_is_nk(dtype) ? BLayout::nk : BLayout::kn;
     b_ = upload(make_local_b(whole, 0, seed, dtype), dtype);
@@ -81,7 +81,7 @@ void PeerInputs::copy_rows(const check::LinkTransfer& t, int64_t cols, char* dst
   }
 }
 
-// gemm_rs: every row is a sum of some ranks' partials of one output row; consecutive rows with the
+// gemm_rs, gemm_ar: every row is a sum of some ranks' partials of one output row; consecutive rows with the
 // same ranks are one GEMM per rank (A_q rows @ B_q), summed in place, then copied out.
 void PeerInputs::sum_partials(const check::LinkTransfer& t, int64_t cols, char* dst) {
   if (cols != p_.n)

@@ -1,5 +1,5 @@
 // peer_inputs.hpp: the whole job's inputs on the GPU, from which the host transport makes what a
-// rank's peers send it: the global A [M, K] (and, for gemm_rs, the global B as [K, N], or [N, K]
+// rank's peers send it: the global A [M, K] (and, for gemm_rs and gemm_ar, the global B as [K, N], or [N, K]
 // for fp8 GEMMs, which cuBLASLt wants "TN"), in the input dtype, made from the bench's seed
 // (data.hpp: every value is a pure function of (seed, tensor, row, col)). materialize() computes
 // the rows one transfer carries (check::peer_traffic) on the GPU: rows of A are copied, running
@@ -37,7 +37,7 @@ class PeerInputs {
   uint64_t seed_;
   Dtype dtype_;
   void* a_ = nullptr;    // global A [M, K]
-  void* b_ = nullptr;    // gemm_rs: global B
+  void* b_ = nullptr;    // gemm_rs, gemm_ar: global B
   void* sum_ = nullptr;  // a running sum being made
   size_t sum_bytes_ = 0;
   void* workspace_ = nullptr;

@@ -162,8 +162,18 @@ void Context::ag_gemm(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* 
 
 void Context::gemm_rs(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
                       const MatmulOptions& options) {
-  check_pointers("gemm_rs", a, b, c);
-  const Problem problem{.op = Op::gemm_rs, .m = m, .n = n, .k = k, .world = world_size(), .b_layout = options.b_layout};
+  summed(Op::gemm_rs, m, n, k, dtype, a, b, c, options);
+}
+
+void Context::gemm_ar(int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
+                      const MatmulOptions& options) {
+  summed(Op::gemm_ar, m, n, k, dtype, a, b, c, options);
+}
+
+void Context::summed(Op op, int64_t m, int64_t n, int64_t k, Dtype dtype, const void* a, const void* b, void* c,
+                     const MatmulOptions& options) {
+  check_pointers(to_string(op).c_str(), a, b, c);
+  const Problem problem{.op = op, .m = m, .n = n, .k = k, .world = world_size(), .b_layout = options.b_layout};
   auto buffers = [&] { return CallBuffers{{{kBufA, a}, {kBufB, b}}, {{kBufC, c}}}; };
   prepare(problem, options_for_call(problem, options, dtype, buffers), dtype);
   run_on(buffers());

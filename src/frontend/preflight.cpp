@@ -69,11 +69,13 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
     const Problem p = problem_of(o, op, world);
     int64_t extra = 0, peer_device = 0;
     if (plays_peers) {
-      // The job's A (and gemm_rs's B) generated (f64 + encoded) and on the device; two accumulators
-      // and a running sum of one block (bounded by C); what the rank receives and sends, pinned.
-      const int64_t inputs = p.m * p.k + (op == Op::gemm_rs ? p.k * p.n : 0);
+      // The job's A (and gemm_rs's and gemm_ar's B) generated (f64 + encoded) and on the device; two
+      // accumulators and a running sum of one block (bounded by C); what the rank receives and sends, pinned.
+      const int64_t inputs = p.m * p.k + (sums_over_ranks(op) ? p.k * p.n : 0);
       const int64_t block = (p.m / world + 1) * p.n * out_size;
-      const int64_t link = op == Op::ag_gemm ? 2 * p.m * p.k * in_size : 2 * int64_t(world) * block;
+      const int64_t link = op == Op::ag_gemm   ? 2 * p.m * p.k * in_size
+                           : op == Op::gemm_rs ? 2 * int64_t(world) * block
+                                               : 4 * int64_t(world) * block;  // and the all-gather's blocks
       extra += inputs * (8 + in_size) + link;
       peer_device = inputs * in_size + 3 * block + (int64_t(64) << 20);
     }

@@ -8,12 +8,12 @@
 namespace collmm {
 namespace {
 
-// sequential: one allgather or reduce-scatter of P parts and one GEMM per rank.
+// sequential: one allgather or reduce-scatter of P parts and one GEMM per rank (gemm_ar: both).
 double sequential_steps(double P, double) { return 2 * P; }
 // pipelined: S stages of a collective over P ranks, on each of P ranks.
 double staged_steps(double P, double S) { return S * P * P; }
-// ring: P steps on each of P ranks; bidir: two rings of half chunks.
-double ring_steps(double P, double) { return P * P; }
+// ring: P steps on each of P ranks (gemm_ar: in S waves); bidir: two rings of half chunks.
+double ring_steps(double P, double S) { return S * P * P; }
 double bidir_steps(double P, double) { return 2 * P * P; }
 
 }  // namespace
@@ -24,6 +24,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .name = "sequential",
        .ag_gemm = ag_gemm_sequential,
        .gemm_rs = gemm_rs_sequential,
+       .gemm_ar = gemm_ar_sequential,
        .takes_stages = false,
        .takes_gemm_lanes = false,
        .takes_merge = false,
@@ -34,11 +35,13 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_merges = {},
        .auto_pieces = {},
        .auto_halving = {},
+       .auto_waves = {},
        .alone_at_one_rank = false},
       {.algo = Algo::pipelined,
        .name = "pipelined",
        .ag_gemm = ag_gemm_pipelined,
        .gemm_rs = gemm_rs_pipelined,
+       .gemm_ar = gemm_ar_pipelined,
        .takes_stages = true,
        .takes_gemm_lanes = true,
        .takes_merge = false,
@@ -49,11 +52,13 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_merges = {},
        .auto_pieces = {},
        .auto_halving = {},
+       .auto_waves = {},
        .alone_at_one_rank = false},
       {.algo = Algo::ring,
        .name = "ring",
        .ag_gemm = ag_gemm_ring,
        .gemm_rs = gemm_rs_ring,
+       .gemm_ar = gemm_ar_ring,
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = true,
@@ -64,11 +69,13 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_merges = {2, 4},
        .auto_pieces = {2, 4, 8, 16},
        .auto_halving = {4, 5},
+       .auto_waves = {2, 4},
        .alone_at_one_rank = true},
       {.algo = Algo::bidir,
        .name = "bidir",
        .ag_gemm = ag_gemm_bidir,
        .gemm_rs = gemm_rs_bidir,
+       .gemm_ar = gemm_ar_bidir,
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
@@ -79,6 +86,7 @@ const std::vector<AlgoRow>& algorithm_table() {
        .auto_merges = {},
        .auto_pieces = {2, 4, 8, 16},
        .auto_halving = {4, 5},
+       .auto_waves = {},
        .alone_at_one_rank = false},
   };
   return rows;
@@ -96,9 +104,20 @@ std::string algorithm_names(const std::string& separator) {
   return names;
 }
 
-PlanBuilder builder(Op op, Algo a) { return op == Op::ag_gemm ? algorithm(a).ag_gemm : algorithm(a).gemm_rs; }
+PlanBuilder builder(Op op, Algo a) {
+  switch (op) {
+    case Op::ag_gemm: return algorithm(a).ag_gemm;
+    case Op::gemm_rs: return algorithm(a).gemm_rs;
+    case Op::gemm_ar: return algorithm(a).gemm_ar;
+  }
+  throw std::logic_error("op " + std::to_string(static_cast<int>(op)) + " has no builder column");
+}
 
 bool takes_merge(Op op, Algo a) { return op == Op::ag_gemm && algorithm(a).takes_merge; }
+
+bool takes_stages(Op op, Algo a) {
+  return algorithm(a).takes_stages || (op == Op::gemm_ar && !algorithm(a).auto_waves.empty());
+}
 
 std::string names_taking(bool AlgoRow::*option) {
   std::vector<std::string> names;
@@ -114,8 +133,9 @@ int default_stages(const Problem& p) {
 }
 
 int stages_of(const Problem& p, const PlanOptions& o) {
-  if (!algorithm(o.algo).takes_stages) return 1;
-  return o.stages > 0 ? o.stages : default_stages(p);
+  if (!takes_stages(p.op, o.algo)) return 1;
+  if (o.stages > 0) return o.stages;
+  return algorithm(o.algo).takes_stages ? default_stages(p) : 1;
 }
 
 double simulated_steps(const Problem& p, const PlanOptions& o) {
@@ -147,6 +167,11 @@ std::vector<PlanOptions> auto_candidates(const Problem& p) {
       for (int lanes : row.takes_gemm_lanes ? std::vector<int>{1, 2} : std::vector<int>{1})
         add(row.algo, s, lanes, 1, 1);
     }
+  if (p.op == Op::gemm_ar)  // the ring in waves (each wave's block at least a row per rank)
+    for (const AlgoRow& row : algorithm_table())
+      for (int waves : row.auto_waves)
+        if (waves <= p.m / p.world && simulated_steps(p, {.algo = row.algo, .stages = waves}) <= kMaxSimulatedSteps)
+          add(row.algo, waves, 1, 1, 1);
   if (p.op == Op::ag_gemm)
     for (const AlgoRow& row : algorithm_table())
       for (int merge : row.auto_merges)

@@ -32,9 +32,13 @@
 //
 //   gemm  | g0a | g0b | g1 | g2 | g3 |            S = 2: the first partial in two pieces;
 //   comm        | s0a | s0b | s1 | s2 | add        s0a goes once g0a is done
+//
+// The ring (append_rs_ring, rs_ring.hpp) also serves gemm_ar (plan/gemm_ar.cpp): one ring per wave,
+// over that wave's rows of M; gemm_ar's C holds all M rows, so every row of C named here lies at
+// rank r's block of the wave (c_first_row), and the all-gather follows.
 #include <algorithm>
 
-#include "collmm/plan.hpp"
+#include "rs_ring.hpp"
 
 namespace collmm {
 namespace {
@@ -134,20 +138,19 @@ Plan gemm_rs_pipelined(const Problem& p, const PlanOptions& o, int r) {
   return plan;
 }
 
-namespace {
-
-// The ring and bidir builder: one or two RsRing directions, stepped together.
-Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
-  Plan plan = empty_plan(p, o, r);
+void append_rs_ring(Plan& plan, bool bidir, int64_t m0, int64_t m_rows, const CommHook& on_comm) {
+  const Problem& p = plan.problem;
+  const PlanOptions& o = plan.options;
+  const int r = plan.rank;
   const int P = p.world;
-  const int64_t most = rows_of(p, 0);
-  if (P == 1) {
-    plan.push(gemm(plan.gemm_lane(0), {kBufC, 0, p.m}, {kBufA, 0, p.m}, 0, 0, {}));
-    return plan;
-  }
+  // Block q of these rows: rows_in(q) rows from A row off_in(q).
+  auto rows_in = [&](int q) { return block_size(m_rows, P, q); };
+  auto off_in = [&](int q) { return m0 + block_offset(m_rows, P, q); };
+  const int64_t most = rows_in(0);
+  const int64_t c0 = off_in(r) - c_first_row(p, r);  // rank r's block in C: 0 (gemm_rs) or its rows
   // Rows of block q that direction d handles, as a slice of A's rows (global) or relative.
   auto part = [&](int q, int half) -> std::pair<int64_t, int64_t> {  // (offset in block, rows)
-    const int64_t rows = rows_of(p, q);
+    const int64_t rows = rows_in(q);
     if (half < 0) return {0, rows};
     const int64_t first = (rows + 1) / 2;
     return half == 0 ? std::pair<int64_t, int64_t>{0, first} : std::pair<int64_t, int64_t>{first, rows - first};
@@ -158,8 +161,8 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   // second's, together at most `most` rows). A rank whose C is shorter than the largest block
   // cannot hold those rows in C: they are computed straight onto the received sum instead (a GEMM
   // with accumulate, once the sum has arrived), so no third buffer is needed.
-  const int64_t c_rows = rows_of(p, r);
-  auto in_c = [&](const Slice& g, int64_t rows) { return std::min(rows, std::max<int64_t>(0, c_rows - g.row)); };
+  const int64_t c_rows = rows_in(r);
+  auto in_c = [&](const Slice& g, int64_t rows) { return std::min(rows, std::max<int64_t>(0, c_rows - (g.row - c0))); };
 
   std::vector<RsRing> dirs;
   for (int d = 0; d < ndir; ++d) {
@@ -168,7 +171,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     ring.half = bidir ? d : -1;
     ring.recv_buf[0] = plan.add_buffer(Role::work, dir_rows, p.n);
     ring.recv_buf[1] = plan.add_buffer(Role::work, dir_rows, p.n);
-    ring.g = {kBufC, d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
+    ring.g = {kBufC, c0 + d * dir_rows, d == 0 ? dir_rows : most - dir_rows};
     dirs.push_back(ring);
   }
   auto block_at = [&](const RsRing& d, int j) { return ring_mod(r - d.dir * (j + 1), P); };
@@ -186,15 +189,15 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     for (auto& d : dirs)
       if (d.last_add >= 0) prev_adds.push_back(d.last_add);
     if (last)
-      ids.push_back(plan.push(
-          gemm(plan.gemm_lane(j), {kBufC, 0, rows_of(p, r)}, {kBufA, off_of(p, r), rows_of(p, r)}, j, r, prev_adds)));
+      ids.push_back(
+          plan.push(gemm(plan.gemm_lane(j), {kBufC, c0, rows_in(r)}, {kBufA, off_in(r), rows_in(r)}, j, r, prev_adds)));
     for (auto& d : dirs) {
       const int b = block_at(d, j);
       const auto [off, rows] = part(b, d.half);
       const int64_t here = j == 0 ? rows : in_c(d.g, rows);  // the rest: see post_adds
       if (here == 0 || last) continue;
       const Slice out = j == 0 ? Slice{d.recv_buf[1], 0, rows} : Slice{d.g.buf, d.g.row, here};
-      const Slice a{kBufA, off_of(p, b) + off, here};
+      const Slice a{kBufA, off_in(b) + off, here};
       ids.push_back(plan.push(gemm(plan.gemm_lane(j), piece_of(out, n, i), piece_of(a, n, i), j, b, prev_adds)));
     }
     return ids;
@@ -211,8 +214,8 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
       std::vector<int> waits = gemm_ids;
       const int64_t here = in_c(d.g, rows);
       if (here < rows) {  // rows of the partial that C cannot hold: sum += A rows @ B
-        Step tail = gemm(plan.gemm_lane(j), {sum.buf, here, rows - here},
-                         {kBufA, off_of(p, b) + off + here, rows - here}, j, b, {comm_ids.back()});
+        Step tail = gemm(plan.gemm_lane(j), {sum.buf, here, rows - here}, {kBufA, off_in(b) + off + here, rows - here},
+                         j, b, {comm_ids.back()});
         tail.accumulate = true;
         waits.push_back(plan.push(tail));
       }
@@ -239,7 +242,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
         const auto [off, rows] = part(b, d.half);
         const int64_t from = piece_offset(rows, cut, first), to = piece_offset(rows, cut, last + 1);
         if (to == from) continue;
-        Step a = add({kBufC, off + from, to - from}, {d.recv_buf[d.cur], from, to - from}, j, b, gemm_ids);
+        Step a = add({kBufC, c0 + off + from, to - from}, {d.recv_buf[d.cur], from, to - from}, j, b, gemm_ids);
         if (S > 1) {  // on the GEMM into C's lane, after its pieces' receives
           a.lane = plan.steps[static_cast<size_t>(gemm_ids.front())].lane;
           a.waits.assign(comm_ids.begin() + first, comm_ids.begin() + last + 1);
@@ -266,6 +269,7 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     if (j == 0) comm.waits = gemm_ids;
     for (auto& d : dirs)  // a sum finished by an accumulating GEMM (no add on this lane)
       if (j > 0 && d.last_add >= 0 && plan.steps[d.last_add].lane != 0) comm.waits.push_back(d.last_add);
+    if (i == 0 && on_comm) on_comm(j, comm);
     comm_ids.push_back(plan.push(comm));
   };
   auto next_buffers = [&] {
@@ -300,6 +304,17 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     next_buffers();
   }
   post_last_adds(P - 1, ids);
+}
+
+namespace {
+
+// gemm_rs's ring and bidir: one ring over all of M (one GEMM at P = 1).
+Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
+  Plan plan = empty_plan(p, o, r);
+  if (p.world == 1)
+    plan.push(gemm(plan.gemm_lane(0), {kBufC, 0, p.m}, {kBufA, 0, p.m}, 0, 0, {}));
+  else
+    append_rs_ring(plan, bidir, 0, p.m, {});
   return plan;
 }
 

@@ -4,7 +4,7 @@
 // lowered plan; the plan checker proves the lowered plans as it proves every other.
 //
 // allgather on rank r of P (parts[q]: where rank q's rows land; a: this rank's rows):
-//   copy parts[r] = a
+//   copy parts[r] = a                                (unless a is parts[r]: in place)
 //   sub-step s = 0 .. P-2:  send parts[(r - s) mod P] (a itself at s = 0) -> r+1
 //                           recv parts[(r - s - 1) mod P] <- r-1
 // reduce_scatter on rank r (parts[b]: this rank's partial of block b; out: the sum of block r):
@@ -87,7 +87,8 @@ class Lowering {
   }
 
   void allgather(const Step& c) {
-    local(StepKind::copy, c, c.parts.at(r()), c.a, r());
+    const Slice& own = c.parts.at(r());
+    if (own.buf != c.a.buf || own.row != c.a.row) local(StepKind::copy, c, own, c.a, r());  // not in place
     for (int s = 0; s + 1 < P(); ++s) {
       const int sent = ring_mod(r() - s, P()), got = ring_mod(r() - s - 1, P());
       sendrecv(c, s == 0 ? c.a : c.parts.at(sent), c.parts.at(got), got);

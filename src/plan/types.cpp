@@ -16,7 +16,7 @@ namespace {
 template <class E>
 using Names = EnumNames<E>;
 
-const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}}};
+const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}, {Op::gemm_ar, "gemm_ar"}}};
 // The algorithms' names are their table's (collmm/algorithms.hpp).
 const Names<Algo>& algo_names() {
   static const Names<Algo> names{[] {
@@ -39,7 +39,7 @@ const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
 }  // namespace
 
 const std::vector<Op>& all_ops() {
-  static const std::vector<Op> v{Op::ag_gemm, Op::gemm_rs};
+  static const std::vector<Op> v{Op::ag_gemm, Op::gemm_rs, Op::gemm_ar};
   return v;
 }
 const std::vector<Algo>& all_algos() {
@@ -154,7 +154,7 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p
 
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
-  if (!algorithm(algo).takes_stages) o.stages = 0;
+  if (!takes_stages(op, algo)) o.stages = 0;
   if (!takes_merge(op, algo)) o.merge = 1;
   if (!algorithm(algo).takes_pieces) o.pieces = 1;
   if (o.pieces == 1) o.piece_sizes = PieceSizes::equal;  // one piece is the whole chunk either way
@@ -182,7 +182,7 @@ LocalShape local_shape(const Problem& p, int r) {
     s.a_cols = k_r;
     s.gemm_k = k_r;
     s.gemm_n = p.n;
-    s.c_rows = block_size(p.m, p.world, r);
+    s.c_rows = p.op == Op::gemm_ar ? p.m : block_size(p.m, p.world, r);
     s.c_cols = p.n;
   }
   s.b_rows = p.b_layout == BLayout::kn ? s.gemm_k : s.gemm_n;
@@ -190,8 +190,13 @@ LocalShape local_shape(const Problem& p, int r) {
   return s;
 }
 
+bool sums_over_ranks(Op op) { return op != Op::ag_gemm; }
+
+int64_t c_first_row(const Problem& p, int r) { return p.op == Op::gemm_rs ? block_offset(p.m, p.world, r) : 0; }
+
 int64_t edge_rows(const Problem& p, const PlanOptions& o) {
-  const int64_t chunk = p.m / p.world;  // the smallest rank's block
+  const int waves = algorithm(o.algo).takes_pieces ? stages_of(p, o) : 1;  // gemm_ar's ring: S waves
+  const int64_t chunk = p.m / waves / p.world;                             // the smallest rank's block
   return chunk / algorithm(o.algo).chunk_parts;
 }
 
@@ -239,8 +244,9 @@ void validate(const Problem& p) {
                        (p.op == Op::ag_gemm ? "A" : "C"));
   if (p.op == Op::ag_gemm && p.n < P)
     problems.push_back("N=" + std::to_string(p.n) + ranks + "ag_gemm gives every rank at least one column of B");
-  if (p.op == Op::gemm_rs && p.k < P)
-    problems.push_back("K=" + std::to_string(p.k) + ranks + "gemm_rs gives every rank at least one column of A");
+  if (sums_over_ranks(p.op) && p.k < P)
+    problems.push_back("K=" + std::to_string(p.k) + ranks + to_string(p.op) +
+                       " gives every rank at least one column of A");
   throw_if_any(problems);
 }
 
@@ -294,7 +300,7 @@ void validate(const Problem& p, const PlanOptions& o) {
         << ", so at most " << most << " pieces";
     add();
   }
-  if (algorithm(o.algo).takes_stages && o.stages > 0 && o.stages > p.m / P) {
+  if (takes_stages(p.op, o.algo) && o.stages > 0 && o.stages > p.m / P) {
     msg << "stages " << o.stages << " cannot split M=" << p.m << " over " << P
         << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages";
     add();

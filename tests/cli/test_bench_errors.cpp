@@ -30,6 +30,20 @@ TEST(BenchErrors, EveryDifferingKeyIsNamed) {
   EXPECT_EQ(r.output.find("on M:"), std::string::npos) << r.output;
 }
 
+// gemm_ar beside another op, size, dtype and algorithm: every key named on both ranks, no table.
+TEST(BenchErrors, GemmArRanksThatDisagreeAreRefusedOnEveryRank) {
+  const CommandResult r = run_command(mpirun(1) + " " + bench() + " --op gemm_ar -m 64 -n 16 --dtype f32 --algo ring" +
+                                          " -k 16 -w 1 -i 2 : -np 1 " + bench() +
+                                          " --op gemm_rs -m 48 -n 24 --dtype bf16 --algo bidir -k 16 -w 1 -i 2",
+                                      60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  for (const char* key : {"op: rank 0 has gemm_ar, rank 1 has gemm_rs", "M: rank 0 has 64, rank 1 has 48",
+                          "N: rank 0 has 16, rank 1 has 24", "dtype: rank 0 has f32, rank 1 has bf16",
+                          "algo: rank 0 has ring, rank 1 has bidir"})
+    EXPECT_EQ(count_of(r.output, key), 2u) << key << "\n" << r.output;
+  EXPECT_EQ(r.output.find("# collmm-bench"), std::string::npos) << "no table may start:\n" << r.output;
+}
+
 struct BadOption {
   const char* args;
   int np;

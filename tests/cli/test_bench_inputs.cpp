@@ -180,18 +180,19 @@ TEST(BenchInputs, RanksSharingCoresAreNoOverlapFigures) {
       e_column = std::find(c.begin(), c.end(), "E") - c.begin() - 1;  // the "#" is no column
       continue;
     }
-    if (e_column == 0 || c.size() <= e_column || (c[0] != "ag_gemm" && c[0] != "gemm_rs")) continue;
+    if (e_column == 0 || c.size() <= e_column || (c[0] != "ag_gemm" && c[0] != "gemm_rs" && c[0] != "gemm_ar"))
+      continue;
     ++rows;
     const std::string& e = c[e_column];
     if (e == "N/A" || e == "<0" || e == ">1") continue;
     const double v = std::stod(e);
     EXPECT_TRUE(v >= 0 && v <= 1) << "E = " << e << " in: " << line;
   }
-  EXPECT_EQ(rows, 8) << r.output;
+  EXPECT_EQ(rows, 12) << r.output;
 }
 
-// Jobs sharing one tuning cache: four at once, each recording its 8 rows; the cache
-// ends up with all 32 and parses.
+// Jobs sharing one tuning cache: four at once, each recording its 12 rows (3 ops x 4 algorithms);
+// the cache ends up with all 48 and parses.
 TEST(BenchInputs, ConcurrentJobsShareOneTuningCache) {
   const std::string dir = fresh_dir("shared_cache");
   const std::string cache = dir + "/tune.json";
@@ -206,11 +207,11 @@ TEST(BenchInputs, ConcurrentJobsShareOneTuningCache) {
   EXPECT_EQ(r.rc, 0) << r.output;
   for (int m : {64, 72, 80, 88}) {
     const std::string out = read_file(dir + "/job" + std::to_string(m) + ".txt");
-    EXPECT_NE(out.find("8 measured rows recorded in " + cache), std::string::npos) << out;
+    EXPECT_NE(out.find("12 measured rows recorded in " + cache), std::string::npos) << out;
   }
   const std::string text = read_file(cache);
-  EXPECT_EQ(count_of(text, "\"time_us\""), 32u) << text;
-  for (int m : {64, 72, 80, 88}) EXPECT_EQ(count_of(text, "\"m\": " + std::to_string(m) + ","), 8u) << "M=" << m;
+  EXPECT_EQ(count_of(text, "\"time_us\""), 48u) << text;
+  for (int m : {64, 72, 80, 88}) EXPECT_EQ(count_of(text, "\"m\": " + std::to_string(m) + ","), 12u) << "M=" << m;
 }
 
 }  // namespace

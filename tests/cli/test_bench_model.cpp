@@ -72,7 +72,7 @@ TEST(BenchOverlap, JsonFractionsInZeroOneAndPredictionWithProfile) {
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("pred/meas"), std::string::npos) << r.output;
   const json j = json::parse(read_file(dir + "/r.json"));
-  ASSERT_EQ(j.at("results").size(), 8u);
+  ASSERT_EQ(j.at("results").size(), 12u);
   for (const json& row : j.at("results")) {
     const double mean = row.at("overlap_hidden_fraction").get<double>();
     const double min = row.at("overlap_hidden_fraction_min").get<double>();
@@ -221,6 +221,30 @@ TEST(BenchAuto, TimesTheBestCandidatesAndRunsTheFastest) {
   const CommandResult bad = bench_run(2, "--op gemm_rs --algo auto --auto-measure sometimes");
   EXPECT_EQ(bad.rc, 2) << bad.output;
   EXPECT_NE(bad.output.find("--auto-measure: auto-measure must be on or off"), std::string::npos) << bad.output;
+}
+
+// gemm_ar through auto: its candidates timed and checked, the measured ones in the cache under its
+// op, and collmm-sim's auto then picks from that cache.
+TEST(BenchAuto, GemmArMeasuredCandidatesReachTheCacheAndTheSimulator) {
+  const std::string dir = fresh_dir("bench_auto_ar");
+  const std::string cache = dir + "/tune.json";
+  const CommandResult r =
+      bench_run(2, "--op gemm_ar --algo auto --check --tune-cache " + cache + " --json " + dir + "/auto.json");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("# gemm_ar --algo auto"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(from the measured;"), std::string::npos) << r.output;
+  const json row = json::parse(read_file(dir + "/auto.json")).at("results").at(0);
+  EXPECT_EQ(row.at("op"), "gemm_ar");
+  EXPECT_EQ(row.at("wrong"), 0);
+  const json written = json::parse(read_file(cache));
+  ASSERT_FALSE(written.at("entries").empty());
+  for (const json& e : written.at("entries")) EXPECT_EQ(e.at("op"), "gemm_ar");
+  const CommandResult sim =
+      run_command(std::string(COLLMM_SIM) + " -P 2 --op gemm_ar --algo auto -m " + row.at("m").dump() + " -n " +
+                      row.at("n").dump() + " -k " + row.at("k").dump() + " --dtype f32 --tune-cache " + cache,
+                  30);
+  ASSERT_EQ(sim.rc, 0) << sim.output;
+  EXPECT_NE(sim.output.find("(from the measured"), std::string::npos) << sim.output;
 }
 
 // The machine's load from others: the 1-minute load average less the job's own `ranks`, against

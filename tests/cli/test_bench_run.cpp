@@ -22,7 +22,7 @@ namespace {
 
 const int P = 4;
 const int64_t M = 67, N = 45, K = 38;  // none divides by 4
-const char* kOps[] = {"ag_gemm", "gemm_rs"};
+const char* kOps[] = {"ag_gemm", "gemm_rs", "gemm_ar"};
 const char* kAlgos[] = {"sequential", "pipelined", "ring", "bidir"};
 
 // Table rows (lines whose first word is `first_word`) as heading -> cell, the headings read off the
@@ -76,8 +76,9 @@ TEST_F(BenchRun, PassesWithARowPerOpAndAlgo) {
       EXPECT_EQ(rows[i].at("#wrong"), "0") << "#wrong of " << op << " " << kAlgos[i];
       // steps: the plan's step count; stages: the option (0, the default, where pipelined takes it).
       const std::string algo = kAlgos[i];
-      if (algo == "sequential" || algo == "ring") {
-        EXPECT_EQ(rows[i].at("steps"), algo == "ring" ? std::to_string(P) : "1");
+      if (algo == "sequential" || algo == "ring") {  // gemm_ar's ring: P steps, then the all-gather
+        const int ring = std::string(op) == "gemm_ar" ? P + 1 : P;
+        EXPECT_EQ(rows[i].at("steps"), algo == "ring" ? std::to_string(ring) : "1");
       }
       EXPECT_EQ(rows[i].at("stages"), "0");
     }
@@ -100,7 +101,7 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
   for (const char* key : {"op", "m", "n", "k", "world_size", "b_layout", "algo", "stages", "post", "gemm_lanes",
                           "merge", "pieces", "piece_sizes"})
     keys.insert(key);
-  ASSERT_EQ(j.at("results").size(), 8u);
+  ASSERT_EQ(j.at("results").size(), 12u);
   std::set<std::string> cases;
   for (const json& r : j.at("results")) {
     std::set<std::string> got;
@@ -121,12 +122,12 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
     if (r.at("algo") == "sequential") {
       EXPECT_DOUBLE_EQ(r.at("speedup_vs_sequential").get<double>(), 1.0);
     }
-    if (r.at("algo") == "ring") {
-      EXPECT_EQ(r.at("steps"), P);  // the ring's plan has P steps; its stages option is 0 (unused)
+    if (r.at("algo") == "ring") {  // the ring's plan has P steps (gemm_ar: and the all-gather); stages 0 (unused)
+      EXPECT_EQ(r.at("steps"), r.at("op") == "gemm_ar" ? P + 1 : P);
       EXPECT_EQ(r.at("stages"), 0);
     }
   }
-  EXPECT_EQ(cases.size(), 8u);
+  EXPECT_EQ(cases.size(), 12u);
 }
 
 TEST_F(BenchRun, TraceHasEveryRankAndBothLanes) {
@@ -182,7 +183,8 @@ TEST_F(BenchRun, SavedNpyFilesHoldInputsAndOutputs) {
           EXPECT_EQ(n->file_bytes, n->header_bytes + static_cast<size_t>(n->rows * n->cols) * 4) << prefix;
         }
       }
-      int64_t row0 = 0;  // first global row of C_r (gemm_rs)
+      const bool ar = std::string(op) == "gemm_ar";
+      int64_t row0 = 0;  // first global row of C_r (gemm_rs; gemm_ar's C is all M rows on every rank)
       for (int r = 0; r < P; ++r) {
         const std::string where = std::string(op) + " " + algo + " rank " + std::to_string(r);
         int64_t wrong = 0;
@@ -195,8 +197,11 @@ TEST_F(BenchRun, SavedNpyFilesHoldInputsAndOutputs) {
               for (int64_t kk = 0; kk < K; ++kk) want += g[r].at(i, kk) * b[r].at(kk, j);
               wrong += std::abs(c[r].at(i, j) - want) > 1e-4 * (std::abs(want) + 1);
             }
-        } else {  // C_r [M_r, N] = rows block r of sum over q of A_q [M, K_q] @ B_q [K_q, N]
+        } else {  // C_r [M_r, N] = rows block r of sum over q of A_q [M, K_q] @ B_q [K_q, N]; gemm_ar: all M
           ASSERT_EQ(c[r].cols, N) << where;
+          if (ar) {
+            ASSERT_EQ(c[r].rows, M) << where;
+          }
           for (int64_t i = 0; i < c[r].rows; ++i)
             for (int64_t j = 0; j < N; ++j) {
               double want = 0;
@@ -204,7 +209,7 @@ TEST_F(BenchRun, SavedNpyFilesHoldInputsAndOutputs) {
                 for (int64_t kk = 0; kk < a[q].cols; ++kk) want += a[q].at(row0 + i, kk) * b[q].at(kk, j);
               wrong += std::abs(c[r].at(i, j) - want) > 1e-4 * (std::abs(want) + 1);
             }
-          row0 += c[r].rows;
+          if (!ar) row0 += c[r].rows;
         }
         EXPECT_EQ(wrong, 0) << where;
       }
@@ -225,6 +230,7 @@ TEST(BenchDtypes, Bf16TransposedBOnThreeRanks) {
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(table_rows(r.output, "ag_gemm").at(0).at("#wrong"), "0");
   EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at("#wrong"), "0");
+  EXPECT_EQ(table_rows(r.output, "gemm_ar").at(0).at("#wrong"), "0");
   EXPECT_EQ(table_rows(r.output, "gemm_rs").at(0).at("B"), "nk");
   const Npy b = read_npy(dir + "/ag_gemm-ring-rank0-B.npy");
   EXPECT_EQ(b.descr, "<f4");
@@ -247,6 +253,26 @@ TEST(BenchDtypes, F64OnTwoRanks) {
   EXPECT_EQ(c.cols, 7);
 }
 
+// gemm_ar in f64 on 2 ranks, every algorithm: checked, and every rank's saved C is all M rows.
+TEST(BenchDtypes, GemmArF64OnTwoRanks) {
+  const std::string dir = fresh_dir("bench_ar_f64");
+  const CommandResult r = run_command(mpirun(2) + " " + bench() +
+                                          " --op gemm_ar --algo all --dtype f64 --check -m 5 -n 7 -k 3 -w 1 -i 2"
+                                          " --save " +
+                                          dir,
+                                      60);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto rows = table_rows(r.output, "gemm_ar");
+  ASSERT_EQ(rows.size(), 4u) << r.output;
+  for (const auto& row : rows) EXPECT_EQ(row.at("#wrong"), "0") << row.at("algo");
+  for (int rank = 0; rank < 2; ++rank) {
+    const Npy c = read_npy(dir + "/gemm_ar-bidir-rank" + std::to_string(rank) + "-C.npy");
+    EXPECT_EQ(c.descr, "<f8");
+    EXPECT_EQ(c.rows, 5);
+    EXPECT_EQ(c.cols, 7);
+  }
+}
+
 // --pieces S on 5..8 ranks (the cpu gtests cover 1..4 with S = 1..4): --op all --algo all,
 // checked; ring and bidir run with their edge in S pieces, equal or of halving size (label and
 // options say so), sequential and pipelined as without it.
@@ -262,7 +288,7 @@ TEST(BenchPieces, EveryOpAndAlgorithmOnFiveToEightRanks) {
         120);
     ASSERT_EQ(r.rc, 0) << r.output;
     const json rows = json::parse(read_file(dir + "/r.json")).at("results");
-    ASSERT_EQ(rows.size(), 8u) << r.output;
+    ASSERT_EQ(rows.size(), 12u) << r.output;
     for (const json& row : rows) {
       EXPECT_EQ(row.at("wrong"), 0) << row.dump();
       const bool cut = row.at("algo") == "ring" || row.at("algo") == "bidir";
@@ -315,7 +341,8 @@ TEST(BenchRounds, ConfigurationsAndAutoSideBySideInRounds) {
   }
   const std::map<std::string, int> expected{
       {"ag_gemm ring", 1}, {"ag_gemm ring:pieces2h", 1}, {"ag_gemm bidir:pieces3", 1}, {"ag_gemm auto:", 1},
-      {"gemm_rs ring", 1}, {"gemm_rs ring:pieces2h", 1}, {"gemm_rs bidir:pieces3", 1}, {"gemm_rs auto:", 1}};
+      {"gemm_rs ring", 1}, {"gemm_rs ring:pieces2h", 1}, {"gemm_rs bidir:pieces3", 1}, {"gemm_rs auto:", 1},
+      {"gemm_ar ring", 1}, {"gemm_ar ring:pieces2h", 1}, {"gemm_ar bidir:pieces3", 1}, {"gemm_ar auto:", 1}};
   EXPECT_EQ(seen, expected) << r.output;
   // --save: every row its own files, named by its label (':' as '-').
   for (const char* row : {"ring", "ring-pieces2h", "bidir-pieces3"})
@@ -338,9 +365,9 @@ TEST(BenchGemmRate, PrintedAndInTheJson) {
   for (size_t at = r.output.find("GEMM rate beside the comm"); at != std::string::npos;
        at = r.output.find("GEMM rate beside the comm", at + 1))
     ++lines;
-  EXPECT_EQ(lines, 8u) << r.output;
+  EXPECT_EQ(lines, 12u) << r.output;
   const json j = json::parse(read_file(dir + "/r.json"));
-  ASSERT_EQ(j.at("results").size(), 8u);
+  ASSERT_EQ(j.at("results").size(), 12u);
   for (const json& row : j.at("results")) {
     const double alone = row.at("t_gemm_plan_us"), busy = row.at("gemm_busy_us"),
                  rate = row.at("gemm_rate_beside_comm");

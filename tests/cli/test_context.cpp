@@ -1,4 +1,4 @@
-// test_context.cpp: the C++ API (collmm/collmm.hpp) under mpirun: ag_gemm and gemm_rs through a
+// test_context.cpp: the C++ API (collmm/collmm.hpp) under mpirun: ag_gemm, gemm_rs and gemm_ar through a
 // Context on every rank, every algorithm, both B layouts, against the f64 reference of data.hpp;
 // shapes change between calls (the Context re-plans), a shape one rank disagrees on is refused, and
 // automatic calls (timed candidates, the decision kept, measuring off).
@@ -35,8 +35,10 @@ Comparison run_and_compare(Op op, int64_t m, int64_t n, int64_t k, Dtype dtype, 
   std::vector<unsigned char> g(static_cast<size_t>(m * k) * dtype_size(dtype), 0xff);
   if (op == Op::ag_gemm)
     ctx.ag_gemm(m, n, k, dtype, a.data(), b.data(), c.data(), g.data(), mo);
-  else
+  else if (op == Op::gemm_rs)
     ctx.gemm_rs(m, n, k, dtype, a.data(), b.data(), c.data(), mo);
+  else
+    ctx.gemm_ar(m, n, k, dtype, a.data(), b.data(), c.data(), mo);
   if (gathered_cmp)
     *gathered_cmp =
         compare(decode(g.data(), static_cast<size_t>(m * k), dtype), make_global_a(p, 7, dtype), dtype, dtype, 1);
@@ -64,6 +66,17 @@ TEST(Context, GemmRsEveryAlgorithmMatchesTheReference) {
       mo.plan.algo = algo;
       mo.b_layout = layout;
       const Comparison c = run_and_compare(Op::gemm_rs, 14, 6, 10, Dtype::f64, mo);
+      EXPECT_EQ(c.wrong, 0) << to_string(algo) << " " << to_string(layout);
+    }
+}
+
+TEST(Context, GemmArEveryAlgorithmMatchesTheReference) {
+  for (Algo algo : all_algos())
+    for (BLayout layout : {BLayout::kn, BLayout::nk}) {
+      MatmulOptions mo;
+      mo.plan.algo = algo;
+      mo.b_layout = layout;
+      const Comparison c = run_and_compare(Op::gemm_ar, 14, 6, 11, Dtype::f32, mo);
       EXPECT_EQ(c.wrong, 0) << to_string(algo) << " " << to_string(layout);
     }
 }

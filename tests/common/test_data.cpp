@@ -54,7 +54,7 @@ TEST(Data, ShardsTileTheGlobalMatrices) {
         for (int64_t i = 0; i < a.rows; ++i)
           for (int64_t j = 0; j < a.cols; ++j) {
             const int64_t gi = op == Op::ag_gemm ? block_offset(7, 3, r) + i : i;
-            const int64_t gj = op == Op::gemm_rs ? block_offset(6, 3, r) + j : j;
+            const int64_t gj = sums_over_ranks(op) ? block_offset(6, 3, r) + j : j;
             EXPECT_EQ(a.at(i, j), ga.at(gi, gj));
           }
       }
@@ -62,19 +62,24 @@ TEST(Data, ShardsTileTheGlobalMatrices) {
 }
 
 TEST(Data, ReferenceMatchesNaiveSumOfRankProducts) {
-  // gemm_rs: C_r = rows block r of sum_q A_q @ B_q, built here from the local shards alone.
-  Problem p{.op = Op::gemm_rs, .m = 5, .n = 4, .k = 7, .world = 3, .b_layout = BLayout::nk};
-  for (int r = 0; r < 3; ++r) {
-    const HostMatrix ref = reference_c(p, r, 3, Dtype::bf16);
-    for (int64_t i = 0; i < ref.rows; ++i)
-      for (int64_t j = 0; j < ref.cols; ++j) {
-        double sum = 0;
-        for (int q = 0; q < 3; ++q) {
-          const HostMatrix a = make_local_a(p, q, 3, Dtype::bf16), b = make_local_b(p, q, 3, Dtype::bf16);
-          for (int64_t kk = 0; kk < a.cols; ++kk) sum += a.at(block_offset(5, 3, r) + i, kk) * b.at(j, kk);
+  // gemm_rs: C_r = rows block r of sum_q A_q @ B_q, built here from the local shards alone; gemm_ar:
+  // all its rows on every rank.
+  for (Op op : {Op::gemm_rs, Op::gemm_ar}) {
+    Problem p{.op = op, .m = 5, .n = 4, .k = 7, .world = 3, .b_layout = BLayout::nk};
+    for (int r = 0; r < 3; ++r) {
+      const HostMatrix ref = reference_c(p, r, 3, Dtype::bf16);
+      ASSERT_EQ(ref.rows, op == Op::gemm_ar ? 5 : block_size(5, 3, r));
+      const int64_t row0 = op == Op::gemm_ar ? 0 : block_offset(5, 3, r);
+      for (int64_t i = 0; i < ref.rows; ++i)
+        for (int64_t j = 0; j < ref.cols; ++j) {
+          double sum = 0;
+          for (int q = 0; q < 3; ++q) {
+            const HostMatrix a = make_local_a(p, q, 3, Dtype::bf16), b = make_local_b(p, q, 3, Dtype::bf16);
+            for (int64_t kk = 0; kk < a.cols; ++kk) sum += a.at(row0 + i, kk) * b.at(j, kk);
+          }
+          EXPECT_NEAR(ref.at(i, j), sum, 1e-12);
         }
-        EXPECT_NEAR(ref.at(i, j), sum, 1e-12);
-      }
+    }
   }
 }
 

@@ -155,7 +155,7 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<Op, Algo>>& inf
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, EveryCase,
-                         ::testing::Combine(::testing::Values(Op::ag_gemm, Op::gemm_rs),
+                         ::testing::Combine(::testing::ValuesIn(all_ops()),
                                             ::testing::Values(Algo::sequential, Algo::pipelined, Algo::ring,
                                                               Algo::bidir)),
                          param_name);
@@ -176,6 +176,23 @@ TEST(Pipelined, EveryStageCount) {
             expect_correct(p, o, dtype, 200 + stages);
           }
     }
+}
+
+// gemm_ar's ring in every wave count M allows (each wave's all-gather beside the next wave's ring),
+// with one and two GEMM lanes and its edge in pieces.
+TEST(GemmArRing, EveryWaveCount) {
+  const int P = world();
+  for (BLayout lay : {BLayout::kn, BLayout::nk}) {
+    const Problem p{.op = Op::gemm_ar, .m = 4 * P + 3, .n = 2 * P + 1, .k = 2 * P + 2, .world = P, .b_layout = lay};
+    for (int waves = 1; waves <= p.m / P; ++waves)
+      for (Post post : {Post::comm_first, Post::gemm_first})
+        for (int lanes : {1, 2}) {
+          const PlanOptions o{.algo = Algo::ring, .stages = waves, .post = post, .gemm_lanes = lanes};
+          expect_correct(p, o, lanes == 1 ? Dtype::f32 : Dtype::bf16, 300 + waves);
+        }
+    const PlanOptions cut{.algo = Algo::ring, .stages = 2, .pieces = 2};
+    expect_correct(p, cut, Dtype::f64, 310);
+  }
 }
 
 }  // namespace

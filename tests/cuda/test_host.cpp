@@ -74,7 +74,7 @@ TEST(CudaHost, EveryOpAlgoDtypeOnEveryRankOfOneToEight) {
             ++cases;
           }
     }
-  EXPECT_EQ(cases, 36 * 17 * 6);
+  EXPECT_EQ(cases, 36 * 25 * 6);  // ag_gemm 9 configurations, gemm_rs and gemm_ar 8 each
 }
 
 TEST(CudaHost, LanesPostingLayoutsGraphsCopyModesPriority) {

@@ -44,7 +44,7 @@ TEST(CudaLocal, EveryOpAlgoDtypeOnOneToEightRanks) {
           ++cases;
         }
   }
-  EXPECT_EQ(cases, 8 * 2 * 4 * 6);
+  EXPECT_EQ(cases, 8 * 3 * 4 * 6);
 }
 
 TEST(CudaLocal, LanesPostingAndBLayouts) {

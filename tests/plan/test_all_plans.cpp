@@ -37,7 +37,7 @@ std::vector<int> merge_counts(const Problem& p, Algo algo) {
 
 // Stage counts worth trying for pipelined: the default (0), 1, 2 and the most M allows.
 std::vector<int> stage_counts(const Problem& p, Algo algo) {
-  if (algo != Algo::pipelined) return {0};
+  if (!takes_stages(p.op, algo)) return {0};  // pipelined's stages, gemm_ar ring's waves
   const int most = static_cast<int>(p.m / p.world);
   std::vector<int> s{0, 1};
   if (most >= 2) s.push_back(2);
@@ -81,7 +81,8 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
 
 // --pieces S on the ring and bidir, equal or of halving size: every S from 2 up to 8 or what the
 // rows of the edge chunk allow, both posting orders, 1 or 2 GEMM lanes, with the ag_gemm ring's
-// merges; a tall shape gives equal S up to 8, a taller one halving S up to 8 (2^7 rows a half chunk).
+// merges and gemm_ar's ring in two waves; a tall shape gives equal S up to 8, a taller one halving S up to 8 (2^7 rows
+// a half chunk).
 TEST_P(AllPlans, EveryPiecesCountIsProvedSafe) {
   const int P = GetParam();
   int checked = 0, failed = 0;
@@ -93,22 +94,25 @@ TEST_P(AllPlans, EveryPiecesCountIsProvedSafe) {
       for (Algo algo : {Algo::ring, Algo::bidir})
         for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving}) {
           const Problem p{.op = op, .m = shape.m, .n = shape.n, .k = shape.k, .world = P, .b_layout = BLayout::kn};
-          int most = 1;
-          while (most < 8 && rows_for_pieces(most + 1, sizes) <= edge_rows(p, {algo})) ++most;
           if (sizes == PieceSizes::equal && std::string(shape.name) == "taller") continue;  // as tall
-          for (int pieces = 2; pieces <= most; ++pieces)
-            for (Post post : {Post::comm_first, Post::gemm_first})
-              for (int lanes : {1, 2})
-                for (int merge : merge_counts(p, algo)) {
-                  const PlanOptions o{algo, 0, post, lanes, merge, pieces, sizes};
-                  const CheckReport report = check_problem(p, o);
-                  ++checked;
-                  if (report.ok()) continue;
-                  if (++failed <= 3)
-                    ADD_FAILURE() << to_string(op) << " " << shape.name << " M=" << p.m << " P=" << P << " "
-                                  << to_string(o) << "\n"
-                                  << report.text(12);
-                }
+          // gemm_ar's ring also in 2 waves, each wave's edge in pieces
+          for (int waves : takes_stages(op, algo) && p.m / P >= 2 ? std::vector<int>{0, 2} : std::vector<int>{0}) {
+            int most = 1;
+            while (most < 8 && rows_for_pieces(most + 1, sizes) <= edge_rows(p, {algo, waves})) ++most;
+            for (int pieces = 2; pieces <= most; ++pieces)
+              for (Post post : {Post::comm_first, Post::gemm_first})
+                for (int lanes : {1, 2})
+                  for (int merge : merge_counts(p, algo)) {
+                    const PlanOptions o{algo, waves, post, lanes, merge, pieces, sizes};
+                    const CheckReport report = check_problem(p, o);
+                    ++checked;
+                    if (report.ok()) continue;
+                    if (++failed <= 3)
+                      ADD_FAILURE() << to_string(op) << " " << shape.name << " M=" << p.m << " P=" << P << " "
+                                    << to_string(o) << "\n"
+                                    << report.text(12);
+                  }
+          }
         }
   EXPECT_EQ(failed, 0) << "of " << checked << " configurations";
 }

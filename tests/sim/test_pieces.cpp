@@ -70,10 +70,11 @@ TEST(Pieces, AFixedCostPerTransferMakesMorePiecesLose) {
 }
 
 // The row on the host bed: M = K = 8192, per-rank N (ag_gemm) or K (gemm_rs) 8192, P = 4,
-// bf16, where the ring exposes a quarter of t_gemm.
+// bf16, where the ring exposes a quarter of t_gemm. (gemm_ar's ring also runs the all-gather after
+// it, which the pieces do not touch: there they gain less than 5%.)
 TEST(Pieces, HostBedRowIsPredictedFasterInTwoPieces) {
   const Profile prof = builtin_profile("h200-host");
-  for (Op op : all_ops()) {
+  for (Op op : {Op::ag_gemm, Op::gemm_rs}) {
     Problem p;
     p.op = op, p.m = 8192, p.n = op == Op::ag_gemm ? 4 * 8192 : 8192, p.k = op == Op::ag_gemm ? 8192 : 4 * 8192;
     p.world = 4;

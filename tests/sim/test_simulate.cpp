@@ -121,6 +121,26 @@ TEST(Simulate, SequentialFollowsTheMeasuredCollective) {
   EXPECT_NEAR(after, (P - 1) * 2 * ga, 1e-6 * after);
 }
 
+// gemm_ar sequential: the GEMM of all M rows, then the all-reduce, priced as the library runs it: the
+// measured reduce-scatter of the P blocks, then the measured all-gather of the summed blocks.
+TEST(Simulate, GemmArAllReduceIsTheMeasuredReduceScatterThenAllGather) {
+  const int P = 4;
+  const int64_t mb = 256, n = 256, kr = 512;
+  const double g = test::gemm_us(mb, n, kr, kTflops), block_bytes = mb * n * 4.0;
+  Profile prof = analytic_profile(kTflops, block_bytes / (g * 1e3));
+  prof.reduce_scatter = {block_bytes / (3 * g * 1e3), 0.5 * g, {}};  // a block in 3g, 0.5g latency per step
+  prof.allgather = {block_bytes / (2 * g * 1e3), 0.25 * g, {}};      // a block in 2g, 0.25g latency per step
+  Problem p = rs(P, mb, n, kr);
+  p.op = Op::gemm_ar;
+  const double all_reduce = (P - 1) * (3.5 * g + 2.25 * g);
+  EXPECT_NEAR(sim_us(p, algo(Algo::sequential), prof, StepFilter::comm_only), all_reduce, 1e-6 * all_reduce);
+  const double t = sim_us(p, algo(Algo::sequential), prof);
+  EXPECT_NEAR(t, P * g + all_reduce, 1e-6 * t);
+  // The ring: its transfers are the link's, then the all-gather (the same measured figures).
+  const double ring = sim_us(p, algo(Algo::ring), prof);
+  EXPECT_NEAR(ring, g + (P - 1) * g + (P - 1) * 2.25 * g, 1e-6 * ring);
+}
+
 TEST(Simulate, OneRankIsOneGemm) {
   const Profile prof = analytic_profile(kTflops, 10);
   for (Op op : all_ops())

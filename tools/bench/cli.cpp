@@ -29,7 +29,7 @@ const char* const kCudaGroup = "CUDA";
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", names.backend, "cpu | cuda")->capture_default_str();
-  app.add_option("--op", names.op, "ag_gemm | gemm_rs | all")->capture_default_str();
+  app.add_option("--op", names.op, "ag_gemm | gemm_rs | gemm_ar | all")->capture_default_str();
   app.add_option(
          "--algo", names.algo,
          algorithm_names(" | ") +
@@ -110,7 +110,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "DIR/<op>-<row>-rank<r>-A.npy ... (<row>: the algo column, ':' as '-': ring-pieces4h, auto-ring); "
                  "bf16 and fp8 are decoded and saved as float32")
       ->type_name("DIR");
-  app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: max(1, min(P, M/P)))")
+  app.add_option("--stages", o.plan.stages,
+                 "pipelined: number of stages (default: max(1, min(P, M/P))); gemm_ar ring: waves (default: one)")
       ->check(at_least(1));
   app.add_option("--post", names.post, "within a step, post the comm or the GEMM first: comm-first | gemm-first")
       ->capture_default_str();

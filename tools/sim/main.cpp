@@ -68,7 +68,7 @@ void check_simulated_size(const Problem& p, const PlanOptions& x) {
   const double steps = simulated_steps(p, x);
   if (steps <= kMaxSimulatedSteps) return;
   const double P = p.world;
-  std::string hint = algorithm(x.algo).takes_stages
+  std::string hint = takes_stages(p.op, x.algo)
                          ? "give --stages " +
                                std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
                                " or fewer, or a smaller P"
@@ -226,7 +226,7 @@ int run(const SimOptions& o) {
 int main(int argc, char** argv) {
   collmm::SimOptions o;
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
-  app.add_option("--op", o.op, "ag_gemm, gemm_rs or all")->capture_default_str();
+  app.add_option("--op", o.op, "ag_gemm, gemm_rs, gemm_ar or all")->capture_default_str();
   app.add_option("--algo", o.algo,
                  collmm::algorithm_names() +
                      ", all, auto (the model's pick, or the fastest measured one in --tune-cache: the row "
@@ -246,7 +246,8 @@ int main(int argc, char** argv) {
   std::string profiles;
   for (const std::string& name : collmm::builtin_profile_names()) profiles += name + ", ";
   app.add_option("--profile", o.profile, profiles + "or a profile JSON file")->capture_default_str();
-  app.add_option("--stages", o.plan.stages, "pipelined: stages (0: max(1, min(P, M/P)))")->capture_default_str();
+  app.add_option("--stages", o.plan.stages, "pipelined: stages (0: max(1, min(P, M/P))); gemm_ar ring: waves (0: one)")
+      ->capture_default_str();
   app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")
       ->capture_default_str()
       ->check(CLI::Range(1, collmm::kMaxGemmLanes));
