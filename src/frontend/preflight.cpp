@@ -24,6 +24,9 @@ void check_dir_writable(const std::string& dir, const std::string& option) {
   if (std::filesystem::is_symlink(dir, ec) && !std::filesystem::exists(dir, ec))
     throw UsageError(option + ": cannot create directory " + dir + " (it is a symbolic link to " +
                      std::filesystem::read_symlink(dir, ec).string() + ", which does not exist); nothing was run");
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw UsageError(option + ": cannot create directory " + dir + " (it exists and is not a directory)" +
+                     "; nothing was run");
   std::filesystem::create_directories(dir, ec);  // several processes race here; check the result
   if (!std::filesystem::is_directory(dir))
     throw UsageError(option + ": cannot create directory " + dir + (ec ? " (" + ec.message() + ")" : "") +

@@ -3,6 +3,7 @@
 // ("[json.exception.type_error.302] "), so that a refusal reads as a sentence about the file.
 #pragma once
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,37 +21,71 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
   return text.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? text.substr(end + 2) : text;
 }
 
-// `text` as JSON; UsageError "<what> is not valid JSON: parse error at line 2, column 1: ..." otherwise.
-// A key given twice in one object (which nlohmann would take silently, the last one winning) is
-// refused: "<what>: \"links.intra_gbps\" is given twice".
-inline nlohmann::json parse_json_file(const std::string& text, const std::string& what) {
-  std::vector<std::set<std::string>> seen;  // the keys of each object being read, outermost first
-  std::vector<std::string> path;            // the key each of them is under
-  std::string duplicate;
-  auto check = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) {
-      seen.emplace_back();
-      path.emplace_back();
-    } else if (event == E::object_end && !seen.empty()) {
-      seen.pop_back();
-      path.pop_back();
-    } else if (event == E::key && !seen.empty()) {
-      const std::string key = parsed.get<std::string>();
-      path.back() = key;
-      if (!seen.back().insert(key).second && duplicate.empty()) {
-        for (const std::string& k : path) duplicate += (duplicate.empty() ? "" : ".") + k;
-      }
-    }
+// The first key given twice in one object of a JSON text, as its path ("links.intra_gbps"; "" when
+// none): a SAX pass beside the parse (nlohmann keeps the last of two keys silently).
+class DuplicateKeys : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  const std::string& first() const { return first_; }
+  bool start_object(std::size_t) override {
+    if (depth_ == levels_.size()) levels_.emplace_back();
+    Level& l = levels_[depth_++];
+    l.keys.clear();
+    l.many.clear();
+    l.key.clear();
     return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool key(string_t& key) override {
+    Level& l = levels_[depth_ - 1];
+    l.key = key;
+    // A few keys are searched in a list; an object with many keeps a set.
+    const bool seen =
+        l.keys.size() < 16 ? std::find(l.keys.begin(), l.keys.end(), key) != l.keys.end() : !l.many.insert(key).second;
+    if (l.keys.size() < 16) {
+      l.keys.push_back(key);
+      if (l.keys.size() == 16) l.many.insert(l.keys.begin(), l.keys.end());
+    }
+    if (seen && first_.empty())
+      for (size_t i = 0; i < depth_; ++i) first_ += (first_.empty() ? "" : ".") + levels_[i].key;
+    return first_.empty();
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  struct Level {
+    std::vector<std::string> keys;
+    std::set<std::string> many;
+    std::string key;  // the last key read: the path to what follows
   };
+  std::vector<Level> levels_;
+  size_t depth_ = 0;
+  std::string first_;
+};
+
+// `text` as JSON; UsageError "<what> is not valid JSON: parse error at line 2, column 1: ..." otherwise.
+// A key given twice in one object is refused: "<what>: \"links.intra_gbps\" is given twice".
+inline nlohmann::json parse_json_file(const std::string& text, const std::string& what) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text, check);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(what + " is not valid JSON: " + json_error_text(e));
   }
-  if (!duplicate.empty()) throw UsageError(what + ": \"" + duplicate + "\" is given twice");
+  DuplicateKeys duplicates;
+  nlohmann::json::sax_parse(text, &duplicates);
+  if (!duplicates.first().empty()) throw UsageError(what + ": \"" + duplicates.first() + "\" is given twice");
   return j;
 }
 
