@@ -10,7 +10,6 @@
 #include <exception>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "collmm/types.hpp"
 #include "fault_point.hpp"
@@ -153,24 +152,14 @@ void mpi_check(int code, const char* call, const char* file, int line) {
   throw std::runtime_error(msg.str());
 }
 
-bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
-                    std::chrono::microseconds spin) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point spin_end = Clock::now() + spin;
-  std::chrono::microseconds nap(20);
-  for (;;) {
-    int done = 0;
-    COLLMM_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return true;
-    const Clock::time_point now = Clock::now();
-    if (now > deadline) return false;
-    if (now < spin_end) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
-    }
-  }
+bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline, PollPace pace) {
+  return poll_until(
+      [&] {
+        int done = 0;
+        COLLMM_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      },
+      deadline, pace);
 }
 
 std::unique_ptr<HostComm> make_mpi_host_comm(int needed, int timeout_s) {

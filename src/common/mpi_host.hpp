@@ -10,6 +10,7 @@
 
 #include "collmm/host_comm.hpp"
 #include "deadline.hpp"
+#include "poll.hpp"
 
 namespace collmm {
 
@@ -21,10 +22,9 @@ namespace collmm {
 // prints "collmm: rank r of P: ... <phase> ..." and aborts the job (MPI_Abort, exit code 3).
 std::unique_ptr<HostComm> make_mpi_host_comm(int needed_thread_level, int timeout_s = 300);
 
-// Tests `request` until it completes (true) or `deadline` passes (false). Spins (yielding) for the
-// first `spin`, then naps, up to 1 ms at a time, so a process left waiting does not hold a core.
-bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline,
-                    std::chrono::microseconds spin = std::chrono::microseconds(1000));
+// Tests `request` until it completes (true) or `deadline` passes (false), at `pace` (poll.hpp), so
+// a process left waiting does not hold a core.
+bool mpi_wait_until(MPI_Request& request, std::chrono::steady_clock::time_point deadline, PollPace pace = kHostPace);
 
 // Ranks of MPI_COMM_WORLD on this node (MPI_COMM_TYPE_SHARED): how many, and which one is this.
 int mpi_node_size();

@@ -9,7 +9,6 @@
 #include <climits>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include "fault_point.hpp"
 #include "mpi_host.hpp"
@@ -34,32 +33,16 @@ MPI_Datatype element_type(Dtype d) {
   throw std::runtime_error("cpu backend: no MPI reduction for " + to_string(d) + " elements");
 }
 
-// Waits for every request, yielding the core between tests for the first kYieldFor, then napping
-// (20 us, doubling up to 1 ms). A plain MPI_Waitall spins and keeps one of the cores the BLAS
-// threads were given; a GEMM split statically over its threads runs at the pace of its slowest
-// thread (measured on 4 ranks x 4 cores: chunk GEMMs up to 2x slower beside a spinning comm
-// thread). Napping from the start was worse: the shared-memory transport moves a large message
-// only while it is polled, and the transfers slowed 2x (docs/perf.md); a transfer whose peer is
-// there finishes within the yielding part. A wait longer than that is a peer still busy (or
-// stopped: the run's watchdog ends it at --timeout), and a waiting rank then uses a few percent of
-// a core at most (docs/reliability.md).
-constexpr std::chrono::milliseconds kYieldFor(20);
-
+// Waits for every request at the transfers' pace (poll.hpp): a plain MPI_Waitall spins and keeps
+// one of the cores the BLAS threads were given. A peer stopped past it is the run watchdog's.
 void wait_napping(std::vector<MPI_Request>& requests) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point yield_end = Clock::now() + kYieldFor;
-  std::chrono::microseconds nap(20);
-  for (;;) {
-    int done = 0;
-    COLLMM_MPI(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
-    if (done) return;
-    if (Clock::now() < yield_end) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
-    }
-  }
+  poll_until_done(
+      [&] {
+        int done = 0;
+        COLLMM_MPI(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
+        return done != 0;
+      },
+      kTransferPace);
 }
 
 }  // namespace
@@ -137,9 +120,7 @@ void MpiTransport::reduce_scatter(const void* send, void* recv, Dtype dtype, con
 bool MpiTransport::barrier_until(std::chrono::steady_clock::time_point deadline) {
   MPI_Request request;
   COLLMM_MPI(MPI_Ibarrier(comm_, &request));
-  // Ranks reach the start of a run within milliseconds of each other: spin that long, so that
-  // every rank starts its clock at once; nap when one is late (stopped or gone).
-  return mpi_wait_until(request, deadline, std::chrono::milliseconds(200));
+  return mpi_wait_until(request, deadline, kRunStartPace);
 }
 
 }  // namespace collmm::cpu

@@ -9,11 +9,11 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "cuda_check.hpp"
 #include "local_transport.hpp"
 #include "nccl_transport.hpp"
+#include "poll.hpp"
 
 namespace collmm::cuda {
 
@@ -286,26 +286,26 @@ void CudaExecutor::wait_all() {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     RankDevice& r = *ranks_[i];
     COLLMM_CUDA(cudaSetDevice(r.device()));
-    std::chrono::microseconds nap(20);
-    for (;;) {
-      const cudaError_t e = cudaEventQuery(r.done_event());
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) COLLMM_CUDA(e);
-      ncclResult_t async = ncclSuccess;
-      if (i < s_.comms.size() && !comms_aborted_) COLLMM_NCCL(ncclCommGetAsyncError(s_.comms[i], &async));
-      if (async != ncclSuccess && async != ncclInProgress) {
-        abort_comms();
-        throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + ": NCCL reports " +
-                                 ncclGetErrorString(async) + " (a peer failed or aborted); NCCL communicators aborted");
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        abort_comms();
-        throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + " did not finish within " +
-                                 std::to_string(s_.timeout_s) +
-                                 " s (a peer died or hangs); NCCL communicators aborted");
-      }
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(200));
+    const bool done = poll_until(
+        [&] {
+          const cudaError_t e = cudaEventQuery(r.done_event());
+          if (e == cudaSuccess) return true;
+          if (e != cudaErrorNotReady) COLLMM_CUDA(e);
+          ncclResult_t async = ncclSuccess;
+          if (i < s_.comms.size() && !comms_aborted_) COLLMM_NCCL(ncclCommGetAsyncError(s_.comms[i], &async));
+          if (async != ncclSuccess && async != ncclInProgress) {
+            abort_comms();
+            throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + ": NCCL reports " +
+                                     ncclGetErrorString(async) +
+                                     " (a peer failed or aborted); NCCL communicators aborted");
+          }
+          return false;
+        },
+        deadline, kDevicePace);
+    if (!done) {
+      abort_comms();
+      throw std::runtime_error("cuda executor: rank " + std::to_string(r.rank()) + " did not finish within " +
+                               std::to_string(s_.timeout_s) + " s (a peer died or hangs); NCCL communicators aborted");
     }
   }
 }

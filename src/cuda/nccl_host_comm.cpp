@@ -12,10 +12,10 @@
 #include <cstring>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "poll.hpp"
 
 namespace collmm::cuda {
 namespace {
@@ -109,20 +109,20 @@ class NcclHostComm : public HostComm {
   // The stream done, or the job ended: past the deadline, or on an NCCL error (a peer aborted).
   void wait() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
-    std::chrono::microseconds nap(20);
-    for (;;) {
-      const cudaError_t e = cudaStreamQuery(stream_);
-      if (e == cudaSuccess) return;
-      if (e != cudaErrorNotReady) COLLMM_CUDA(e);
-      ncclResult_t async = ncclSuccess;
-      COLLMM_NCCL(ncclCommGetAsyncError(comm_, &async));
-      if (async != ncclSuccess && async != ncclInProgress)
-        fail(std::string("NCCL reports ") + ncclGetErrorString(async) + " (a rank failed or aborted)");
-      if (std::chrono::steady_clock::now() > deadline)
-        fail("no answer from every rank within " + std::to_string(timeout_s_) + " s (--timeout): a rank died or hangs");
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
-    }
+    const bool done = poll_until(
+        [&] {
+          const cudaError_t e = cudaStreamQuery(stream_);
+          if (e == cudaSuccess) return true;
+          if (e != cudaErrorNotReady) COLLMM_CUDA(e);
+          ncclResult_t async = ncclSuccess;
+          COLLMM_NCCL(ncclCommGetAsyncError(comm_, &async));
+          if (async != ncclSuccess && async != ncclInProgress)
+            fail(std::string("NCCL reports ") + ncclGetErrorString(async) + " (a rank failed or aborted)");
+          return false;
+        },
+        deadline, kHostPace);
+    if (!done)
+      fail("no answer from every rank within " + std::to_string(timeout_s_) + " s (--timeout): a rank died or hangs");
   }
 
   [[noreturn]] void fail(const std::string& why) {

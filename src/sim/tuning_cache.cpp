@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +20,7 @@
 #include "collmm/tuning.hpp"
 #include "json_file.hpp"
 #include "json_number.hpp"
+#include "poll.hpp"
 
 namespace collmm {
 namespace {
@@ -94,13 +94,14 @@ class FileLock {
     // never through a symbolic link.
     fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) throw std::runtime_error("cannot open lock file " + path + ": " + std::strerror(errno));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK && errno != EINTR) fail(std::string("flock: ") + std::strerror(errno));
-      if (std::chrono::steady_clock::now() > deadline)
-        fail("another job has held it for " + std::to_string(timeout_s) + " s");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    const bool locked = poll_until(
+        [&] {
+          if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
+          if (errno != EWOULDBLOCK && errno != EINTR) fail(std::string("flock: ") + std::strerror(errno));
+          return false;
+        },
+        std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s), kLockPace);
+    if (!locked) fail("another job has held it for " + std::to_string(timeout_s) + " s");
   }
   ~FileLock() { ::close(fd_); }  // closing releases the lock
   FileLock(const FileLock&) = delete;
