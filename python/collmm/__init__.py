@@ -11,10 +11,13 @@ torch.ops.symm_mem's fused ops (plus ``algo`` and the sizes one rank cannot know
 their fake (meta) kernels, so torch.compile(fullgraph=True) traces models that call them, and their
 autograd formulas (each op's backward is the other op). collmm.fused_all_gather_matmul and
 collmm.fused_matmul_reduce_scatter take a group or its name and document each result as unfused
-code. collmm.torch holds the tensor-parallel layers built on them (ColumnParallelLinear,
-RowParallelLinear) and shard / gather_state_dict / load_full_state_dict.
+code. collmm.torch holds the ParallelStyles for torch's parallelize_module (ColwiseParallel,
+RowwiseParallel), the tensor-parallel layers built on them (ColumnParallelLinear, RowParallelLinear)
+and shard / gather_state_dict / load_full_state_dict. No collmm call draws from torch's RNG.
 """
 import os
+from importlib import metadata as _metadata
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -23,6 +26,16 @@ torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
 _ops = torch.ops.collmm  # not `torch.ops` below: importing collmm.torch rebinds the name `torch` in this package
 
 from .ops import ALGOS, block_size, fused_all_gather_matmul, fused_matmul_reduce_scatter  # noqa: E402
+from . import dtensor as _dtensor  # noqa: E402,F401  (DTensor's dispatch of the ops refuses with what to pass)
+
+try:
+    __version__ = _metadata.version("collmm")
+except _metadata.PackageNotFoundError:  # imported from the source tree, not installed
+    __version__ = "0+unknown"
+
+# help(torch.ops.collmm.<op>) shows what help(collmm.<op>) shows.
+_ops.fused_all_gather_matmul.__doc__ = fused_all_gather_matmul.__doc__
+_ops.fused_matmul_reduce_scatter.__doc__ = fused_matmul_reduce_scatter.__doc__
 
 
 def set_cpu_executor(kind: str) -> None:
@@ -74,22 +87,46 @@ def set_timeout(seconds: float) -> None:
 
 
 class trace:
-    """``with collmm.trace("out/step") as t:`` records the steps of every collmm call inside (clock
-    times on CPU, CUDA events on GPUs; nothing outside a trace) and at the end writes, on global
-    rank 0, what collmm-bench writes for its runs: out/step.json (Chrome trace: one box per step,
-    named like "ag_gemm ring step 2 chunk 3 gemm", calls laid end to end), out/step-<i>-<op>-<algo>.svg
-    (the timeline of call i) and out/step.txt (the table: op, algo, M N K, P, dtype, time_us, t_gemm_us,
-    t_comm_us, hidden%, E per call; t_gemm and t_comm read off the call's own steps). ``t.table``
-    holds the table on every rank. Each traced call gathers its steps over the group (an exchange)."""
+    """``with collmm.trace("out/step", model) as t:`` records the steps of every collmm call inside
+    (clock times on CPU, CUDA events on GPUs; nothing outside a trace) and at the end writes, on
+    global rank 0, what collmm-bench writes for its runs: out/step.json (Chrome trace: one box per
+    step, named like "ag_gemm ring step 2 chunk 3 gemm", calls laid end to end),
+    out/step-<i>-<op>-<algo>.svg (the timeline of call i) and out/step.txt (the table per call: op,
+    algo, M N K, P, dtype, time_us, t_gemm_us, t_comm_us, hidden%, E, padded_M, label). time, t_gemm,
+    t_comm and E are the slowest rank's (t_gemm and t_comm read off its own steps); hidden% is the
+    mean over ranks. M is the caller's rows; padded_M the plan's where they were padded to the
+    largest rank's (an uneven split), else "-". With `model` (an nn.Module), each call's label is
+    the name of the innermost module of `model` whose forward made it and "forward", or "backward"
+    for the call its autograd made from that forward. ``t.table`` holds the table on every rank.
+    Each traced call gathers its steps over the group (an exchange)."""
 
-    def __init__(self, path: str):
-        self.path, self.table = str(path), ""
+    def __init__(self, path: str, model: Optional[torch.nn.Module] = None):
+        self.path, self.table, self.model, self._hooks = str(path), "", model, []
 
     def __enter__(self) -> "trace":
+        if self.model is not None:
+            stack = []
+
+            def enter(name):
+                def hook(module, args):
+                    stack.append(name)
+                    _ops.trace_module(name)
+                return hook
+
+            def leave(module, args, output):
+                stack.pop()
+                _ops.trace_module(stack[-1] if stack else "")
+
+            for name, module in self.model.named_modules():
+                self._hooks += [module.register_forward_pre_hook(enter(name or type(module).__name__)),
+                                module.register_forward_hook(leave, always_call=True)]
         _ops.trace_start()
         return self
 
     def __exit__(self, *exc) -> bool:
+        for h in self._hooks:
+            h.remove()
+        _ops.trace_module("")
         write = not dist.is_initialized() or dist.get_rank() == 0
         if write and os.path.dirname(self.path):
             os.makedirs(os.path.dirname(self.path), exist_ok=True)

@@ -11,6 +11,7 @@ from typing import List, Optional, Tuple, Union
 import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _resolve_process_group
+from torch.distributed.tensor import DTensor
 
 # The algorithms the ops take: "auto" and the names of collmm's table (exported by the extension).
 ALGOS = ("auto",) + tuple(torch.ops.collmm.algorithms())
@@ -25,7 +26,7 @@ def group_name_of(group: Union[None, str, dist.ProcessGroup]) -> str:
     """The name the ops take: of `group`, or of the default group when None."""
     if isinstance(group, str):
         return group
-    return (group if group is not None else dist.group.WORLD).group_name
+    return process_group_of(group).group_name
 
 
 def process_group_of(group: Union[None, str, dist.ProcessGroup]) -> dist.ProcessGroup:
@@ -36,7 +37,15 @@ def process_group_of(group: Union[None, str, dist.ProcessGroup]) -> dist.Process
         except Exception:  # noqa: BLE001 - torch raises RuntimeError or ValueError by version
             raise ValueError(f"collmm: no process group is named {group!r} (pass the group itself or its "
                              "group_name)") from None
-    return group if group is not None else dist.group.WORLD
+    if group is None:
+        if not dist.is_initialized():
+            raise ValueError("collmm: no process group: call torch.distributed.init_process_group first")
+        return dist.group.WORLD
+    if not isinstance(group, dist.ProcessGroup):  # dist.new_group's answer on a rank outside the group
+        rank = dist.get_rank() if dist.is_initialized() else "?"
+        raise ValueError(f"collmm: global rank {rank} is not a member of the group passed (got {group!r}, what "
+                         "torch.distributed.new_group gives ranks outside it): call collmm with a group only on its ranks")
+    return group
 
 
 def _same_device(a: torch.Tensor, bs: List[torch.Tensor], a_name: str, b_name: str) -> None:
@@ -125,11 +134,13 @@ def fused_all_gather_matmul(
         return (A if return_A else None), [A @ B for B in Bs]
 
     Args:
-        A_shard: this rank's part of A, [..., K], contiguous; any size along ``gather_dim`` (each
-            rank its own: a sequence of any length sharded any way).
+        A_shard: this rank's part of A, [..., K]; any size along ``gather_dim`` (each rank its own:
+            a sequence of any length sharded any way). Or a DTensor ``Shard(gather_dim)`` on a 1-D
+            mesh: then the group and gathered size are its own, Bs may be DTensors (``Shard(1)`` or
+            ``Replicate()``), and the results are DTensors (A ``Replicate()``, C ``Shard(-1)``).
         Bs: [K, N_i] matrices, row-major or the transposed view of an ``nn.Linear`` weight
-            (``w.t()``, read in place); ``Bs[0]``'s N split over the ranks as collmm's split
-            (``block_size``); the others are multiplied after the gather.
+            (``w.t()``, read in place); ``Bs[0]``'s N split over the ranks any way (each rank's
+            N_r its own); the others are multiplied after the gather.
         gather_dim: the dim of A gathered, any but the last. 0, or a dim with only size-1 dims
             before it, is read in place; another one costs one copy of ``A_shard``.
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
@@ -137,11 +148,19 @@ def fused_all_gather_matmul(
         algo: "auto" (the cost model's pick) or one of ``ALGOS``.
         gathered_size: the size of A along ``gather_dim`` (the sum over the ranks). Only
             torch.compile needs it, and only where the ranks' sizes differ; checked when given.
+            Under torch.compile, without it: P times this rank's size (checked).
         pieces: with algo ring or bidir, the last chunk's transfer and GEMM cut in that many pieces.
         piece_sizes: "equal", or "halving": pieces of 1/2, 1/4, ... of the chunk, the largest moved
             first (at most 8 pieces; the smallest chunk needs 2^(pieces-1) rows).
     Autograd: ``dA_shard`` is the reduce-scatter op on the output gradients, ``dB_i = A^T @ dC_i``.
     """
+    if isinstance(A_shard, DTensor) or any(isinstance(b, DTensor) for b in Bs):
+        from .dtensor import all_gather_matmul
+
+        return all_gather_matmul(A_shard, Bs, gather_dim, return_A, algo=algo, pieces=pieces, piece_sizes=piece_sizes)
+    if gathered_size is None and torch.compiler.is_compiling():
+        # The fake kernel's assumption, passed on: the kernel checks it and names gathered_size.
+        gathered_size = A_shard.shape[gather_dim] * process_group_of(group).size()
     return torch.ops.collmm.fused_all_gather_matmul(
         A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size,
         pieces=pieces, piece_sizes=piece_sizes
@@ -168,7 +187,9 @@ def fused_matmul_reduce_scatter(
         return S.split(sizes, dim=scatter_dim)[r]
 
     Args:
-        A: this rank's [..., K_r], contiguous (K split over the ranks as collmm's split).
+        A: this rank's [..., K_r] (K split over the ranks any way). Or a DTensor ``Shard(-1)`` on a
+            1-D mesh with B a DTensor ``Shard(0)``: the result is a DTensor ``Shard(scatter_dim)``
+            (torch.chunk's split), the group the mesh's.
         B: [K_r, N], row-major or the transposed view of an ``nn.Linear`` weight (``w.t()``).
         reduce_op: "sum" or "avg".
         scatter_dim: the dim of the result split over the ranks, any but the last. 0, or a dim with
@@ -182,6 +203,10 @@ def fused_matmul_reduce_scatter(
             the smallest computed and sent first (at most 8 pieces; 2^(pieces-1) rows needed).
     Autograd: ``dA = all_gather(dC) @ B^T``, ``dB = A^T @ all_gather(dC)`` (the all-gather op).
     """
+    if isinstance(A, DTensor) or isinstance(B, DTensor):
+        from .dtensor import matmul_reduce_scatter
+
+        return matmul_reduce_scatter(A, B, reduce_op, scatter_dim, algo=algo, pieces=pieces, piece_sizes=piece_sizes)
     return torch.ops.collmm.fused_matmul_reduce_scatter(
         A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size,
         pieces=pieces, piece_sizes=piece_sizes

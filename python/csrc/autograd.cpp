@@ -13,6 +13,8 @@
 #include <torch/library.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
+#include "trace.hpp"
+
 namespace collmm::torch_ext {
 namespace {
 
@@ -64,6 +66,7 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     ctx->saved_data["algo"] = std::string(algo);
     ctx->saved_data["shard_size"] = a_shard.size(dim);
     ctx->saved_data["return_a"] = return_a;
+    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();  // collmm.trace's label
     std::vector<at::Tensor> saved{a_shard, a.value_or(at::Tensor())};
     saved.insert(saved.end(), bs.begin(), bs.end());
     ctx->save_for_backward(saved);
@@ -74,6 +77,7 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const TraceBackward traced(ctx->saved_data["module"].toStringRef());
     if (!ctx->saved_data["return_a"].toBool()) grads.insert(grads.begin(), at::Tensor());  // no dA
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& a_shard = saved[0];
@@ -82,9 +86,8 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     const int64_t dim = ctx->saved_data["dim"].toInt(), k = a_shard.size(-1);
     const std::string group = ctx->saved_data["group"].toStringRef(), algo = ctx->saved_data["algo"].toStringRef();
     // dA_shard = this rank's block of sum_q (dC_0 @ B_0^T + E), E = dA + sum_{i>=1} dC_i @ B_i^T: one
-    // reduce-scatter GEMM of [dC_0, E] @ [B_0^T; I]. Its inner size per rank must be collmm's split:
-    // B_0's columns are (the forward agreed them) and k more on every rank keep them one; the other
-    // Bs' need not be (an unsharded B, any split), so their terms are summed into E here.
+    // reduce-scatter GEMM of [dC_0, E] @ [B_0^T; I] (its inner size per rank: B_0's columns plus k,
+    // any split). The other Bs' terms (an unsharded B, any width) are summed into E here.
     at::Tensor dc0 = grads[1], e = grads[0];
     int64_t gathered_rows = -1;
     for (size_t i = 0; i < bs.size(); ++i) {
@@ -127,6 +130,7 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     ctx->saved_data["group"] = std::string(group);
     ctx->saved_data["algo"] = std::string(algo);
     ctx->saved_data["full_size"] = a.size(dim);
+    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();  // collmm.trace's label
     ctx->saved_data["scale"] =
         reduce_op == "avg" ? 1.0 / c10d::resolve_process_group(std::string(group))->getSize() : 1.0;
     ctx->save_for_backward({a, b});
@@ -134,6 +138,7 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const TraceBackward traced(ctx->saved_data["module"].toStringRef());
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &a = saved[0], &b = saved[1];
     const double scale = ctx->saved_data["scale"].toDouble();

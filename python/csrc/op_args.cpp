@@ -45,17 +45,14 @@ int64_t leading_dim(int64_t dim, int64_t rank) {
   return d >= 0 && d < rank - 1 ? d : -1;
 }
 
-std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name) {
+std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name, bool cols_split) {
   std::ostringstream e;
   if (a.dim() < 2)
     e << name << " must have 2 or more dims (got " << dims(a.sizes()) << ")";
-  else if (a.size(-1) == 0)
+  else if (a.size(-1) == 0 && !cols_split)
     e << name << " " << dims(a.sizes()) << " has no columns";
   else if (!dtype_of(a.scalar_type()))
     e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
-  else if (!a.is_contiguous())
-    e << name << " must be contiguous (row-major, read in place); got strides " << dims(a.strides()) << ": pass "
-      << name << ".contiguous()";
   else if (leading_dim(dim, a.dim()) < 0)
     e << dim_name << " must be a dim of " << name << " other than its last (K); got " << dim << " for "
       << dims(a.sizes());
@@ -99,22 +96,10 @@ std::string check_algo(const std::string& algo, int64_t pieces, const std::strin
   return {};
 }
 
-int64_t agreed_split(const std::vector<std::vector<double>>& all, size_t at, const std::string& what) {
-  int64_t total = 0;
-  for (const auto& q : all) total += static_cast<int64_t>(q[at]);
-  const int p = static_cast<int>(all.size());
-  bool split = true;
-  for (int q = 0; q < p; ++q)
-    split = split && static_cast<int64_t>(all[static_cast<size_t>(q)][at]) == block_size(total, p, q);
-  if (split) return total;
-  std::ostringstream got, want;
-  for (int q = 0; q < p; ++q) {
-    got << (q ? ", " : "") << static_cast<int64_t>(all[static_cast<size_t>(q)][at]);
-    want << (q ? ", " : "") << block_size(total, p, q);
-  }
-  throw UsageError(what + " over the ranks are " + got.str() + ": not collmm's split of " + std::to_string(total) +
-                   " over " + std::to_string(p) + " ranks (" + want.str() +
-                   ": the first total % P ranks hold one more)");
+std::vector<int64_t> rank_counts(const std::vector<std::vector<double>>& all, size_t at) {
+  std::vector<int64_t> counts;
+  for (const auto& q : all) counts.push_back(static_cast<int64_t>(q[at]));
+  return counts;
 }
 
 std::string RankSizes::text() const {

@@ -29,15 +29,17 @@ std::optional<LayoutFit> layout_fit(const at::Tensor& b);
 int64_t leading_dim(int64_t dim, int64_t rank);
 
 // One rank's own arguments.
-std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name);
+// `cols_split`: A's columns are this rank's part of a K split over the ranks (gemm_rs), which may
+// be none (torch.chunk gives the last ranks none where K < P * ceil(K / P) leaves them nothing).
+std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name, bool cols_split);
 std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string& name, int64_t k);
 std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes);
 
 // From every rank's numbers (`all[q][at]`), each throwing UsageError where the ranks' do not fit:
 // the layout every rank reads its B with: the one that some rank's B needs (kn when none does);
 BLayout agreed_layout(const std::vector<std::vector<double>>& all, size_t at, const std::string& what);
-// the total of every rank's count (rows or columns), checked to be collmm's split of it.
-int64_t agreed_split(const std::vector<std::vector<double>>& all, size_t at, const std::string& what);
+// Every rank's count (`all[q][at]`: its columns of a split N or K), in rank order.
+std::vector<int64_t> rank_counts(const std::vector<std::vector<double>>& all, size_t at);
 
 // Every rank's size along the gathered (scattered) dim, as agreed (the first number each rank sent):
 // as plan rows (times `rest`, the rows per slice), their sum and a "3, 3, 2" text for messages.

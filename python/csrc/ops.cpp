@@ -16,12 +16,14 @@
 //     returns rank r's block of S along scatter_dim: scatter_size rows of it (each rank's own), by
 //     default block_size(A.size(scatter_dim), P, r) (collmm/types.hpp)
 //
-// The dimension gathered or scattered goes first (in place when it is dim 0 or every dim before it
-// has size 1, else one copy of A); the dims between it and the last are flattened into the GEMM's
-// rows, and the rows of every rank as they come are collmm's split (the plan as it is) or run padded
-// (row_split.hpp). B is read in place as [K, N] row-major (layout kn) or as the transposed view of an
+// The dimension gathered or scattered goes first (in place when A is contiguous and it is dim 0 or
+// every dim before it has size 1, else one copy of A); the dims between it and the last are
+// flattened into the GEMM's rows, and the rows of every rank as they come are collmm's split (the
+// plan as it is) or run padded (row_split.hpp); so do the columns of Bs[0] (each rank's N_r) and of
+// A (K_r). B is read in place as [K, N] row-major (layout kn) or as the transposed view of an
 // nn.Linear weight stored [N, K] (w.t(), layout nk); a B of one row or column fits both, and the
 // ranks take the layout any of them needs.
+#include <algorithm>
 #include <optional>
 
 #include <ATen/ATen.h>
@@ -103,7 +105,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const int64_t k = a_shard.dim() ? a_shard.size(-1) : 0;
     std::string misfit;
     if (!memo) {
-      misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim");
+      misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim", false);
       if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
       for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
         misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
@@ -112,7 +114,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     TORCH_INTERNAL_ASSERT(!exchanged || misfit.empty(), "collmm: a recalled call failed its checks: ", misfit);
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(gather_dim, a_shard.dim()) : 0;
-    const at::Tensor a = ok && dim > 0 ? a_shard.movedim(dim, 0).contiguous() : a_shard;  // the gathered dim first
+    const at::Tensor a = ok ? a_shard.movedim(dim, 0).contiguous() : a_shard;  // the gathered dim first
     const Dtype dtype = ok ? *dtype_of(a.scalar_type()) : Dtype::f32;
     const int64_t slices = ok ? a.size(0) : 0, n_r = ok ? bs[0].size(1) : 0;
     const at::IntArrayRef inner = ok ? a.sizes().slice(1, a.dim() - 2) : at::IntArrayRef();
@@ -140,9 +142,12 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     const int64_t total = agreed.total;
     if (gathered_size && *gathered_size != total)
       throw UsageError("gathered_size is " + std::to_string(*gathered_size) + ", but the ranks' A_shard sizes along " +
-                       "gather_dim (" + agreed.text() + ") add up to " + std::to_string(total));
+                       "gather_dim (" + agreed.text() + ") add up to " + std::to_string(total) +
+                       " (under torch.compile, collmm.fused_all_gather_matmul and collmm's styles take it as P times "
+                       "this rank's size unless given: pass gathered_size, or a DTensor input with its global shape)");
     const RowSplit split(rows);
-    const int64_t n = agreed_split(all, 1, "the columns of Bs[0]");
+    const RowSplit cols(rank_counts(all, 1));  // each rank's N_r: any split of N
+    const int64_t n = cols.plan_rows();
     const BLayout layout = agreed_layout(all, 2, "Bs[0]");
     const Problem problem{
         .op = Op::ag_gemm, .m = split.plan_rows(), .n = n, .k = k, .world = s.session.world(), .b_layout = layout};
@@ -156,22 +161,24 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
     // stays in the executor's scratch, allocated once per plan.
     const bool keep_gathered = return_a || bs.size() > 1;
     const at::Tensor gathered = keep_gathered ? at::empty({split.plan_rows(), k}, a.options()) : at::Tensor();
-    const at::Tensor c = at::empty({split.plan_rows(), n_r}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
+    const at::Tensor c = at::empty({split.plan_rows(), cols.collmm_split ? n_r : cols.most},
+                                   a.options().dtype(scalar_type(ex.out_dtype(dtype))));
     const int r = s.session.rank();
     // Bound tensors must outlive the run: the padded copy is held here.
     const at::Tensor a_rows = a.view({rows[static_cast<size_t>(r)], k});
     const at::Tensor a_plan = split.collmm_split ? a_rows : padded_rows(a_rows, split.most);
     bind(ex, kBufA, a_plan);
-    bind(ex, kBufB, bs[0]);
+    const at::Tensor b_plan = cols.collmm_split ? bs[0] : zero_padded_b(bs[0], 1, cols.most, layout);
+    bind(ex, kBufB, b_plan);
     bind(ex, kBufC, c);
     if (keep_gathered)
       bind(ex, gathered_buffer(plan), gathered);
     else
       ex.bind(0, gathered_buffer(plan), nullptr, 0);
-    s.session.run(prepared, dtype);
+    s.session.run(prepared, dtype, split.total);
 
     const at::Tensor a_all = keep_gathered ? split.compact(gathered) : at::Tensor();
-    const at::Tensor c_all = split.compact(c);
+    const at::Tensor c_all = cols.collmm_split ? split.compact(c) : split.compact(c.narrow(1, 0, n_r)).contiguous();
     std::vector<at::Tensor> outs{
         shaped(c_all.scalar_type() == a.scalar_type() ? c_all : c_all.to(a.scalar_type()), inner, dim)};
     for (size_t i = 1; i < bs.size(); ++i) outs.push_back(shaped(at::matmul(a_all, bs[i]), inner, dim));
@@ -199,7 +206,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     std::string misfit;
     const int64_t k_r = a_in.dim() ? a_in.size(-1) : 0;
     if (!memo) {
-      misfit = check_a(a_in, "A", scatter_dim, "scatter_dim");
+      misfit = check_a(a_in, "A", scatter_dim, "scatter_dim", true);
       if (misfit.empty()) misfit = check_b(b, a_in, "B", k_r);
       if (misfit.empty() && reduce_op != "sum" && reduce_op != "avg")
         misfit = "reduce_op must be sum or avg (got " + reduce_op + ")";
@@ -207,7 +214,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     }
     const bool ok = misfit.empty();
     const int64_t dim = ok ? leading_dim(scatter_dim, a_in.dim()) : 0;
-    const at::Tensor a = ok && dim > 0 ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
+    const at::Tensor a = ok ? a_in.movedim(dim, 0).contiguous() : a_in;  // the scattered dim first
     const int64_t slices = ok ? a.size(0) : 0;
     const int64_t mine = scatter_size ? *scatter_size : block_size(slices, p, r);
     if (!memo && ok && (mine < 0 || mine > slices))  // (a memo is of a call that passed it, of the same key)
@@ -240,7 +247,11 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     if (total != slices)
       throw UsageError("scatter_size over the ranks is " + agreed.text() + ": adds up to " + std::to_string(total) +
                        ", not A's " + std::to_string(slices) + " along scatter_dim");
-    const int64_t k = agreed_split(all, 1, "the columns of A (rows of B)");
+    // Each rank's K_r: any split of K. One that is not collmm's, or leaves a rank none, runs padded.
+    const std::vector<int64_t> k_parts = rank_counts(all, 1);
+    RowSplit k_split(k_parts);
+    k_split.collmm_split = k_split.collmm_split && *std::min_element(k_parts.begin(), k_parts.end()) > 0;
+    const int64_t k = k_split.plan_rows();
     const BLayout layout = agreed_layout(all, 2, "B");
     const RowSplit split(rows);
     const Problem problem{.op = Op::gemm_rs, .m = split.plan_rows(), .n = n, .k = k, .world = p, .b_layout = layout};
@@ -251,11 +262,14 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     Executor& ex = *prepared.executor;
     at::Tensor c =
         at::empty({block_size(split.plan_rows(), p, r), n}, a.options().dtype(scalar_type(ex.out_dtype(dtype))));
-    const at::Tensor a_plan = split.spread(a.view({slices * rest, k_r}));  // held: it must outlive the run
+    // Held: they must outlive the run.
+    const at::Tensor a_plan =
+        split.spread(zero_padded(a.view({slices * rest, k_r}), 1, k_split.collmm_split ? k_r : k_split.most));
+    const at::Tensor b_plan = k_split.collmm_split ? b : zero_padded_b(b, 0, k_split.most, layout);
     bind(ex, kBufA, a_plan);
-    bind(ex, kBufB, b);
+    bind(ex, kBufB, b_plan);
     bind(ex, kBufC, c);
-    s.session.run(prepared, dtype);
+    s.session.run(prepared, dtype, split.total);
     c = c.narrow(0, 0, rows[static_cast<size_t>(r)]);
     if (reduce_op == "avg") c.div_(p);
     if (c.scalar_type() != a.scalar_type()) c = c.to(a.scalar_type());
@@ -297,6 +311,9 @@ TORCH_LIBRARY(collmm, m) {
   // collmm.trace: record the steps of every call from now on; stop and write PATH.json, PATH-*.svg
   // and PATH.txt (where `write`), returning the table.
   m.def("trace_start() -> ()", [] { collmm::torch_ext::trace_start(); });
+  // The module whose forward runs now, for the trace's labels (collmm.trace's module hooks).
+  m.def("trace_module(str name) -> ()",
+        [](c10::string_view name) { collmm::torch_ext::set_trace_module(std::string(name)); });
   m.def("trace_stop(str path, bool write) -> str", [](c10::string_view path, bool write) {
     return collmm::torch_ext::user_errors_as_value_errors(
         [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });

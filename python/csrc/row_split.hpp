@@ -1,9 +1,11 @@
-// row_split.hpp: the caller's split of the rows over the ranks, as collmm's plans take it. A plan
-// splits M as block_size(M, P, q) (collmm/types.hpp). Any other split (a sequence of s rows
-// sharded over P ranks with a batch of b > 1 each holds block_size(s, P, q) * b rows) runs as the
-// plan of P equal blocks of the largest rank's rows: each rank's rows padded with zero rows to that
-// size on the way in, the padding rows dropped on the way out (one copy each way; at most
-// P * (most - fewest) rows of GEMM more).
+// row_split.hpp: the caller's split of a dimension over the ranks, as collmm's plans take it. A plan
+// splits M (and ag_gemm's N, gemm_rs's K) as block_size(total, P, q) (collmm/types.hpp). Any other
+// split (a sequence of s rows sharded over P ranks with a batch of b > 1 each holds
+// block_size(s, P, q) * b rows; a weight sharded as torch.chunk splits it) runs as the plan of P
+// equal blocks of the largest rank's size: each rank's part padded with zeros to that size on the
+// way in, the padding dropped on the way out (one copy each way; at most P * (most - fewest) rows
+// or columns of GEMM more). The rows are M; the columns of ag_gemm's B (N) and of gemm_rs's A and
+// rows of its B (K) are split the same way, each rank's N_r or K_r its own.
 #pragma once
 
 #include <vector>
@@ -15,7 +17,7 @@
 namespace collmm::torch_ext {
 
 struct RowSplit {
-  std::vector<int64_t> rows;  // per rank
+  std::vector<int64_t> rows;  // per rank (rows, or columns where the split is of N or K)
   int64_t total = 0, most = 0;
   bool collmm_split = true;  // rows[q] == block_size(total, P, q): the plan takes them as they are
 
@@ -50,5 +52,22 @@ struct RowSplit {
     return at::cat(parts);
   }
 };
+
+// `t` with zeros appended along `dim` up to `size` (a new contiguous tensor), or `t` when it has that size.
+inline at::Tensor zero_padded(const at::Tensor& t, int64_t dim, int64_t size) {
+  if (t.size(dim) == size) return t;
+  std::vector<int64_t> sizes = t.sizes().vec();
+  sizes[static_cast<size_t>(dim)] = size;
+  at::Tensor out = at::zeros(sizes, t.options());
+  out.narrow(dim, 0, t.size(dim)).copy_(t);
+  return out;
+}
+
+// A B [K, N] (as the op reads it) padded with zeros along `dim` (0: K, 1: N) up to `size`, stored
+// as `layout` reads it: row-major [K, N] (kn) or the transpose of a row-major [N, K] (nk).
+inline at::Tensor zero_padded_b(const at::Tensor& b, int64_t dim, int64_t size, BLayout layout) {
+  if (b.size(dim) == size) return b;
+  return layout == BLayout::nk ? zero_padded(b.t(), 1 - dim, size).t() : zero_padded(b, dim, size);
+}
 
 }  // namespace collmm::torch_ext

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -25,6 +26,9 @@
 
 namespace collmm::torch_ext {
 namespace {
+
+// The seed of auto's measured candidates' random inputs (any fixed number: the values do not matter).
+constexpr uint64_t kCandidateSeed = 20240607;
 
 // Everything a prepared plan depends on, as one key.
 std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
@@ -103,7 +107,7 @@ std::unique_ptr<Executor> Session::make_executor() {
   return cpu::make_host_executor(options, std::move(host), std::make_unique<C10dTransport>(group_));
 }
 
-void Session::run(Prepared& prepared, Dtype dtype) {
+void Session::run(Prepared& prepared, Dtype dtype, int64_t rows) {
   if (const std::string why = exchanges_->why(); !why.empty()) C10_THROW_ERROR(DistBackendError, why);
   if (!tracing()) {
     prepared.executor->run(StepFilter::all, false);
@@ -112,7 +116,7 @@ void Session::run(Prepared& prepared, Dtype dtype) {
   const std::vector<RankRun> runs = prepared.executor->run(StepFilter::all, true);
   host_->set_phase("collmm.trace's gather of the steps");
   const Problem& p = prepared.plan.problem;
-  trace_add({gather_timeline(*host_, make_timeline({prepared.plan}, runs)), p.m, p.n, p.k, dtype});
+  trace_add({gather_timeline(*host_, make_timeline({prepared.plan}, runs)), rows, p.n, p.k, p.m, dtype, ""});
 }
 
 bool Session::capturing() const {
@@ -206,11 +210,14 @@ double Session::time_candidate(const Problem& problem, const PlanOptions& option
   const Plan plan = make_plan(problem, options, rank_);
   ex->prepare({plan}, dtype);
   // Random A and B (GEMMs on zeros run faster than on real numbers), bound in place; C and the
-  // scratch are the executor's own. All of it goes with the executor.
+  // scratch are the executor's own. All of it goes with the executor. Drawn on the CPU from a
+  // generator of collmm's own: torch's global RNG state stays as the caller left it.
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(kCandidateSeed);
   std::vector<at::Tensor> inputs;
   for (int buf : {kBufA, kBufB}) {
     const BufferSpec& b = plan.buffers[static_cast<size_t>(buf)];
-    inputs.push_back(at::randn({b.rows, b.cols}, at::TensorOptions().device(device_).dtype(scalar_type(dtype))));
+    inputs.push_back(at::randn({b.rows, b.cols}, generator, at::TensorOptions().dtype(at::kFloat))
+                         .to(at::TensorOptions().device(device_).dtype(scalar_type(dtype))));
     ex->bind(0, buf, inputs.back().data_ptr(), static_cast<size_t>(inputs.back().nbytes()));
   }
   auto run = [&] {  // one run, finished on the device (the ATen executor's CUDA work is asynchronous)

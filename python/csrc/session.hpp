@@ -87,7 +87,8 @@ class Session {
   // every rank's steps gathered over the group and recorded (trace.hpp). A group whose collectives
   // are out of step raises that first, whatever the executor (a call that exchanged nothing under
   // check "first" would run into it).
-  void run(Prepared& prepared, Dtype dtype);
+  // `rows`: the caller's M (the plan's may be padded), for the trace's table.
+  void run(Prepared& prepared, Dtype dtype, int64_t rows);
   // Whether the current stream of this session's device records a CUDA graph now.
   bool capturing() const;
 

@@ -16,22 +16,28 @@ namespace collmm::torch_ext {
 namespace {
 
 std::mutex g_trace_mutex;
-bool g_tracing = false;           // guarded by g_trace_mutex
-std::vector<TracedCall> g_calls;  // guarded by g_trace_mutex
+bool g_tracing = false;                                 // guarded by g_trace_mutex
+std::vector<TracedCall> g_calls;                        // guarded by g_trace_mutex
+std::string g_module;                                   // guarded by g_trace_mutex
+thread_local std::optional<std::string> t_backward_of;  // set by TraceBackward
 
 std::string table(const std::vector<TracedCall>& calls) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%5s %8s %10s %7s %7s %7s %3s %5s %10s %10s %10s %7s %6s\n", "call", "op", "algo",
-                "M", "N", "K", "P", "dtype", "time_us", "t_gemm_us", "t_comm_us", "hidden%", "E");
+  std::snprintf(line, sizeof line, "%5s %8s %10s %7s %7s %7s %3s %5s %10s %10s %10s %7s %6s %8s  %s\n", "call", "op",
+                "algo", "M", "N", "K", "P", "dtype", "time_us", "t_gemm_us", "t_comm_us", "hidden%", "E", "padded_M",
+                "label");
   out += line;
   for (size_t i = 0; i < calls.size(); ++i) {
     const TracedCall& c = calls[i];
     const CallFigures f = figures(c.timeline);
-    std::snprintf(line, sizeof line, "%5zu %8s %10s %7lld %7lld %7lld %3d %5s %10.1f %10.1f %10.1f %7.1f %6.2f\n", i,
+    const std::string padded = c.plan_m != c.m ? std::to_string(c.plan_m) : "-";
+    std::snprintf(line, sizeof line,
+                  "%5zu %8s %10s %7lld %7lld %7lld %3d %5s %10.1f %10.1f %10.1f %7.1f %6.2f %8s  %s\n", i,
                   to_string(c.timeline.op).c_str(), to_string(c.timeline.algo).c_str(), static_cast<long long>(c.m),
                   static_cast<long long>(c.n), static_cast<long long>(c.k), c.timeline.world,
-                  to_string(c.dtype).c_str(), f.time_us, f.t_gemm_us, f.t_comm_us, 100 * f.hidden, f.e);
+                  to_string(c.dtype).c_str(), f.time_us, f.t_gemm_us, f.t_comm_us, 100 * f.hidden, f.e, padded.c_str(),
+                  c.label.empty() ? "-" : c.label.c_str());
     out += line;
   }
   return out;
@@ -42,14 +48,15 @@ std::string table(const std::vector<TracedCall>& calls) {
 CallFigures figures(const Timeline& t) {
   CallFigures f;
   std::map<int, std::pair<Intervals, Intervals>> per_rank;  // rank -> (gemm, comm)
+  int slowest = 0;
   for (const TimelineEvent& e : t.events) {
-    f.time_us = std::max(f.time_us, e.end_us);
+    if (e.end_us > f.time_us) f.time_us = e.end_us, slowest = e.rank;
     auto& [gemm, comm] = per_rank[e.rank];
     (e.counts_as_comm() ? comm : gemm).emplace_back(e.start_us, e.end_us);
   }
-  for (auto& [rank, lanes] : per_rank) {
-    f.t_gemm_us += length(interval_union(lanes.first)) / static_cast<double>(per_rank.size());
-    f.t_comm_us += length(interval_union(lanes.second)) / static_cast<double>(per_rank.size());
+  if (!per_rank.empty()) {
+    f.t_gemm_us = length(interval_union(per_rank[slowest].first));
+    f.t_comm_us = length(interval_union(per_rank[slowest].second));
   }
   f.hidden = measure_overlap(t).mean_fraction;
   const double smaller = std::min(f.t_gemm_us, f.t_comm_us);
@@ -70,8 +77,24 @@ bool tracing() {
 
 void trace_add(TracedCall call) {
   std::lock_guard<std::mutex> lock(g_trace_mutex);
-  if (g_tracing) g_calls.push_back(std::move(call));
+  if (!g_tracing) return;
+  const std::string& module = t_backward_of ? *t_backward_of : g_module;
+  call.label = (module.empty() ? std::string("(no module)") : module) + (t_backward_of ? " backward" : " forward");
+  g_calls.push_back(std::move(call));
 }
+
+void set_trace_module(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  g_module = name;
+}
+
+std::string trace_module() {
+  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  return g_module;
+}
+
+TraceBackward::TraceBackward(std::string module) : outer_(t_backward_of) { t_backward_of = std::move(module); }
+TraceBackward::~TraceBackward() { t_backward_of = outer_; }
 
 std::string trace_stop(const std::string& path, bool write) {
   std::vector<TracedCall> calls;

@@ -4,6 +4,7 @@
 // Nothing is recorded while tracing is off (the executors run without step times).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,16 @@ namespace collmm::torch_ext {
 struct TracedCall {
   Timeline timeline;  // every rank's steps (gathered over the group)
   int64_t m = 0, n = 0, k = 0;
+  int64_t plan_m = 0;  // the plan's M: more than m where the caller's rows were padded (row_split.hpp)
   Dtype dtype = Dtype::f32;
+  std::string label;  // what made the call: "<module> forward" / "<module> backward" (trace_add fills it)
 };
 
-// Per call, from its timeline: time = the slowest rank's last step end; t_gemm, t_comm = the mean
-// over ranks of the union of its GEMM (comm) step intervals; E = (t_gemm + t_comm - time) /
-// min(t_gemm, t_comm), the part of the smaller one hidden (collmm-bench's E with this call's own
-// t_gemm and t_comm in place of the sequential plan's).
+// Per call, from its timeline, all on one basis, the slowest rank (the one whose last step ends
+// last): time = its last step's end; t_gemm, t_comm = the union of its GEMM (comm) step intervals;
+// E = (t_gemm + t_comm - time) / min(t_gemm, t_comm), the part of the smaller one hidden
+// (collmm-bench's E with this call's own t_gemm and t_comm in place of the sequential plan's);
+// hidden = the mean over ranks of the comm time covered by a GEMM.
 struct CallFigures {
   double time_us = 0, t_gemm_us = 0, t_comm_us = 0, hidden = 0, e = 0;
 };
@@ -28,7 +32,25 @@ CallFigures figures(const Timeline& t);
 
 void trace_start();
 bool tracing();
+// Records `call` (while tracing), labelled with the module that made it (set_trace_module) and
+// forward, or with the module its forward ran in and backward (inside a TraceBackward).
 void trace_add(TracedCall call);
+
+// The module whose forward runs now ("" for none): set by collmm.trace's module hooks.
+void set_trace_module(const std::string& name);
+std::string trace_module();
+// While one lives (on this thread), calls are labelled "<module> backward": the ops' autograd
+// backward, with the module of the forward it belongs to.
+class TraceBackward {
+ public:
+  explicit TraceBackward(std::string module);
+  ~TraceBackward();
+  TraceBackward(const TraceBackward&) = delete;
+  TraceBackward& operator=(const TraceBackward&) = delete;
+
+ private:
+  std::optional<std::string> outer_;
+};
 // Ends tracing. Where `write`: PATH.json (Chrome trace), PATH-<i>-<op>-<algo>.svg per call and
 // PATH.txt (the table). Returns the table.
 std::string trace_stop(const std::string& path, bool write);

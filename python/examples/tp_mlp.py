@@ -27,7 +27,7 @@ def main() -> None:
     loss_unsharded = nn.functional.mse_loss(fc2(nn.functional.gelu(fc1(x))), target, reduction="sum")
     loss_unsharded.backward()
 
-    # Rank r: rows block r of fc1's weight, columns block r of fc2's; its block of the sequence.
+    # Rank r: rows block r of fc1's weight, columns block r of fc2's (DTensors); its block of the sequence.
     mlp = nn.Sequential(ColumnParallelLinear.from_linear(fc1), nn.GELU(), RowParallelLinear.from_linear(fc2))
     rows = block(seq, rank, world)
     loss = nn.functional.mse_loss(mlp(x[rows]), target[rows], reduction="sum")
@@ -35,11 +35,11 @@ def main() -> None:
 
     total = loss.detach().clone()
     dist.all_reduce(total)  # the sum over the sequence blocks
-    hid = block(hidden, rank, world)
     print(f"rank {rank}: loss {total.item():.6f}, unsharded {loss_unsharded.item():.6f}")
     assert torch.allclose(total, loss_unsharded, rtol=1e-5), "losses differ"
-    assert torch.allclose(mlp[0].weight.grad, fc1.weight.grad[hid], rtol=1e-4, atol=1e-5), "fc1 gradients differ"
-    assert torch.allclose(mlp[2].weight.grad, fc2.weight.grad[:, hid], rtol=1e-4, atol=1e-5), "fc2 gradients differ"
+    # The weights and their gradients are DTensors: full_tensor() gathers the unsharded one.
+    assert torch.allclose(mlp[0].weight.grad.full_tensor(), fc1.weight.grad, rtol=1e-4, atol=1e-5), "fc1 gradients differ"
+    assert torch.allclose(mlp[2].weight.grad.full_tensor(), fc2.weight.grad, rtol=1e-4, atol=1e-5), "fc2 gradients differ"
     dist.destroy_process_group()
 
 

@@ -81,6 +81,25 @@ def block(total: int, world: int, q: int) -> slice:
     return slice(start, start + total // world + (1 if q < total % world else 0))
 
 
+def chunk(total: int, world: int, q: int) -> slice:
+    """Rank q's part of a dimension of `total` as torch.chunk and DTensor's Shard split it (a parallel
+    layer's weight shards)."""
+    each = -(-total // world)
+    return slice(min(total, q * each), min(total, (q + 1) * each))
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a DTensor (a parallel layer's parameter or gradient; a Partial gradient of
+    a replicated parameter summed over the ranks first: collective), or `t`."""
+    if not hasattr(t, "to_local"):
+        return t
+    if any(p.is_partial() for p in t.placements):
+        from torch.distributed.tensor import Replicate
+
+        t = t.redistribute(placements=[Replicate()] * len(t.placements))
+    return t.to_local()
+
+
 def seeded(seed: int, *shape, dtype=torch.float32) -> torch.Tensor:
     """The same random tensor on every rank."""
     g = torch.Generator().manual_seed(seed)

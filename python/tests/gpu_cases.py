@@ -258,7 +258,7 @@ def capture_case(rank, world, share_gpu):
     eager op's. A shape never run eagerly raises collmm's ValueError under capture. The
     tensor-parallel MLP's forward and backward captured by torch.cuda.make_graphed_callables give
     the eager step's output and gradients."""
-    from dist_util import assert_close, block, seeded
+    from dist_util import assert_close, block, local, seeded
 
     from collmm.torch import ColumnParallelLinear, RowParallelLinear
 
@@ -332,7 +332,7 @@ def capture_case(rank, world, share_gpu):
         y_eager.square().sum().backward()
     torch.cuda.current_stream().wait_stream(side)
     y_eager = y_eager.detach()
-    grads = [p.grad.clone() for p in mlp.parameters()] + [x.grad.clone()]
+    grads = [local(p.grad).clone() for p in mlp.parameters()] + [x.grad.clone()]
     for p in mlp.parameters():
         p.grad = None
     graphed = torch.cuda.make_graphed_callables(mlp, (x.detach().clone().requires_grad_(),))
@@ -340,7 +340,7 @@ def capture_case(rank, world, share_gpu):
     y = graphed(xs)
     y.square().sum().backward()
     assert_close(y, y_eager, "captured MLP forward")
-    for got, want in zip([p.grad for p in mlp.parameters()] + [xs.grad], grads):
+    for got, want in zip([local(p.grad) for p in mlp.parameters()] + [xs.grad], grads):
         assert_close(got, want, "captured MLP gradients")
 
 

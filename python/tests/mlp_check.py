@@ -3,7 +3,7 @@ fc1 -> GELU -> fc2 against ColumnParallelLinear -> GELU -> RowParallelLinear bui
 rank's rows of the input: the output, the input gradient and every weight and bias gradient."""
 from torch import nn
 
-from dist_util import assert_close, block
+from dist_util import assert_close, chunk, local
 
 
 def check_mlp(fc1: nn.Linear, fc2: nn.Linear, x_full, target, mine: slice, rank: int, world: int, algo: str,
@@ -21,11 +21,11 @@ def check_mlp(fc1: nn.Linear, fc2: nn.Linear, x_full, target, mine: slice, rank:
     y = row(nn.functional.gelu(col(x)), scatter_size=scatter_size)
     (y * target[mine]).sum().backward()
 
-    hid = block(fc1.out_features, world, rank)
+    hid = chunk(fc1.out_features, world, rank)  # the weights' shards: DTensor's split
     assert_close(y, y_full.detach()[mine], what + " y")
     assert_close(x.grad, x_full.grad[mine], what + " dx")
-    assert_close(col.weight.grad, fc1.weight.grad[hid], what + " d col.weight")
-    assert_close(col.bias.grad, fc1.bias.grad[hid], what + " d col.bias")
-    assert_close(row.weight.grad, fc2.weight.grad[:, hid], what + " d row.weight")
+    assert_close(local(col.weight.grad), fc1.weight.grad[hid], what + " d col.weight")
+    assert_close(local(col.bias.grad), fc1.bias.grad[hid], what + " d col.bias")
+    assert_close(local(row.weight.grad), fc2.weight.grad[:, hid], what + " d row.weight")
     if fc2.bias is not None:
-        assert_close(row.bias.grad, fc2.bias.grad, what + " d row.bias (all-reduced)")
+        assert_close(local(row.bias.grad), fc2.bias.grad, what + " d row.bias (all-reduced)")

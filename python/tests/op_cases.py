@@ -1,5 +1,5 @@
 """The ops' cases, for test_ops.py (CPU, gloo) and test_gpu.py / gpu_cases.py (CUDA, NCCL): every
-op x algo, uneven M (and uneven N / K splits), both B layouts (row-major [K, N] and an
+op x algo, uneven M (and uneven N / K splits: collmm's and torch.chunk's), both B layouts (row-major [K, N] and an
 nn.Linear weight's w.t()), several Bs, leading batch dims, float32 / float64 / bfloat16, against
 the plain computation on the same seeded global tensors. No pytest here (gpu_cases.py runs
 without it)."""
@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 from collmm import ALGOS
-from dist_util import assert_close, block, seeded
+from dist_util import assert_close, block, chunk, seeded
 
 
 
@@ -35,14 +35,15 @@ def ag_cases(rank, world, device="cpu"):
         assert_close(c2, (a_full.double() @ b2.double()).to(dtype), what + " A @ Bs[1]")
         assert torch.equal(a, a_before) and torch.equal(b, b_before), what + ": inputs changed"
 
-    for algo in ALGOS:  # leading dims [s, b, K] gathered along dim 0; return_A=False
-        what = f"ag 3-D {algo} rank {rank}/{world}"
+    for algo in ALGOS:  # leading dims [s, b, K] gathered along dim 0; return_A=False; w's rows (N)
+        what = f"ag 3-D {algo} rank {rank}/{world}"  # split as torch.chunk splits them (3, 3, 1 at world 3)
         s, bt, k, n = 2 * world, 3, 4, 7
         x_full, w = seeded(4, s, bt, k), seeded(5, n, k)  # w as nn.Linear stores it
         x = x_full[block(s, world, rank)].to(device)
-        none, (y,) = torch.ops.collmm.fused_all_gather_matmul(x, [w.to(device).t()], 0, group, return_A=False, algo=algo)
+        w_r = w[chunk(n, world, rank)].to(device)
+        none, (y,) = torch.ops.collmm.fused_all_gather_matmul(x, [w_r.t()], 0, group, return_A=False, algo=algo)
         assert none is None, what
-        assert_close(y, (x_full.double() @ w.t().double()).float(), what)
+        assert_close(y, (x_full.double() @ w[chunk(n, world, rank)].t().double()).float(), what)
 
 
 def pieces_cases(rank, world, device="cpu"):
@@ -103,11 +104,11 @@ def rs_cases(rank, world, device="cpu"):
         # bf16 inputs: every rank's partial is rounded from its f32 GEMM before the sum
         assert_close(c, want[block(m, world, rank)].to(dtype), what)
 
-    for algo in ALGOS:  # leading dims [s, b, K_r] scattered along dim 0
+    for algo in ALGOS:  # leading dims [s, b, K_r] scattered along dim 0; K split as torch.chunk splits it
         what = f"rs 3-D {algo} rank {rank}/{world}"
         s, bt, k, n = 2 * world, 2, 3 * world + 1, 4
         h_full, w = seeded(8, s, bt, k), seeded(9, n, k)
-        h = h_full[..., block(k, world, rank)].contiguous().to(device)
-        w_r = w[:, block(k, world, rank)].contiguous().to(device)
+        h = h_full[..., chunk(k, world, rank)].contiguous().to(device)
+        w_r = w[:, chunk(k, world, rank)].contiguous().to(device)
         y = torch.ops.collmm.fused_matmul_reduce_scatter(h, w_r.t(), "sum", 0, group, algo=algo)
         assert_close(y, (h_full.double() @ w.t().double()).float()[block(s, world, rank)], what)

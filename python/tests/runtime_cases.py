@@ -195,12 +195,20 @@ def trace_case(rank, world, path):
     mlp = torch.nn.Sequential(ColumnParallelLinear.from_linear(fc1, algo="ring"), torch.nn.GELU(),
                               RowParallelLinear.from_linear(fc2, algo="ring"))
     x = seeded(7, 128, 64)[block(128, world, rank)].clone().requires_grad_()
-    with collmm.trace(path) as t:
+    with collmm.trace(path, mlp) as t:
         mlp(x).square().sum().backward()
     lines = t.table.strip().splitlines()
     assert len(lines) == 5, t.table  # header + 4 calls: forward ag, rs; backward ag, rs
-    ops = [line.split()[1] for line in lines[1:]]
+    rows = [line.split(None, 14) for line in lines[1:]]
+    ops = [row[1] for row in rows]
     assert sorted(ops) == ["ag_gemm", "ag_gemm", "gemm_rs", "gemm_rs"], t.table
+    # each call named by its module and pass; E from the same (slowest) rank's time, t_gemm, t_comm
+    assert [row[14] for row in rows] == ["0 forward", "2 forward", "2 backward", "0 backward"], t.table
+    for row in rows:
+        time_us, gemm, comm, e = float(row[8]), float(row[9]), float(row[10]), float(row[12])
+        if min(gemm, comm) > 1:
+            assert abs(e - (gemm + comm - time_us) / min(gemm, comm)) < 0.01 + 0.2 / min(gemm, comm), row
+        assert row[13] == "-", row  # 128 rows split as collmm splits them: not padded
     if rank == 0:
         trace = json.load(open(path + ".json"))
         names = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"}
@@ -210,6 +218,13 @@ def trace_case(rank, world, path):
             svg = open(f"{path}-{i}-{op}-ring.svg").read()
             assert svg.startswith("<svg") or "<svg" in svg[:200], svg[:200]
         assert open(path + ".txt").read() == t.table
+    # an uneven split of [seq, batch] rows runs padded: the table has the caller's M and the plan's
+    x = seeded(8, 5, 2, 16)[block(5, world, rank)]
+    with collmm.trace(path + "-padded") as t:
+        collmm.fused_all_gather_matmul(x, [seeded(9, 16, 8)], algo="ring")
+    row = t.table.strip().splitlines()[1].split(None, 14)
+    padded = "-" if world == 1 else str(2 * collmm.block_size(5, world, 0) * world)
+    assert row[3] == "10" and row[13] == padded and row[14] == "(no module) forward", t.table
 
 
 def memo_case(rank, world):

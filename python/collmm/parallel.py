@@ -1,0 +1,228 @@
+"""collmm's ParallelStyles for torch.distributed.tensor.parallel.parallelize_module.
+
+``collmm.torch.ColwiseParallel`` and ``collmm.torch.RowwiseParallel`` are torch's styles of those
+names (the same arguments, the same DTensor parameters: the weight ``Shard(0)`` / ``Shard(1)`` on the
+TP mesh, as torch.chunk splits it) plus ``algo``. Where a linear sits on a sequence-sharded
+activation, collmm's fused op runs it:
+
+    ColwiseParallel(input_layouts=Shard(d))    y = all_gather(x, d) @ W_r^T + b_r   fused_all_gather_matmul
+    RowwiseParallel(output_layouts=Shard(d))   y = reduce_scatter(h @ W_r^T, d) + b  fused_matmul_reduce_scatter
+
+(d: the sequence dim, any but the last). Every other layout is torch's style as it is: a Colwise on
+a replicated input, a Rowwise with a Replicate() output (torch's matmul + all-reduce: the one place,
+``RowwiseParallel._apply``, where a GEMM + all-reduce op would go), nn.Embedding.
+
+The sequence may be split any way. A Rowwise's output rows on each rank are the rows that the last
+Colwise input of the same sequence length had on that rank (on this group), so that a block's
+output adds to its input (the residual); without such a Colwise, torch.chunk's split (DTensor's).
+An input may come as a local tensor (this rank's rows) or as a DTensor; under torch.compile, the
+gathered length comes from the DTensor's global shape (a local tensor: P times its own rows, and a
+call whose ranks hold other sizes raises collmm's ValueError naming gathered_size).
+"""
+from typing import Optional, Tuple
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Placement, Replicate, Shard, distribute_module
+from torch.distributed.tensor.parallel import style as _torch_style
+
+from .dtensor import as_dtensor, chunk_size
+from .ops import ALGOS, process_group_of
+
+# (group name) -> (sequence length, this rank's rows) of the last input a collmm Colwise linear
+# gathered on that group: the split that the Rowwise linears after it give back.
+_last_split: dict = {}
+
+
+def checked_algo(algo: str, who: str) -> str:
+    if algo not in ALGOS:
+        raise ValueError(f"collmm: {who}: algo must be one of {', '.join(ALGOS)} (got {algo!r})")
+    return algo
+
+
+def _sequence_dim(placement: Placement) -> Optional[int]:
+    """d where `placement` is Shard(d) on a dim that is not the last (-1), else None."""
+    return placement.dim if isinstance(placement, Shard) and placement.dim != -1 else None
+
+
+def _local(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def _describe(module: nn.Module) -> str:
+    return f"{type(module).__name__}(in_features={module.in_features}, out_features={module.out_features})"
+
+
+class _Fused:
+    """What a collmm linear's forward needs: its mesh and group, algo, the sequence dim, the output's
+    layout and whether it leaves as a local tensor."""
+
+    def __init__(self, mesh: DeviceMesh, algo: str, seq_dim: int, output_layouts: Tuple[Placement, ...],
+                 use_local_output: bool):
+        self.mesh, self.algo, self.seq_dim = mesh, algo, seq_dim
+        self.group_name = mesh.get_group().group_name
+        self.world, self.rank = mesh.size(), mesh.get_local_rank()
+        self.output_layouts, self.use_local_output = output_layouts, use_local_output
+
+    def dim_of(self, x: torch.Tensor, module: nn.Module) -> int:
+        d = self.seq_dim % x.dim() if x.dim() else 0
+        if x.dim() < 2 or d == x.dim() - 1:
+            raise ValueError(f"collmm: {_describe(module)}: the sequence dim {self.seq_dim} must be a dim of the "
+                             f"input other than its last (got an input of shape {list(x.shape)})")
+        return d
+
+    def input(self, x: torch.Tensor, placement: Placement) -> Tuple[torch.Tensor, Optional[int]]:
+        """This rank's part of `x` (a DTensor redistributed to `placement` first) and, for a DTensor,
+        its global size along the placement's dim."""
+        if not isinstance(x, DTensor):
+            return x, None
+        if x.placements != (placement,):
+            x = x.redistribute(self.mesh, [placement])
+        return x.to_local(), x.shape[placement.dim]
+
+    def output(self, y: torch.Tensor, placement: Shard, shape) -> torch.Tensor:
+        """`y` (this rank's part, `placement` over the mesh, global `shape`) in the output's layout."""
+        if self.use_local_output and self.wanted(y.dim()) == (Shard(placement.dim % y.dim()),):
+            return y
+        return self.finish(as_dtensor(y, self.mesh, placement, shape))
+
+    def finish(self, out: DTensor) -> torch.Tensor:
+        """`out` redistributed to the output's layout, local where the style says so (as torch's styles)."""
+        if out.placements != self.wanted(out.dim()):
+            out = out.redistribute(placements=self.wanted(out.dim()))
+        return out.to_local() if self.use_local_output else out
+
+    def wanted(self, ndim: int) -> Tuple[Placement, ...]:
+        """The output's layout, Shard dims counted from the front."""
+        return tuple(Shard(p.dim % ndim) if isinstance(p, Shard) else p for p in self.output_layouts)
+
+
+class ColwiseForward:
+    """The forward of a Colwise linear on a sequence-sharded input (in place of nn.Linear's)."""
+
+    _collmm: _Fused
+
+    def forward(self, x: torch.Tensor, gathered_size: Optional[int] = None) -> torch.Tensor:
+        fused = self._collmm
+        weight = _local(self.weight)
+        x, total = fused.input(x, Shard(fused.seq_dim))
+        d = fused.dim_of(x, self)
+        if x.shape[-1] != weight.shape[1]:
+            raise ValueError(f"collmm: {_describe(self)}: the input's last dim is {x.shape[-1]}, not in_features "
+                             f"{weight.shape[1]} (pass this rank's rows of the whole input features)")
+        if gathered_size is None and torch.compiler.is_compiling():
+            # The kernel checks the size it is given: a DTensor's global one, else the fake kernel's
+            # assumption (P times this rank's), made explicit. Eager calls learn it from the ranks.
+            gathered_size = total if total is not None else x.shape[d] * fused.world
+        _, (y,) = torch.ops.collmm.fused_all_gather_matmul(x, [weight.t()], d, fused.group_name, return_A=True,
+                                                           algo=fused.algo, gathered_size=gathered_size)
+        _last_split[fused.group_name] = (y.shape[d], x.shape[d])
+        bias = _local(self.bias)
+        if bias is not None:
+            y = y + bias
+        return fused.output(y, Shard(-1), (*y.shape[:-1], self.weight.shape[0]))
+
+
+class RowwiseForward:
+    """The forward of a Rowwise linear with a sequence-sharded output (in place of nn.Linear's)."""
+
+    _collmm: _Fused
+
+    def forward(self, h: torch.Tensor, scatter_size: Optional[int] = None) -> torch.Tensor:
+        fused = self._collmm
+        weight = _local(self.weight)
+        h, _ = fused.input(h, Shard(-1))
+        d = fused.dim_of(h, self)
+        if h.shape[-1] != weight.shape[1]:
+            full = " (pass this rank's shard of the input features, not the full input)" \
+                if h.shape[-1] == self.in_features and fused.world > 1 else ""
+            raise ValueError(f"collmm: {_describe(self)}: the input's last dim is {h.shape[-1]}, not this rank's "
+                             f"{weight.shape[1]} of in_features{full}")
+        total = h.shape[d]
+        if scatter_size is None:
+            seen = _last_split.get(fused.group_name)
+            scatter_size = seen[1] if seen is not None and seen[0] == total else \
+                chunk_size(total, fused.world, fused.rank)
+        y = torch.ops.collmm.fused_matmul_reduce_scatter(h, weight.t(), "sum", d, fused.group_name, algo=fused.algo,
+                                                         scatter_size=scatter_size)
+        shape = list(y.shape)
+        shape[d] = total
+        if self.bias is None:
+            return fused.output(y, Shard(d), shape)
+        # The bias every rank holds whole, added as DTensors: its gradient is a Partial DTensor, summed
+        # over the ranks by DTensor where it is used (the optimizer's step), as a SequenceParallel norm's.
+        bias = self.bias if isinstance(self.bias, DTensor) else \
+            DTensor.from_local(self.bias, fused.mesh, [Replicate()], run_check=False)
+        return fused.finish(as_dtensor(y, fused.mesh, Shard(d), shape) + bias)
+
+
+_classes: dict = {}
+
+
+def install(module: nn.Module, forward_cls: type, fused: _Fused) -> nn.Module:
+    """`module` with `forward_cls`'s forward: its class becomes a subclass of both, under the same
+    name (as FSDP2's fully_shard does), its parameters untouched."""
+    cls = type(module)
+    if not issubclass(cls, forward_cls):
+        if (forward_cls, cls) not in _classes:
+            _classes[forward_cls, cls] = type(cls.__name__, (forward_cls, cls),
+                                              {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        module.__class__ = _classes[forward_cls, cls]
+    module._collmm = fused
+    return module
+
+
+class ColwiseParallel(_torch_style.ColwiseParallel):
+    """torch's ColwiseParallel (same arguments) plus ``algo`` ("auto" or one of collmm.ALGOS, checked
+    here). With ``input_layouts=Shard(d)`` (d the sequence dim, not the last) on an nn.Linear, the
+    forward is collmm's all-gather + GEMM; otherwise torch's style as it is."""
+
+    def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
+                 use_local_output: bool = True, algo: str = "auto"):
+        super().__init__(input_layouts=input_layouts, output_layouts=output_layouts, use_local_output=use_local_output)
+        self.algo = checked_algo(algo, "ColwiseParallel")
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        d = _sequence_dim(self.input_layouts[0])
+        if not isinstance(module, nn.Linear) or d is None:
+            return super()._apply(module, device_mesh)
+        distribute_module(module, device_mesh, self._partition_linear_fn)  # torch's: weight and bias Shard(0)
+        return install(module, ColwiseForward, _Fused(device_mesh, self.algo, d, self.output_layouts,
+                                                      self.use_local_output))
+
+    def __repr__(self) -> str:
+        return super().__repr__()[:-1] + f", algo={self.algo!r})"
+
+
+class RowwiseParallel(_torch_style.RowwiseParallel):
+    """torch's RowwiseParallel (same arguments) plus ``algo`` (checked here). With
+    ``output_layouts=Shard(d)`` (d the sequence dim, not the last) on an nn.Linear, the forward is
+    collmm's GEMM + reduce-scatter; otherwise torch's style as it is."""
+
+    def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
+                 use_local_output: bool = True, algo: str = "auto"):
+        super().__init__(input_layouts=input_layouts, output_layouts=output_layouts, use_local_output=use_local_output)
+        self.algo = checked_algo(algo, "RowwiseParallel")
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        d = _sequence_dim(self.output_layouts[0])
+        if not isinstance(module, nn.Linear) or d is None or self.input_layouts[0] != Shard(-1):
+            # torch's style: a Replicate() output is its matmul + all-reduce (the place for a collmm
+            # GEMM + all-reduce op), an nn.Embedding, an input not sharded on its features.
+            return super()._apply(module, device_mesh)
+        distribute_module(module, device_mesh, self._partition_linear_fn)  # torch's: weight Shard(1), bias Replicate
+        return install(module, RowwiseForward, _Fused(device_mesh, self.algo, d, self.output_layouts,
+                                                      self.use_local_output))
+
+    def __repr__(self) -> str:
+        return super().__repr__()[:-1] + f", algo={self.algo!r})"
+
+
+def mesh_of(group, device) -> DeviceMesh:
+    """The 1-D DeviceMesh of `group` (a ProcessGroup, its name, or None: the default group) for
+    tensors on `device`."""
+    return DeviceMesh.from_group(process_group_of(group), torch.device(device).type if device is not None else "cpu")
+
+
+__all__ = ["ColwiseParallel", "RowwiseParallel"]
