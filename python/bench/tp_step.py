@@ -82,9 +82,10 @@ class PlainMLP(nn.Module):
 
     def __init__(self, fc1: ColumnParallelLinear, fc2: RowParallelLinear, group):
         super().__init__()
-        self.w1 = nn.Parameter(fc1.weight.detach().clone())
-        self.b1 = nn.Parameter(fc1.bias.detach().clone()) if fc1.bias is not None else None
-        self.w2 = nn.Parameter(fc2.weight.detach().clone())
+        # collmm's layers hold DTensors: their local shards are what the plain collectives take.
+        self.w1 = nn.Parameter(fc1.weight.to_local().detach().clone())
+        self.b1 = nn.Parameter(fc1.bias.to_local().detach().clone()) if fc1.bias is not None else None
+        self.w2 = nn.Parameter(fc2.weight.to_local().detach().clone())
         self.group = group
 
     def forward(self, x):
@@ -164,7 +165,7 @@ def main():
             times[name].append(t.item())
 
     loss_c, loss_p = step(collmm_mlp), step(plain_mlp)
-    grads = [(col.weight.grad, plain_mlp.w1.grad), (row.weight.grad, plain_mlp.w2.grad)]
+    grads = [(col.weight.grad.to_local(), plain_mlp.w1.grad), (row.weight.grad.to_local(), plain_mlp.w2.grad)]
 
     def rel(a, b):
         return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30)).item()

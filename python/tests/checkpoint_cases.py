@@ -138,3 +138,12 @@ def compiled_block(rank, world):
     assert_close(y2, y0, f"aot_eager y rank {rank}")
     for name, a, b in zip(["x"] + [n for n, _ in model.named_parameters()], g2, g0):
         assert_close(a, b, f"compiled d{name} rank {rank}")
+    # A local input of uneven rows: under torch.compile the gathered size is taken as P times this
+    # rank's rows, and the kernel refuses it naming gathered_size (not inductor's size assertion).
+    x = x_full.tensor_split(world)[rank].clone()
+    local_model = parallelize_module(Block(), mesh, collmm_plan())  # local tensors in and out
+    try:
+        torch.compile(local_model, fullgraph=True, backend="aot_eager")(x)
+        raise AssertionError("an uneven local input under torch.compile was taken")
+    except Exception as e:  # noqa: BLE001 - torch.compile may wrap collmm's ValueError
+        assert "collmm" in str(e) and "gathered_size" in str(e), str(e)
