@@ -168,7 +168,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
       bind(ex, gathered_buffer(plan), gathered);
     else
       ex.bind(0, gathered_buffer(plan), nullptr, 0);
-    s.session.run(prepared, dtype);
+    s.session.run(prepared, dtype, {a_plan, bs[0], c, gathered});
 
     const at::Tensor a_all = keep_gathered ? split.compact(gathered) : at::Tensor();
     const at::Tensor c_all = split.compact(c);
@@ -255,7 +255,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     bind(ex, kBufA, a_plan);
     bind(ex, kBufB, b);
     bind(ex, kBufC, c);
-    s.session.run(prepared, dtype);
+    s.session.run(prepared, dtype, {a_plan, b, c});
     c = c.narrow(0, 0, rows[static_cast<size_t>(r)]);
     if (reduce_op == "avg") c.div_(p);
     if (c.scalar_type() != a.scalar_type()) c = c.to(a.scalar_type());
