@@ -198,8 +198,7 @@ class AtenExecutor : public Executor {
       w.wait();
       return;
     }
-    // A second more than the collectives' own bound: their error (gloo's) comes first.
-    if (!w.wait(wait_limit_ + std::chrono::seconds(1))) throw std::runtime_error("the transfer's wait was aborted");
+    if (!w.wait(wait_limit_)) throw std::runtime_error("the transfer's wait was aborted");
   }
 
   // A CPU run whose transfer failed or ran out (a peer stopped, died, or gave up): gloo has closed

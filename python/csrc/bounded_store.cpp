@@ -79,6 +79,12 @@ void BoundedStore::submit(std::function<void()> run, Clock::time_point deadline,
   thread_->wake.notify_one();
 }
 
+bool BoundedStore::stuck() const {
+  if (!thread_) return false;
+  std::lock_guard<std::mutex> lock(thread_->mutex);
+  return thread_->busy() && thread_->since <= Clock::now();
+}
+
 void BoundedStore::stuck_now() { throw StoreStuck("the store did not answer by the deadline"); }
 
 }  // namespace collmm::torch_ext

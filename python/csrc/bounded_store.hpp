@@ -38,7 +38,8 @@ class BoundedStore {
   BoundedStore(const BoundedStore&) = delete;
   BoundedStore& operator=(const BoundedStore&) = delete;
 
-  c10d::Store& store() const { return *store_; }  // for what needs no answer of its server (its timeout)
+  // Whether the thread is inside a request whose deadline passed (every call() raises StoreStuck).
+  bool stuck() const;
 
   // fn(store) on the thread; its result, or its exception, by `deadline`; else StoreStuck. `fn`
   // must own whatever it uses (capture by value): it may run on after this call threw.

@@ -233,13 +233,14 @@ void StoreChannel::give_up(int64_t round, const std::string& why) {
   out_of_step_ = why;
   try {  // so that a rank still on its way to this round does not take it for finished
     if (shm_) shm_->give_up(round);
-    // Posted: it runs after a request of this rank's that the store has not answered yet, if any.
+    // Posted: it runs after a request of this rank's that the store has not answered yet, if any
+    // (then it is not waited for).
+    const bool stuck = store_.stuck();
     const auto soon = ShmSlots::Clock::now() + std::chrono::seconds(1);
-    store_
-        .post(
-            [k = key(round, rank_)](c10d::Store& s) { s.set(k, std::vector<uint8_t>(kGaveUp.begin(), kGaveUp.end())); },
-            soon)
-        .wait_until(soon);
+    std::future<void> marked = store_.post(
+        [k = key(round, rank_)](c10d::Store& s) { s.set(k, std::vector<uint8_t>(kGaveUp.begin(), kGaveUp.end())); },
+        soon);
+    if (!stuck) marked.wait_until(soon);
   } catch (const std::exception&) {  // the store went away or stopped: nothing more to tell
   }
 }
