@@ -79,9 +79,15 @@ def set_comm(path: str) -> None:
 
 
 def set_timeout(seconds: float) -> None:
-    """Bounds every wait of the ops for the other ranks (their agreement) by `seconds`: a rank left
-    waiting raises torch.distributed.DistBackendError naming the call it waited in. It also bounds a
-    CPU run on the host executor (plans prepared later), whose watchdog ends the process (300 s by
+    """Bounds every wait of the ops for the other ranks by `seconds`: their agreement (over the
+    group, its Store or shared memory, each request to the Store included) and, on CPU tensors, the
+    run's transfers. A rank left waiting raises torch.distributed.DistBackendError naming the call
+    it waited in, and the ranks that did not answer, the rank that left, or the Store that did not
+    answer. After that error the group is done for collmm: every later call on it raises at once
+    (on gloo, the group's connections are closed, so its own collectives fail too). It can still be
+    destroyed: dist.destroy_process_group() returns, and the process exits, within the bound
+    whatever the late rank does. Make a new group (dist.new_group) to go on. It also bounds a CPU
+    run on the host executor (plans prepared later), whose watchdog ends the process (300 s by
     default). 0: the group's own timeout for the waits."""
     _ops.set_timeout(float(seconds))
 

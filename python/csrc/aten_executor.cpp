@@ -132,13 +132,12 @@ class AtenExecutor : public Executor {
     mark_alone(filter);
     std::vector<Pending> pending(plan_.steps.size());
     std::vector<int> last_on_lane(static_cast<size_t>(plan_.lanes), -1);
+    wait_limit_ = device_.is_cuda() ? c10d::kUnsetTimeout : wait_bound(*group_);
     auto settle = [&](int j) {
       if (j < 0) return;
       Pending& p = pending[static_cast<size_t>(j)];
       const bool was_pending = !p.works.empty() || p.finish;
-      // Not bounded here: a gloo Work that stopped being waited for stays posted and would write
-      // into the caller's tensors after the call returned (its views do not own them).
-      for (auto& w : p.works) w->wait();
+      for (auto& w : p.works) wait_for(*w);
       p.works.clear();
       if (p.finish) std::exchange(p.finish, nullptr)();
       if (clock && was_pending) clock->end(static_cast<size_t>(j));
@@ -159,6 +158,9 @@ class AtenExecutor : public Executor {
       }
       for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
     } catch (...) {
+      // On CPU, once a transfer was posted, whatever failed leaves it posted into this run's memory.
+      if (!device_.is_cuda() && used_c10d_)
+        give_up(pending, std::current_exception(), std::chrono::steady_clock::now() - t0);
       // What is on the comm stream still writes the caller's and the plan's memory: the current
       // stream waits for all of it before anything reuses that memory, and it stays watched.
       if (used_direct_) {
@@ -188,6 +190,46 @@ class AtenExecutor : public Executor {
 
  private:
   at::TensorOptions options() const { return at::TensorOptions().device(device_).dtype(scalar_type(dtype_)); }
+
+  // A Work of this run: on CUDA the current stream's wait for it; on CPU (gloo) the host's, bounded
+  // by wait_bound (collectives carry it as their own timeout too: gloo ends them itself).
+  void wait_for(c10d::Work& w) {
+    if (device_.is_cuda()) {
+      w.wait();
+      return;
+    }
+    if (!w.wait(wait_limit_)) throw std::runtime_error("the transfer's wait was aborted");
+  }
+
+  // A CPU run whose transfer failed or ran out (a peer stopped, died, or gave up): gloo has closed
+  // the group's connections (a wait that runs out does so) or will at its own bound, and no Work
+  // can be taken back. The Works still posted and the plan's scratch are kept (keep_after_give_up;
+  // the call's tensors by Session::run), the group's failure says why (every later call on the
+  // group raises it), and this raises DistBackendError.
+  [[noreturn]] void give_up(std::vector<Pending>& pending, std::exception_ptr error,
+                            std::chrono::duration<double> waited) {
+    std::string what = "an exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (Pending& p : pending)
+      for (auto& w : p.works)
+        if (w && !w->isCompleted()) works.push_back(w);
+    std::vector<at::Tensor> scratch;
+    for (const at::Tensor& t : own_)
+      if (t.defined()) scratch.push_back(t);
+    keep_after_give_up(std::move(scratch), std::move(works));
+    const int rank = group_->getRank(), size = group_->getSize();
+    const std::string why = wait_failed(rank, size, wait_limit_, waited, "the transfers of " + run_name_, what);
+    comm_->exchanges->set(why +
+                          "; the group's gloo transfers were given up: make a new group for the ops "
+                          "(dist.new_group)");
+    C10_THROW_ERROR(DistBackendError, why);
+  }
   at::Tensor& slot(int i, int buffer) {
     if (i != 0) throw UsageError("aten executor: one local rank (got index " + std::to_string(i) + ")");
     if (buffer < 0 || static_cast<size_t>(buffer) >= tensors_.size())
@@ -344,7 +386,7 @@ class AtenExecutor : public Executor {
         });
       }
       used_c10d_ = true;
-      p.works.push_back(gather_single(*group_, *all, mine, async_op));
+      p.works.push_back(gather_single(*group_, *all, mine, async_op, wait_limit_));
       return p;
     }
     used_c10d_ = true;
@@ -354,7 +396,9 @@ class AtenExecutor : public Executor {
     std::vector<std::vector<at::Tensor>> out(1);
     for (const Slice& q : s.parts)
       out[0].push_back(size.equal ? rows(q) : at::empty({size.most, mine.size(1)}, mine.options()));
-    p.works.push_back(group_->allgather(out, in));
+    c10d::AllgatherOptions opts;
+    opts.timeout = wait_limit_;
+    p.works.push_back(group_->allgather(out, in, opts));
     if (!size.equal)
       p.finish = [this, parts = s.parts, out] {
         for (size_t q = 0; q < parts.size(); ++q) rows(parts[q]).copy_(out[0][q].narrow(0, 0, parts[q].rows));
@@ -375,7 +419,7 @@ class AtenExecutor : public Executor {
         });
       }
       used_c10d_ = true;
-      p.works.push_back(scatter_single(*group_, mine, *all, async_op));
+      p.works.push_back(scatter_single(*group_, mine, *all, async_op, wait_limit_));
       return p;
     }
     used_c10d_ = true;
@@ -384,7 +428,9 @@ class AtenExecutor : public Executor {
     for (const Slice& q : s.parts) in[0].push_back(padded_rows(rows(q), size.most));
     const at::Tensor mine = rows(s.out);
     std::vector<at::Tensor> out{size.equal ? mine : at::empty({size.most, mine.size(1)}, mine.options())};
-    p.works.push_back(group_->reduce_scatter(out, in));
+    c10d::ReduceScatterOptions opts;
+    opts.timeout = wait_limit_;
+    p.works.push_back(group_->reduce_scatter(out, in, opts));
     if (!size.equal) p.finish = [mine, out] { mine.copy_(out[0].narrow(0, 0, mine.size(0))); };
     return p;
   }
@@ -406,6 +452,7 @@ class AtenExecutor : public Executor {
   std::optional<c10::Stream> comm_stream_;
   std::vector<c10::Event> forks_, dones_;  // per step
   std::string run_name_, plan_options_;
+  std::chrono::milliseconds wait_limit_ = c10d::kUnsetTimeout;  // this run's transfers' (CPU: wait_bound)
 };
 
 }  // namespace

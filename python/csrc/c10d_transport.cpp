@@ -2,8 +2,10 @@
 #include "c10d_transport.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -110,10 +112,30 @@ c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
 
 }  // namespace
 
+std::string wait_failed(int rank, int size, std::chrono::milliseconds bound, std::chrono::duration<double> waited,
+                        const std::string& what, const std::string& error) {
+  const std::string first_line = error.substr(0, error.find('\n'));
+  if (waited >= bound) return no_answer(rank, size, {}, bound, what) + ": " + first_line;
+  std::ostringstream m;
+  m << "collmm: rank " << rank << " of " << size << ": the wait in " << what << " failed after " << waited.count()
+    << " s (bound " << static_cast<double>(bound.count()) / 1000 << " s): " << first_line
+    << " (a peer left: it died, or gave up on this group after a timeout of its own)";
+  return m.str();
+}
+
+void keep_after_give_up(std::vector<at::Tensor> tensors, std::vector<c10::intrusive_ptr<c10d::Work>> works) {
+  static std::mutex mutex;
+  static auto& kept =
+      *new std::vector<std::pair<std::vector<at::Tensor>, std::vector<c10::intrusive_ptr<c10d::Work>>>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  kept.emplace_back(std::move(tensors), std::move(works));  // never freed: once per group that failed
+}
+
 void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string& what, Failure& failure) {
   const std::chrono::milliseconds bound = wait_bound(group);
+  const auto t0 = std::chrono::steady_clock::now();
   try {
-    work.wait(bound);
+    if (!work.wait(bound)) throw std::runtime_error("the wait was aborted");
   } catch (const std::exception& e) {  // gloo throws when the wait runs out, or when a peer left
     const std::string why = e.what(), first_line = why.substr(0, why.find('\n'));
     const int rank = group.getRank(), size = group.getSize();
@@ -123,7 +145,7 @@ void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string
                 << static_cast<double>(bound.count()) / 1000 << " s) failed: " << first_line
                 << "; make a new group for the ops (dist.new_group)";
     failure.set(out_of_step.str());
-    C10_THROW_ERROR(DistBackendError, no_answer(rank, size, {}, bound, what) + ": " + first_line);
+    C10_THROW_ERROR(DistBackendError, wait_failed(rank, size, bound, std::chrono::steady_clock::now() - t0, what, why));
   }
 }
 
@@ -137,6 +159,15 @@ int C10dHostComm::proc() const { return group_->getRank(); }
 int C10dHostComm::procs() const { return group_->getSize(); }
 void C10dHostComm::barrier() { allgather(std::vector<double>{0.0}); }
 
+c10d::AllgatherOptions C10dHostComm::bounded_options() const {
+  c10d::AllgatherOptions opts;
+  // On gloo the collective ends itself at the bound (an error): a rank that gave up leaves nothing
+  // posted past it, so destroy_process_group, which waits for what is posted, returns. NCCL's
+  // timeout would end the process (its watchdog): there the group's own stays.
+  if (device_.is_cpu()) opts.timeout = wait_bound(*group_);
+  return opts;
+}
+
 void C10dHostComm::raise_if_failed() const {
   if (const std::string why = failure_->why(); !why.empty()) C10_THROW_ERROR(DistBackendError, why);
 }
@@ -146,10 +177,14 @@ std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
   if (channel_) {  // the numbers as their bytes
     const std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
     std::vector<double> all;
-    for (const std::string& q : channel_->allgather(bytes, wait_bound(*group_), phase())) {
+    const std::vector<std::string> parts = channel_->allgather(bytes, wait_bound(*group_), phase());
+    for (size_t q = 0; q < parts.size(); ++q) {
+      if (parts[q].size() % sizeof(double) != 0)
+        bad_number(static_cast<int>(q), std::to_string(parts[q].size()) + " bytes");
       const size_t at = all.size();
-      all.resize(at + q.size() / sizeof(double));
-      std::memcpy(all.data() + at, q.data(), q.size() / sizeof(double) * sizeof(double));
+      all.resize(at + parts[q].size() / sizeof(double));
+      std::memcpy(all.data() + at, parts[q].data(), parts[q].size());
+      check_numbers(static_cast<int>(q), all.data() + at, all.size() - at);
     }
     return all;
   }
@@ -157,26 +192,48 @@ std::vector<double> C10dHostComm::allgather(const std::vector<double>& mine) {
   std::vector<at::Tensor> in{at::tensor(c10::ArrayRef<double>(mine), at::kDouble).to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({static_cast<int64_t>(mine.size())}, opts));
-  bounded_wait(*group_, *group_->allgather(out, in), phase(), *failure_);
+  bounded_wait(*group_, *group_->allgather(out, in, bounded_options()), phase(), *failure_);
   std::vector<double> all;
-  for (const at::Tensor& d : out[0]) {
-    const at::Tensor t = d.cpu();
+  for (size_t q = 0; q < out[0].size(); ++q) {
+    const at::Tensor t = out[0][q].cpu();
+    check_numbers(static_cast<int>(q), t.data_ptr<double>(), static_cast<size_t>(t.numel()));
     all.insert(all.end(), t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   }
   return all;
+}
+
+void C10dHostComm::bad_number(int q, const std::string& what) const {
+  C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(proc()) + " of " + std::to_string(procs()) +
+                                        ": rank " + std::to_string(q) + " sent " + what + " in " + phase() +
+                                        ": not the numbers collmm exchanges (its memory or the channel is corrupt)");
+}
+
+void C10dHostComm::check_numbers(int q, const double* numbers, size_t count) const {
+  // Every number collmm exchanges (sizes, counts, a fingerprint's halves, times) is finite and
+  // exact as a double: within +-2^53, so that a cast to an integer is defined.
+  constexpr double kMost = 9007199254740992.0;
+  for (size_t i = 0; i < count; ++i)
+    if (!std::isfinite(numbers[i]) || std::fabs(numbers[i]) > kMost) {
+      std::ostringstream v;
+      v << "the number " << numbers[i] << " (at " << i << ")";
+      bad_number(q, v.str());
+    }
 }
 
 std::vector<std::string> C10dHostComm::allgather(const std::string& mine) {
   raise_if_failed();
   if (channel_) return channel_->allgather(mine, wait_bound(*group_), phase());
   const std::vector<double> lengths = allgather(std::vector<double>{static_cast<double>(mine.size())});
+  for (size_t q = 0; q < lengths.size(); ++q)
+    if (lengths[q] < 0 || lengths[q] > static_cast<double>(1 << 30) || lengths[q] != std::floor(lengths[q]))
+      bad_number(static_cast<int>(q), "a string length of " + std::to_string(lengths[q]));
   const int64_t most = static_cast<int64_t>(*std::max_element(lengths.begin(), lengths.end()));
   at::Tensor padded = at::zeros({std::max<int64_t>(most, 1)}, at::kByte);
   std::memcpy(padded.data_ptr(), mine.data(), mine.size());
   std::vector<at::Tensor> in{padded.to(device_)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int q = 0; q < procs(); ++q) out[0].push_back(at::empty({std::max<int64_t>(most, 1)}, in[0].options()));
-  bounded_wait(*group_, *group_->allgather(out, in), phase(), *failure_);
+  bounded_wait(*group_, *group_->allgather(out, in, bounded_options()), phase(), *failure_);
   std::vector<std::string> all;
   for (size_t q = 0; q < out[0].size(); ++q) {
     const at::Tensor t = out[0][q].cpu();

@@ -59,6 +59,10 @@ class C10dHostComm : public HostComm {
 
  private:
   void raise_if_failed() const;
+  c10d::AllgatherOptions bounded_options() const;  // its exchanges' options: the bound, on gloo
+  // Rank q's numbers, as they came: each finite and within +-2^53, else DistBackendError naming q.
+  void check_numbers(int q, const double* numbers, size_t count) const;
+  [[noreturn]] void bad_number(int q, const std::string& what) const;
 
   c10d::ProcessGroup* group_;  // alive during every call (session_for holds it)
   c10::Device device_;
@@ -76,5 +80,17 @@ std::chrono::milliseconds wait_bound(c10d::ProcessGroup& group);
 // group's (every session on the group shares its collectives), which every later call on the group
 // raises, and DistBackendError names `what` (the call it waited in).
 void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string& what, Failure& failure);
+
+// Why a wait for the other ranks on the group failed after `waited` of its `bound`: "no answer ...
+// within T s" where it ran out, else "... failed after t s: <error's first line> (a peer left ...)"
+// (gloo reports a peer's death at once: connection reset or closed).
+std::string wait_failed(int rank, int size, std::chrono::milliseconds bound, std::chrono::duration<double> waited,
+                        const std::string& what, const std::string& error);
+
+// What a transfer given up leaves to the group's backend: its Works and the memory they read or
+// write (the call's tensors, the plan's scratch), kept until the process ends, so that a transfer
+// that lands late (c10d cannot take one back) writes into memory that is still owned, never into
+// memory freed or handed out again.
+void keep_after_give_up(std::vector<at::Tensor> tensors, std::vector<c10::intrusive_ptr<c10d::Work>> works);
 
 }  // namespace collmm::torch_ext

@@ -65,10 +65,13 @@ class NcclComm {
 
 // What the executors of one session (group, device) share about the group's transfers: whether one
 // went through c10d on the device (`c10d_ran`: c10d made the communicator then, so NcclComm::of may
-// reach it), and what a watched run ended with (comm_watch.hpp).
+// reach it), what a watched run ended with (comm_watch.hpp), and the group's own failure.
 struct GroupComm {
   bool c10d_ran = false;
   std::shared_ptr<Failure> failure = std::make_shared<Failure>();
+  // The group's failure of its collectives (bounded_wait), shared by every session on the group: a
+  // CPU run's transfer given up sets it (gloo then has closed the group's connections).
+  std::shared_ptr<Failure> exchanges = std::make_shared<Failure>();
 };
 
 // Which way the ATen executor's NCCL transfers go, for runs from now on: "auto" (the default:

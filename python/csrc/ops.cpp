@@ -175,7 +175,7 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
       bind(ex, gathered_buffer(plan), gathered);
     else
       ex.bind(0, gathered_buffer(plan), nullptr, 0);
-    s.session.run(prepared, dtype, split.total);
+    s.session.run(prepared, dtype, split.total, {a_plan, b_plan, c, gathered});
 
     const at::Tensor a_all = keep_gathered ? split.compact(gathered) : at::Tensor();
     const at::Tensor c_all = cols.collmm_split ? split.compact(c) : split.compact(c.narrow(1, 0, n_r)).contiguous();
@@ -269,7 +269,7 @@ at::Tensor matmul_reduce_scatter(const at::Tensor& a_in, const at::Tensor& b, c1
     bind(ex, kBufA, a_plan);
     bind(ex, kBufB, b_plan);
     bind(ex, kBufC, c);
-    s.session.run(prepared, dtype, split.total);
+    s.session.run(prepared, dtype, split.total, {a_plan, b_plan, c});
     c = c.narrow(0, 0, rows[static_cast<size_t>(r)]);
     if (reduce_op == "avg") c.div_(p);
     if (c.scalar_type() != a.scalar_type()) c = c.to(a.scalar_type());

@@ -94,6 +94,7 @@ Session::Session(c10d::ProcessGroup* group, c10::Device device, ExecutorKind kin
       host_(std::make_unique<C10dHostComm>(group, device, channel_, exchanges_)),
       rank_(group->getRank()),
       world_(group->getSize()) {
+  comm_->exchanges = exchanges_;
   if (kind == ExecutorKind::host) cpu::set_blas_threads(std::max(1, at::get_num_threads()));  // torch's intra-op pool
 }
 
@@ -107,13 +108,19 @@ std::unique_ptr<Executor> Session::make_executor() {
   return cpu::make_host_executor(options, std::move(host), std::make_unique<C10dTransport>(group_));
 }
 
-void Session::run(Prepared& prepared, Dtype dtype, int64_t rows) {
+void Session::run(Prepared& prepared, Dtype dtype, int64_t rows, const std::vector<at::Tensor>& bound) {
   if (const std::string why = exchanges_->why(); !why.empty()) C10_THROW_ERROR(DistBackendError, why);
-  if (!tracing()) {
-    prepared.executor->run(StepFilter::all, false);
-    return;
+  std::vector<RankRun> runs;
+  const bool traced = tracing();
+  try {
+    runs = prepared.executor->run(StepFilter::all, traced);
+  } catch (...) {
+    // A run that gave up its transfers (the group's failure set) leaves them posted into the
+    // caller's memory: kept with them (keep_after_give_up).
+    if (!device_.is_cuda() && !exchanges_->why().empty()) keep_after_give_up(bound, {});
+    throw;
   }
-  const std::vector<RankRun> runs = prepared.executor->run(StepFilter::all, true);
+  if (!traced) return;
   host_->set_phase("collmm.trace's gather of the steps");
   const Problem& p = prepared.plan.problem;
   trace_add({gather_timeline(*host_, make_timeline({prepared.plan}, runs)), rows, p.n, p.k, p.m, dtype, ""});
@@ -222,7 +229,12 @@ double Session::time_candidate(const Problem& problem, const PlanOptions& option
   }
   auto run = [&] {  // one run, finished on the device (the ATen executor's CUDA work is asynchronous)
     const auto t0 = std::chrono::steady_clock::now();
-    ex->run(StepFilter::all, false);
+    try {
+      ex->run(StepFilter::all, false);
+    } catch (...) {  // as in run(): transfers given up may still write into the inputs
+      if (!device_.is_cuda() && !exchanges_->why().empty()) keep_after_give_up(inputs, {});
+      throw;
+    }
     if (device_.is_cuda()) c10::impl::VirtualGuardImpl(device_.type()).getStream(device_).synchronize();
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
@@ -272,11 +284,14 @@ std::shared_ptr<Failure> exchange_failure_of(const c10::intrusive_ptr<c10d::Proc
 }  // namespace
 
 SessionLock session_for(const std::string& group_name, c10::Device device) {
-  // Never destroyed: sessions (their lane threads) live until the process ends.
+  // Never destroyed: sessions (their lane threads) live until the process ends, or until the next
+  // call after their group was destroyed.
   static auto& sessions =
       *new std::map<std::pair<std::string, std::string>,
                     std::pair<c10::weak_intrusive_ptr<c10d::ProcessGroup>, std::unique_ptr<Session>>>();
   std::unique_lock<std::mutex> lock(g_mutex);
+  // The sessions of destroyed groups go (their executors, their channel's shared memory mapping).
+  std::erase_if(sessions, [](const auto& entry) { return entry.second.first.expired(); });
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   try {
     group = c10d::resolve_process_group(group_name);

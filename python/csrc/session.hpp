@@ -86,9 +86,10 @@ class Session {
   // Runs a prepared plan on the tensors bound to it; while collmm.trace is on, with step times,
   // every rank's steps gathered over the group and recorded (trace.hpp). A group whose collectives
   // are out of step raises that first, whatever the executor (a call that exchanged nothing under
-  // check "first" would run into it).
-  // `rows`: the caller's M (the plan's may be padded), for the trace's table.
-  void run(Prepared& prepared, Dtype dtype, int64_t rows);
+  // check "first" would run into it). `rows`: the caller's M (the plan's may be padded), for the
+  // trace's table. `bound`: the tensors bound to the plan's buffers, kept (keep_after_give_up)
+  // where the run gave up transfers that may still write into them.
+  void run(Prepared& prepared, Dtype dtype, int64_t rows, const std::vector<at::Tensor>& bound);
   // Whether the current stream of this session's device records a CUDA graph now.
   bool capturing() const;
 
@@ -144,7 +145,8 @@ inline std::vector<std::vector<double>> agree_and_gather(const Agreement& a, con
 // The session of the group named `group_name` (c10d::resolve_process_group) for tensors on
 // `device`, made on first use. Holds a lock for the call: one op at a time per process.
 // The session keeps no reference to its group between calls (a group the user destroys is
-// destroyed, its threads joined); the lock holds one for the call.
+// destroyed, its threads joined); the lock holds one for the call. The sessions of destroyed
+// groups are dropped at the next call (their executors, their channel's shared-memory mapping).
 struct SessionLock {
   std::unique_lock<std::mutex> lock;
   c10::intrusive_ptr<c10d::ProcessGroup> group;

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <thread>
 
+#include <c10/util/Exception.h>
+
 namespace collmm::torch_ext {
 
 namespace {
@@ -58,7 +60,11 @@ std::unique_ptr<ShmSlots> ShmSlots::create(const std::string& name, int size, si
 
 std::unique_ptr<ShmSlots> ShmSlots::attach(const std::string& name, int rank, int size, size_t slot_bytes,
                                            std::string& why) {
-  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (slot_bytes > kMaxSlotBytes) {  // rank 0's figure, as it came through the store
+    why = "rank 0's slots of " + std::to_string(slot_bytes) + " bytes (at most " + std::to_string(kMaxSlotBytes) + ")";
+    return nullptr;
+  }
+  const int fd = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0);
   if (fd < 0) {
     why = failed("shm_open", name, errno);  // ENOENT: rank 0's memory is not this rank's
     return nullptr;
@@ -105,6 +111,31 @@ uint64_t ShmSlots::nonce(int q) const {
   return std::atomic_ref<uint64_t>(nonce_ref(q)).load(std::memory_order_acquire);
 }
 
+int64_t ShmSlots::stamp(int q, int64_t round) const {
+  return std::atomic_ref<int64_t>(slot(q, round).stamp).load(std::memory_order_acquire);
+}
+
+void ShmSlots::corrupt(int q, const std::string& what) const {
+  C10_THROW_ERROR(DistBackendError, "collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                                        ": rank " + std::to_string(q) + "'s shared-memory slot holds " + what +
+                                        ": not collmm's protocol (something else wrote into the segment)");
+}
+
+void ShmSlots::check_stamps(int q, int64_t round) const {
+  const int64_t here = stamp(q, round), before = round - 2 >= first_ ? round - 1 : 0;
+  if (here != before && here != round + 1 && here != -(round + 1))
+    corrupt(q, "stamp " + std::to_string(here) + " in round " + std::to_string(round) +
+                   " (allowed: " + std::to_string(before) + ", " + std::to_string(round + 1) + " or " +
+                   std::to_string(-(round + 1)) + ")");
+  // round - 1's buffer: stamped `round` (0 before the first round)
+  const int64_t other = stamp(q, round + 1), last = round - 1 >= first_ ? round : 0;
+  if (other != last && other != -last && other != round + 2 && other != -(round + 2))
+    corrupt(q, "stamp " + std::to_string(other) + " in its buffer of round " + std::to_string(round - 1) +
+                   " while this rank waits in round " + std::to_string(round) + " (allowed: " + std::to_string(last) +
+                   ", " + std::to_string(-last) + ", " + std::to_string(round + 2) + " or " +
+                   std::to_string(-(round + 2)) + ")");
+}
+
 ShmSlots::Slot& ShmSlots::slot(int q, int64_t round) const {
   const size_t index = static_cast<size_t>(2 * q + static_cast<int>(round % 2));
   char* first = static_cast<char*>(base_) + round_up(sizeof(uint64_t) * static_cast<size_t>(size_));
@@ -126,17 +157,14 @@ void ShmSlots::give_up(int64_t round) {
 ShmSlots::Wait ShmSlots::wait_round(int64_t round, Clock::time_point deadline) const {
   // Rank q gave up on this round, or on the last one after this rank had finished it (its stamp
   // in the other buffer: a rank writing there now stamps round + 2, never -round).
-  auto gone = [&](int q) {
-    return std::atomic_ref<int64_t>(slot(q, round).stamp).load(std::memory_order_acquire) == -(round + 1) ||
-           (round > 0 && std::atomic_ref<int64_t>(slot(q, round - 1).stamp).load(std::memory_order_acquire) == -round);
-  };
+  auto gone = [&](int q) { return stamp(q, round) == -(round + 1) || (round > 0 && stamp(q, round - 1) == -round); };
   Wait w;
   for (long polls = 0;; ++polls) {
     w.missing.clear();
     for (int q = 0; q < size_; ++q) {
+      check_stamps(q, round);
       if (gone(q)) w.gone.push_back(q);
-      if (std::atomic_ref<int64_t>(slot(q, round).stamp).load(std::memory_order_acquire) != round + 1)
-        w.missing.push_back(q);
+      if (stamp(q, round) != round + 1) w.missing.push_back(q);
     }
     if (w.missing.empty())  // a second look: stamps never go back to round + 1, so what holds now held
       for (int q = 0; q < size_; ++q)
@@ -151,8 +179,13 @@ ShmSlots::Wait ShmSlots::wait_round(int64_t round, Clock::time_point deadline) c
 
 std::optional<std::string> ShmSlots::read(int q, int64_t round) const {
   const Slot& s = slot(q, round);
-  if (s.in_store) return std::nullopt;
-  return std::string(reinterpret_cast<const char*>(&s + 1), std::min(static_cast<size_t>(s.length), slot_bytes_));
+  const int64_t length = s.length, in_store = s.in_store;  // read once: the checks hold for what is used
+  if (in_store != 0 && in_store != 1) corrupt(q, "in_store " + std::to_string(in_store) + " (0 or 1)");
+  if (length < 0 || static_cast<uint64_t>(length) > slot_bytes_ || (in_store && length != 0))
+    corrupt(q, "length " + std::to_string(length) + (in_store ? " beside in_store" : "") + " (0.." +
+                   std::to_string(in_store ? 0 : slot_bytes_) + ")");
+  if (in_store) return std::nullopt;
+  return std::string(reinterpret_cast<const char*>(&s + 1), static_cast<size_t>(length));
 }
 
 }  // namespace collmm::torch_ext

@@ -12,6 +12,11 @@
 // after every rank stamped round s, which each did after reading round s - 1. Bytes longer than a
 // slot go through the store instead (in_store marks them); the stamp still comes through here. A
 // rank that gives up on round s (its wait ran out) stamps -(s + 1): the others see that it left.
+//
+// What a peer wrote is checked before it is used: while this rank waits in round s, rank q's
+// buffer of round s holds s - 1 (round s - 2; 0 before the second round), s + 1 or -(s + 1), and its other
+// buffer s or -s (round s - 1; 0 at the first round), s + 2 or -(s + 2) (q is one round ahead); a length
+// is 0..slot_bytes and in_store 0 or 1. Anything else raises DistBackendError naming q.
 #pragma once
 
 #include <chrono>
@@ -32,7 +37,8 @@ class ShmSlots {
   // Rank 0 creates the segment `name` (shm_open's: "/collmm-..."; a name taken is refused) for
   // `size` ranks, slots of `slot_bytes` (at most kMaxSlotBytes), its memory reserved (a full
   // /dev/shm is refused here, not met later as SIGBUS); the others attach to it, checking its size.
-  // Null where it cannot, with the reason in `why`.
+  // Null where it cannot, with the reason in `why`. The name is unlinked by StoreChannel's setup
+  // (store_channel.hpp); the mapping lives as long as this object.
   static std::unique_ptr<ShmSlots> create(const std::string& name, int size, size_t slot_bytes, std::string& why);
   static std::unique_ptr<ShmSlots> attach(const std::string& name, int rank, int size, size_t slot_bytes,
                                           std::string& why);
@@ -46,6 +52,8 @@ class ShmSlots {
   uint64_t nonce(int q) const;
 
   size_t slot_bytes() const { return slot_bytes_; }
+  // The number of the first round through the segment (the stamps before it are 0).
+  void set_first_round(int64_t round) { first_ = round; }
   // This rank's part of `round`: `bytes` (at most slot_bytes()), or, with in_store, a mark that its
   // bytes went through the store.
   void publish(int64_t round, const std::string& bytes, bool in_store);
@@ -57,8 +65,10 @@ class ShmSlots {
   };
   // Waits until every rank published `round`, one gave up, or `deadline` passed. It polls, yields,
   // then sleeps 50 us between polls (a rank far behind costs little CPU).
+  // A stamp outside the ones the protocol allows (above) raises DistBackendError naming the rank.
   Wait wait_round(int64_t round, Clock::time_point deadline) const;
-  // Rank q's bytes of `round` (after wait_round), or nothing where they went through the store.
+  // Rank q's bytes of `round` (after wait_round), or nothing where they went through the store; a
+  // length or in_store out of range raises DistBackendError naming q.
   std::optional<std::string> read(int q, int64_t round) const;
 
  private:
@@ -73,11 +83,16 @@ class ShmSlots {
   ShmSlots(void* base, size_t length, int rank, int size, size_t slot_bytes);
   Slot& slot(int q, int64_t round) const;
   uint64_t& nonce_ref(int q) const;
+  int64_t stamp(int q, int64_t round) const;
+  // Throws where rank q's stamps are none that `round` allows.
+  void check_stamps(int q, int64_t round) const;
+  [[noreturn]] void corrupt(int q, const std::string& what) const;
 
   void* base_;
   size_t length_;
   int rank_, size_;
   size_t slot_bytes_;
+  int64_t first_ = 0;
 };
 
 }  // namespace collmm::torch_ext

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
@@ -26,6 +27,10 @@ size_t slot_bytes() {
   const char* env = std::getenv("COLLMM_SHM_SLOT_BYTES");
   return env && *env ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : 64 * 1024;
 }
+
+// How long a request to the store may outlast the call's timeout: FileStore's wait ends 1 s after
+// it (measured: a 2 s timeout raises after 3.0 s), TCPStore's within milliseconds.
+constexpr std::chrono::seconds kStoreGrace{2};
 
 // What a rank that gave up on a round (its wait ran out) leaves in its key of that round.
 const std::string kGaveUp = std::string("\0collmm: gave up", 17);
@@ -64,6 +69,33 @@ StoreChannel::StoreChannel(c10::intrusive_ptr<c10d::Store> store, std::string pr
                            SharedMemory shared)
     : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), size_(size), shared_(shared) {}
 
+void StoreChannel::set_key(const std::string& k, const std::string& value, std::chrono::milliseconds timeout,
+                           const std::string& what) {
+  try {
+    store_.call([k, v = std::vector<uint8_t>(value.begin(), value.end())](c10d::Store& s) { s.set(k, v); },
+                requests_until_);
+  } catch (const StoreStuck& e) {
+    C10_THROW_ERROR(DistBackendError, store_silent(timeout, what, e.what()));
+  } catch (const c10::DistNetworkError& e) {
+    C10_THROW_ERROR(DistBackendError, store_gone(what, e.what()));
+  }
+}
+
+std::string StoreChannel::store_silent(std::chrono::milliseconds timeout, const std::string& what,
+                                       const std::string& why) const {
+  std::ostringstream m;
+  m << who() << "the group's Store did not answer within " << static_cast<double>(timeout.count()) / 1000 << " s (+"
+    << kStoreGrace.count() << " s) in " << what << " (" << why
+    << "): its server stopped or is unreachable (under torchrun or init_method tcp:// rank 0's process hosts it; "
+       "collmm.set_timeout sets the bound)";
+  return m.str();
+}
+
+std::string StoreChannel::store_gone(const std::string& what, const std::string& why) const {
+  return who() + "the group's Store failed in " + what + ": " + why.substr(0, why.find('\n')) +
+         " (its server's process left: under torchrun or init_method tcp:// that is rank 0's)";
+}
+
 std::string StoreChannel::key(int64_t round, int q) const {
   return prefix_ + "/" + std::to_string(round) + "/" + std::to_string(q);
 }
@@ -73,6 +105,10 @@ std::vector<std::string> StoreChannel::allgather(const std::string& mine, std::c
   if (!out_of_step_.empty())
     C10_THROW_ERROR(DistBackendError, who() + "the group's agreement is out of step since " + out_of_step_ + " (in " +
                                           what + "): make a new group for the ops (dist.new_group)");
+  // Every request to the store in this call ends by its timeout, plus kStoreGrace for the store's
+  // own error, where it has one, to come first (it names the silent ranks).
+  requests_until_ = deadline_after(timeout);
+  if (requests_until_ != ShmSlots::Clock::time_point::max()) requests_until_ += kStoreGrace;
   if (!set_up_) {
     set_up_ = true;
     if (size_ > 1) try {
@@ -89,29 +125,18 @@ std::vector<std::string> StoreChannel::allgather(const std::string& mine, std::c
 }
 
 void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& what) {
-  // 1: how each rank means to agree and where it is; rank 0 makes the segment first (a name of its
-  // own: the others only attach, so no rank elsewhere can leave one behind) and sends its name and
-  // slot size. Every channel over the store begins so, whatever its kind: ranks that chose
-  // different kinds learn it here, all of them, instead of reading each other's rounds as their own.
+  // 1: how each rank means to agree and where it is; rank 0 names a segment (a random name, not
+  // made yet) and sends its slot size. Every channel over the store begins so, whatever its kind:
+  // ranks that chose different kinds learn it here, all of them, instead of reading each other's
+  // rounds as their own.
   const std::string kind = shared_ == SharedMemory::never      ? "store"
                            : shared_ == SharedMemory::required ? "shm"
                                                                : "auto";
   const bool wants_shm = shared_ != SharedMemory::never;
-  std::string made, why;  // rank 0: the segment's name, unlinked when the setup ends however it ends
-  std::unique_ptr<ShmSlots> slots;
-  if (rank_ == 0 && wants_shm) {
-    made = "/collmm-" + std::to_string(getpid()) + "-" + std::to_string(random_u64());
-    slots = ShmSlots::create(made, size_, slot_bytes(), why);
-    if (!slots) made.clear();
-  }
-  struct Unlink {
-    const std::string& name;
-    ~Unlink() {
-      if (!name.empty()) ShmSlots::unlink(name);
-    }
-  } unlink_made{made};
+  const std::string name =
+      rank_ == 0 && wants_shm ? "/collmm-" + std::to_string(getpid()) + "-" + std::to_string(random_u64()) : "";
   const std::vector<std::string> hello =
-      store_round(kind + "\n" + (wants_shm ? host_identity() : "") + "\n" + made + "\n" + std::to_string(slot_bytes()),
+      store_round(kind + "\n" + (wants_shm ? host_identity() : "") + "\n" + name + "\n" + std::to_string(slot_bytes()),
                   timeout, what);
   auto field = [&](int q, int i) {
     std::istringstream in(hello[static_cast<size_t>(q)]);
@@ -134,20 +159,44 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
           "use the channel auto or store");
     return;
   }
-  // 2: every rank maps the segment and writes a random number into it; 3: each says whether it
-  // read every other's number there (ranks in other containers find no segment of that name, or
-  // another one).
+  // Every rank knows the segment's name from here on, and every rank unlinks it when the setup
+  // ends, however it ends (its mapping stays): a segment rank 0 made is gone from /dev/shm once any
+  // rank is through, whichever rank died or stopped on the way.
   const std::string segment = field(0, 2);
-  if (segment.empty()) why = "rank 0 could not make the shared memory: " + why;
-  const size_t bytes = std::strtoull(field(0, 3).c_str(), nullptr, 10);
-  if (rank_ != 0 && !segment.empty()) slots = ShmSlots::attach(segment, rank_, size_, bytes, why);
+  if (segment.rfind("/collmm-", 0) != 0 || segment.find('/', 1) != std::string::npos)
+    C10_THROW_ERROR(DistBackendError, who() + "rank 0 named the shared memory '" + segment + "', not /collmm-...");
+  struct Unlink {
+    const std::string& name;
+    ~Unlink() { ShmSlots::unlink(name); }
+  } unlink_segment{segment};
+  // 2: every rank says it has read the name; only then does rank 0 make the segment (a rank that
+  // dies later leaves a name that every other rank knows). 3: rank 0 sends the random number it
+  // wrote there (or why it could not make it); each rank maps the segment and checks that it reads
+  // that number (ranks in other containers or namespaces find no segment of that name, or another
+  // one). 4: each says whether it could.
+  store_round("", timeout, what);
+  std::string why;
+  std::unique_ptr<ShmSlots> slots;
   const uint64_t nonce = random_u64();
-  if (slots) slots->set_nonce(nonce);
-  const std::vector<std::string> nonces = store_round(std::to_string(nonce), timeout, what);
-  if (slots) {
-    for (int q = 0; q < size_ && why.empty(); ++q)
-      if (std::to_string(slots->nonce(q)) != nonces[static_cast<size_t>(q)])
-        why = "rank " + std::to_string(q) + "'s memory is not this rank's (another container or namespace)";
+  if (rank_ == 0) {
+    slots = ShmSlots::create(segment, size_, slot_bytes(), why);
+    if (slots) slots->set_nonce(nonce);
+  }
+  const std::vector<std::string> made = store_round(slots ? std::to_string(nonce) : "!" + why, timeout, what);
+  if (rank_ != 0) {
+    const std::string& zero = made[0];
+    errno = 0;
+    char* end = nullptr;
+    const std::string bytes = field(0, 3);
+    const unsigned long long slot = std::strtoull(bytes.c_str(), &end, 10);
+    if (!zero.empty() && zero[0] == '!')
+      why = "rank 0 could not make the shared memory: " + zero.substr(1);
+    else if (bytes.empty() || *end != '\0' || errno != 0)
+      why = "rank 0 sent the slot size '" + bytes + "'";
+    else
+      slots = ShmSlots::attach(segment, rank_, size_, slot, why);
+    if (slots && std::to_string(slots->nonce(0)) != zero)
+      why = "rank 0's memory is not this rank's (another container or namespace)";
   }
   const std::vector<std::string> verdicts = store_round(why, timeout, what);
   for (int q = 0; q < size_; ++q) {
@@ -158,6 +207,7 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
                        "; use the channel auto or store");
     return;
   }
+  slots->set_first_round(round_);
   shm_ = std::move(slots);
   stored_last_ = true;  // the verdicts' key: the first shared-memory round deletes it
 }
@@ -174,8 +224,8 @@ void StoreChannel::raise_gone(int64_t round, const std::vector<int>& gone, const
 
 void StoreChannel::forget(const std::string& k) {
   try {  // every rank is past the round: a key left behind costs the store a few bytes, no more
-    store_->deleteKey(k);
-  } catch (const std::exception&) {
+    store_.call([k](c10d::Store& s) { return s.deleteKey(k); }, requests_until_);
+  } catch (const std::exception&) {  // the next request finds out what went wrong
   }
 }
 
@@ -183,8 +233,15 @@ void StoreChannel::give_up(int64_t round, const std::string& why) {
   out_of_step_ = why;
   try {  // so that a rank still on its way to this round does not take it for finished
     if (shm_) shm_->give_up(round);
-    store_->set(key(round, rank_), std::vector<uint8_t>(kGaveUp.begin(), kGaveUp.end()));
-  } catch (const std::exception&) {  // the store went away: nothing more to tell
+    // Posted: it runs after a request of this rank's that the store has not answered yet, if any
+    // (then it is not waited for).
+    const bool stuck = store_.stuck();
+    const auto soon = ShmSlots::Clock::now() + std::chrono::seconds(1);
+    std::future<void> marked = store_.post(
+        [k = key(round, rank_)](c10d::Store& s) { s.set(k, std::vector<uint8_t>(kGaveUp.begin(), kGaveUp.end())); },
+        soon);
+    if (!stuck) marked.wait_until(soon);
+  } catch (const std::exception&) {  // the store went away or stopped: nothing more to tell
   }
 }
 
@@ -202,7 +259,7 @@ std::vector<std::string> StoreChannel::shm_round(const std::string& mine, std::c
 std::vector<std::string> StoreChannel::shm_round(int64_t round, const std::string& mine,
                                                  std::chrono::milliseconds timeout, const std::string& what) {
   const bool in_store = mine.size() > shm_->slot_bytes();
-  if (in_store) store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+  if (in_store) set_key(key(round, rank_), mine, timeout, what);
   shm_->publish(round, mine, in_store);
   const ShmSlots::Wait w = shm_->wait_round(round, deadline_after(timeout));
   if (!w.gone.empty()) raise_gone(round, w.gone, what);
@@ -238,15 +295,32 @@ std::vector<std::string> StoreChannel::gather_keys(int64_t round, const std::vec
   try {
     // multiGet waits for the keys itself, bounded by the store's timeout (set for the call where
     // collmm.set_timeout asked for another): no separate wait, one round trip to the store less.
-    std::optional<c10d::StoreTimeoutGuard> bound;
-    if (timeout.count() > 0 && timeout != store_->getTimeout()) bound.emplace(*store_, timeout);
-    values = store_->multiGet(keys);
-  } catch (const c10::Error&) {        // DistStoreError: the wait ran out (or the store went away)
+    values = store_.call(
+        [keys, timeout](c10d::Store& s) {
+          std::optional<c10d::StoreTimeoutGuard> bound;
+          if (timeout.count() > 0 && timeout != s.getTimeout()) bound.emplace(s, timeout);
+          return s.multiGet(keys);
+        },
+        requests_until_);
+  } catch (const StoreStuck& e) {  // the server did not answer: a peer's silence cannot be told apart
+    give_up(round, "the group's Store did not answer");
+    C10_THROW_ERROR(DistBackendError, store_silent(timeout, what, e.what()));
+  } catch (const c10::DistNetworkError& e) {  // the connection to the server broke
+    give_up(round, "the group's Store failed");
+    C10_THROW_ERROR(DistBackendError, store_gone(what, e.what()));
+  } catch (const c10::Error&) {        // DistStoreError: the wait ran out
     give_up(round, "a wait ran out");  // first: a rank on its way must find the mark soon
     std::vector<int> silent;
     try {
+      const std::vector<bool> there = store_.call(
+          [keys](c10d::Store& s) {
+            std::vector<bool> there;
+            for (const std::string& k : keys) there.push_back(s.check({k}));
+            return there;
+          },
+          ShmSlots::Clock::now() + std::chrono::seconds(1));
       for (size_t i = 0; i < keys.size(); ++i)
-        if (!store_->check({keys[i]})) silent.push_back(ranks[i]);
+        if (!there[i]) silent.push_back(ranks[i]);
     } catch (const std::exception&) {  // the store itself is gone: no rank to name
     }
     C10_THROW_ERROR(DistBackendError, no_answer(rank_, size_, silent, timeout, what));
@@ -265,7 +339,7 @@ std::vector<std::string> StoreChannel::store_round(const std::string& mine, std:
                                                    const std::string& what) {
   const int64_t round = round_++;
   try {
-    store_->set(key(round, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+    set_key(key(round, rank_), mine, timeout, what);
   } catch (...) {
     give_up(round, "a call's agreement failed on this rank");
     throw;

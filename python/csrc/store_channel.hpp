@@ -16,11 +16,18 @@
 // A channel's first round tells every rank how the others mean to agree (set_channel's kind) and
 // where they are: ranks that chose different kinds raise UsageError, all of them, at that first
 // call. Where every rank is on this host (SharedMemory::where_local, the default, or ::required),
-// two more store rounds set up shared memory (shm_slots.hpp) and every later round goes through it:
-// a copy and a poll, no request to the store's server (long strings still travel through the
+// three more store rounds set up shared memory (shm_slots.hpp) and every later round goes through
+// it: a copy and a poll, no request to the store's server (long strings still travel through the
 // store). The setup checks that every rank maps the same memory (hostname and boot id alike, then
-// a random number each wrote and every rank read back), so ranks in separate containers or
-// namespaces on one machine fall back to the store (or, ::required, are refused).
+// a random number rank 0 wrote and every rank read back), so ranks in separate containers or
+// namespaces on one machine fall back to the store (or, ::required, are refused). Rank 0 makes the
+// segment only once every rank knows its name, and every rank unlinks the name when the setup ends
+// however it ends: no segment stays in /dev/shm after any rank dies or stops during the setup. The
+// mapping goes with the channel (its session goes when its group is destroyed: session.hpp).
+//
+// Every request to the store runs on a thread of the channel's own, bounded by the call's timeout
+// (bounded_store.hpp): a store whose server stopped (rank 0 SIGSTOPped, under torchrun the
+// TCPStore's host) cannot hold a rank past it.
 //
 // A wait that runs out throws c10::DistBackendError (torch.distributed.DistBackendError in
 // Python) naming the ranks that did not answer and `what` (the call it waited in). The rank then
@@ -37,6 +44,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "bounded_store.hpp"
 #include "shm_slots.hpp"
 
 namespace collmm::torch_ext {
@@ -61,6 +69,12 @@ class StoreChannel {
   std::vector<std::string> shm_round(int64_t round, const std::string& mine, std::chrono::milliseconds timeout,
                                      const std::string& what);
   void forget(const std::string& key);  // deletes a key of a finished round, if the store can
+  // Sets this rank's key; a store that fails or does not answer raises DistBackendError.
+  void set_key(const std::string& key, const std::string& value, std::chrono::milliseconds timeout,
+               const std::string& what);
+  // The messages of a store that did not answer by the call's deadline, and of one that failed.
+  std::string store_silent(std::chrono::milliseconds timeout, const std::string& what, const std::string& why) const;
+  std::string store_gone(const std::string& what, const std::string& why) const;
   // The strings `ranks` set for `round` in their keys, read by one multiGet bounded by `timeout`.
   std::vector<std::string> gather_keys(int64_t round, const std::vector<int>& ranks, std::chrono::milliseconds timeout,
                                        const std::string& what);
@@ -72,7 +86,8 @@ class StoreChannel {
   // its way does not take the round for finished; every later call raises (the ranks are out of step).
   void give_up(int64_t round, const std::string& why);
 
-  c10::intrusive_ptr<c10d::Store> store_;
+  BoundedStore store_;
+  ShmSlots::Clock::time_point requests_until_;  // the deadline of every store request of the call
   std::string prefix_;
   int rank_, size_;
   SharedMemory shared_;

@@ -98,15 +98,20 @@ template <class G>
 auto scatter_single(G& group, at::Tensor& out, at::Tensor& in, c10d::ReduceScatterOptions opts, long) {
   return group._reduce_scatter_base(out, in, opts);
 }
+// `timeout`: the collective's own bound (gloo ends it with an error then), else the group's.
 template <class G>
-c10::intrusive_ptr<c10d::Work> gather_single(G& group, at::Tensor& out, at::Tensor& in, bool async_op) {
+c10::intrusive_ptr<c10d::Work> gather_single(G& group, at::Tensor& out, at::Tensor& in, bool async_op,
+                                             std::chrono::milliseconds timeout = c10d::kUnsetTimeout) {
   c10d::AllgatherOptions opts;
+  opts.timeout = timeout;
   set_async_op(opts, async_op, 0);
   return gather_single(group, out, in, opts, 0);
 }
 template <class G>
-c10::intrusive_ptr<c10d::Work> scatter_single(G& group, at::Tensor& out, at::Tensor& in, bool async_op) {
+c10::intrusive_ptr<c10d::Work> scatter_single(G& group, at::Tensor& out, at::Tensor& in, bool async_op,
+                                              std::chrono::milliseconds timeout = c10d::kUnsetTimeout) {
   c10d::ReduceScatterOptions opts;
+  opts.timeout = timeout;
   set_async_op(opts, async_op, 0);
   return scatter_single(group, out, in, opts, 0);
 }
