@@ -1,16 +1,18 @@
 """collmm: collective matmul for PyTorch.
 
-Importing collmm loads its extension, which registers two dispatcher ops with the arguments of
-torch.ops.symm_mem's fused ops (plus ``algo`` and the sizes one rank cannot know):
+Importing collmm loads its extension, which registers three dispatcher ops, the first two with the
+arguments of torch.ops.symm_mem's fused ops (plus ``algo`` and the sizes one rank cannot know):
 
     torch.ops.collmm.fused_all_gather_matmul(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
                                              gathered_size=None)
     torch.ops.collmm.fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name, *, algo="auto",
                                                  scatter_size=None)
+    torch.ops.collmm.fused_matmul_all_reduce(A, B, reduce_op, group_name, *, algo="auto")
 
 their fake (meta) kernels, so torch.compile(fullgraph=True) traces models that call them, and their
-autograd formulas (each op's backward is the other op). collmm.fused_all_gather_matmul and
-collmm.fused_matmul_reduce_scatter take a group or its name and document each result as unfused
+autograd formulas (the all-gather and reduce-scatter ops' backward is the other op; the all-reduce's
+needs no communication). collmm.fused_all_gather_matmul, collmm.fused_matmul_reduce_scatter and
+collmm.fused_matmul_all_reduce take a group or its name and document each result as unfused
 code. collmm.torch holds the ParallelStyles for torch's parallelize_module (ColwiseParallel,
 RowwiseParallel), the tensor-parallel layers built on them (ColumnParallelLinear, RowParallelLinear)
 and shard / gather_state_dict / load_full_state_dict. No collmm call draws from torch's RNG.
@@ -25,7 +27,8 @@ import torch.distributed as dist
 torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
 _ops = torch.ops.collmm  # not `torch.ops` below: importing collmm.torch rebinds the name `torch` in this package
 
-from .ops import ALGOS, block_size, fused_all_gather_matmul, fused_matmul_reduce_scatter  # noqa: E402
+from .ops import (ALGOS, block_size, fused_all_gather_matmul, fused_matmul_all_reduce,  # noqa: E402
+                  fused_matmul_reduce_scatter)
 from . import dtensor as _dtensor  # noqa: E402,F401  (DTensor's dispatch of the ops refuses with what to pass)
 
 try:
@@ -36,6 +39,7 @@ except _metadata.PackageNotFoundError:  # imported from the source tree, not ins
 # help(torch.ops.collmm.<op>) shows what help(collmm.<op>) shows.
 _ops.fused_all_gather_matmul.__doc__ = fused_all_gather_matmul.__doc__
 _ops.fused_matmul_reduce_scatter.__doc__ = fused_matmul_reduce_scatter.__doc__
+_ops.fused_matmul_all_reduce.__doc__ = fused_matmul_all_reduce.__doc__
 
 
 def set_cpu_executor(kind: str) -> None:
@@ -140,5 +144,6 @@ class trace:
         return False
 
 
-__all__ = ["ALGOS", "block_size", "fused_all_gather_matmul", "fused_matmul_reduce_scatter", "set_channel",
+__all__ = ["ALGOS", "block_size", "fused_all_gather_matmul", "fused_matmul_all_reduce", "fused_matmul_reduce_scatter",
+           "set_channel",
            "set_check", "set_comm", "set_cpu_executor", "set_timeout", "trace"]

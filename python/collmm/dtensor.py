@@ -6,6 +6,7 @@ group nor a size:
     fused_all_gather_matmul(A Shard(gather_dim), [B Shard(1) | Replicate() | plain, ...])
         -> (A Replicate(), [C Shard(-1) | Replicate() | a plain tensor, ...])
     fused_matmul_reduce_scatter(A Shard(-1), B Shard(0))  -> C Shard(scatter_dim), torch.chunk's split
+    fused_matmul_all_reduce(A Shard(-1), B Shard(0))      -> C Replicate()
 
 The dispatcher ops (torch.ops.collmm.*) take local tensors only: DTensor's dispatch refuses them,
 and the Python ops above are what to call instead.
@@ -82,12 +83,17 @@ def all_gather_matmul(A_shard: DTensor, Bs, gather_dim: int, return_A: bool, **k
     return a, out_cs
 
 
-def matmul_reduce_scatter(A: DTensor, B: DTensor, reduce_op: str, scatter_dim: int, **kw) -> DTensor:
+def _k_split(A: DTensor, B: DTensor) -> None:
+    """Refuses A and B unless A is Shard(-1) and B Shard(0) (K split) on a 1-D mesh."""
     for name, t, dim, want in (("A", A, A.dim() - 1, "Shard(-1) (its K split)"), ("B", B, 0, "Shard(0) (its K split)")):
         if not isinstance(t, DTensor):
             _refuse_plain(name)
         if _shard_dim(t) != dim:
             _refuse(name, t, want)
+
+
+def matmul_reduce_scatter(A: DTensor, B: DTensor, reduce_op: str, scatter_dim: int, **kw) -> DTensor:
+    _k_split(A, B)
     mesh = A.device_mesh
     d = scatter_dim % A.dim()
     total = A.shape[d]
@@ -97,6 +103,14 @@ def matmul_reduce_scatter(A: DTensor, B: DTensor, reduce_op: str, scatter_dim: i
     shape = list(c.shape)
     shape[d] = total
     return as_dtensor(c, mesh, Shard(d), shape)
+
+
+def matmul_all_reduce(A: DTensor, B: DTensor, reduce_op: str, **kw) -> DTensor:
+    _k_split(A, B)
+    mesh = A.device_mesh
+    c = torch.ops.collmm.fused_matmul_all_reduce(A.to_local(), B.to_local(), reduce_op, mesh.get_group().group_name,
+                                                 **kw)
+    return as_dtensor(c, mesh, Replicate(), c.shape)
 
 
 
@@ -112,7 +126,7 @@ def _refuse_in_dispatch(op: str):
 try:  # DTensor's dispatch of the dispatcher ops: refused with what to pass (register_sharding: torch >= 2.5)
     from torch.distributed.tensor.experimental import register_sharding
 
-    for _op in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter"):
+    for _op in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter", "fused_matmul_all_reduce"):
         register_sharding(getattr(torch.ops.collmm, _op).default)(_refuse_in_dispatch(_op))
 except ImportError:
     pass

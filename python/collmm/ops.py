@@ -4,7 +4,8 @@ The kernels themselves are C++ (python/csrc/ops.cpp), their autograd too (python
 A fake kernel gives the shapes of the outputs without data, for torch.compile (inductor included)
 and FakeTensor tracing. One rank cannot know the other ranks' sizes: the fake all-gather assumes every rank holds as many as this one unless
 ``gathered_size`` gives the total, and the fake reduce-scatter gives this rank ``scatter_size``
-(default: collmm's split). Pass them where shards are uneven and the op is compiled.
+(default: collmm's split). Pass them where shards are uneven and the op is compiled. The all-reduce's
+output shape is known locally: A's dims before K, then B's N.
 """
 from typing import List, Optional, Tuple, Union
 
@@ -111,7 +112,13 @@ def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, 
     return _with_first(A, d, rows, B.shape[1])
 
 
-# Autograd: each op's backward is the other op (python/csrc/autograd.cpp, C++ so that a call that needs
+@torch.library.register_fake("collmm::fused_matmul_all_reduce")
+def _fused_matmul_all_reduce_fake(A, B, reduce_op, group_name, *, algo="auto"):
+    _same_device(A, [B], "A", "B")
+    return A.new_empty((*A.shape[:-1], B.shape[1]))
+
+
+# Autograd: the all-gather and reduce-scatter ops' backward is the other op, the all-reduce's needs none (python/csrc/autograd.cpp, C++ so that a call that needs
 # no gradient pays no Python).
 
 
@@ -211,3 +218,35 @@ def fused_matmul_reduce_scatter(
         A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size,
         pieces=pieces, piece_sizes=piece_sizes
     )
+
+
+def fused_matmul_all_reduce(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    reduce_op: str = "sum",
+    group: Union[None, str, dist.ProcessGroup] = None,
+    *,
+    algo: str = "auto",
+) -> torch.Tensor:
+    """A @ B summed over the group, the whole sum on every rank, the transfers overlapped with the
+    GEMMs (the row-parallel linear without sequence parallelism). The result, unfused::
+
+        C = A @ B                                      # this rank's partial, [..., N]
+        all_reduce(C, group)                           # reduce_op "avg": then C / group size
+        return C
+
+    Args:
+        A: this rank's [..., K_r] (K split over the ranks any way, each rank's K_r its own; the dims
+            before K the same on every rank). Or a DTensor ``Shard(-1)`` on a 1-D mesh with B a
+            DTensor ``Shard(0)``: the result is a DTensor ``Replicate()``, the group the mesh's.
+        B: [K_r, N], row-major or the transposed view of an ``nn.Linear`` weight (``w.t()``).
+        reduce_op: "sum" or "avg".
+        group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
+        algo: "auto" (the cost model's pick) or one of ``ALGOS``.
+    Autograd: ``dA = dC @ B^T``, ``dB = A^T @ dC`` (no communication: dC is the same on every rank).
+    """
+    if isinstance(A, DTensor) or isinstance(B, DTensor):
+        from .dtensor import matmul_all_reduce
+
+        return matmul_all_reduce(A, B, reduce_op, algo=algo)
+    return torch.ops.collmm.fused_matmul_all_reduce(A, B, reduce_op, group_name_of(group), algo=algo)

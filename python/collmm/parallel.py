@@ -2,15 +2,16 @@
 
 ``collmm.torch.ColwiseParallel`` and ``collmm.torch.RowwiseParallel`` are torch's styles of those
 names (the same arguments, the same DTensor parameters: the weight ``Shard(0)`` / ``Shard(1)`` on the
-TP mesh, as torch.chunk splits it) plus ``algo``. Where a linear sits on a sequence-sharded
-activation, collmm's fused op runs it:
+TP mesh, as torch.chunk splits it) plus ``algo``. Where a linear's communication can overlap its
+GEMM, collmm's fused op runs it:
 
     ColwiseParallel(input_layouts=Shard(d))    y = all_gather(x, d) @ W_r^T + b_r   fused_all_gather_matmul
     RowwiseParallel(output_layouts=Shard(d))   y = reduce_scatter(h @ W_r^T, d) + b  fused_matmul_reduce_scatter
+    RowwiseParallel()  (a Replicate() output)  y = all_reduce(h @ W_r^T) + b         fused_matmul_all_reduce
 
 (d: the sequence dim, any but the last). Every other layout is torch's style as it is: a Colwise on
-a replicated input, a Rowwise with a Replicate() output (torch's matmul + all-reduce: the one place,
-``RowwiseParallel._apply``, where a GEMM + all-reduce op would go), nn.Embedding.
+a replicated input (no communication forward; Megatron's MLP without sequence parallelism is that
+and a Rowwise with a Replicate() output), nn.Embedding.
 
 The sequence may be split any way. A Rowwise's output rows on each rank are the rows that the last
 Colwise input of the same sequence length had on that rank (on this group), so that a block's
@@ -57,10 +58,10 @@ def _describe(module: nn.Module) -> str:
 
 
 class _Fused:
-    """What a collmm linear's forward needs: its mesh and group, algo, the sequence dim, the output's
-    layout and whether it leaves as a local tensor."""
+    """What a collmm linear's forward needs: its mesh and group, algo, the sequence dim (None: a
+    Rowwise with a replicated output), the output's layout and whether it leaves as a local tensor."""
 
-    def __init__(self, mesh: DeviceMesh, algo: str, seq_dim: int, output_layouts: Tuple[Placement, ...],
+    def __init__(self, mesh: DeviceMesh, algo: str, seq_dim: Optional[int], output_layouts: Tuple[Placement, ...],
                  use_local_output: bool):
         self.mesh, self.algo, self.seq_dim = mesh, algo, seq_dim
         self.group_name = mesh.get_group().group_name
@@ -83,9 +84,9 @@ class _Fused:
             x = x.redistribute(self.mesh, [placement])
         return x.to_local(), x.shape[placement.dim]
 
-    def output(self, y: torch.Tensor, placement: Shard, shape) -> torch.Tensor:
+    def output(self, y: torch.Tensor, placement: Placement, shape) -> torch.Tensor:
         """`y` (this rank's part, `placement` over the mesh, global `shape`) in the output's layout."""
-        if self.use_local_output and self.wanted(y.dim()) == (Shard(placement.dim % y.dim()),):
+        if self.use_local_output and self.wanted(y.dim()) == _from_front((placement,), y.dim()):
             return y
         return self.finish(as_dtensor(y, self.mesh, placement, shape))
 
@@ -97,7 +98,11 @@ class _Fused:
 
     def wanted(self, ndim: int) -> Tuple[Placement, ...]:
         """The output's layout, Shard dims counted from the front."""
-        return tuple(Shard(p.dim % ndim) if isinstance(p, Shard) else p for p in self.output_layouts)
+        return _from_front(self.output_layouts, ndim)
+
+
+def _from_front(placements: Tuple[Placement, ...], ndim: int) -> Tuple[Placement, ...]:
+    return tuple(Shard(p.dim % ndim) if isinstance(p, Shard) else p for p in placements)
 
 
 class ColwiseForward:
@@ -127,7 +132,8 @@ class ColwiseForward:
 
 
 class RowwiseForward:
-    """The forward of a Rowwise linear with a sequence-sharded output (in place of nn.Linear's)."""
+    """The forward of a Rowwise linear with a sequence-sharded output (seq_dim d) or, where its
+    _Fused has no seq_dim, a Replicate() output (in place of nn.Linear's)."""
 
     _collmm: _Fused
 
@@ -135,12 +141,20 @@ class RowwiseForward:
         fused = self._collmm
         weight = _local(self.weight)
         h, _ = fused.input(h, Shard(-1))
-        d = fused.dim_of(h, self)
         if h.shape[-1] != weight.shape[1]:
             full = " (pass this rank's shard of the input features, not the full input)" \
                 if h.shape[-1] == self.in_features and fused.world > 1 else ""
             raise ValueError(f"collmm: {_describe(self)}: the input's last dim is {h.shape[-1]}, not this rank's "
                              f"{weight.shape[1]} of in_features{full}")
+        if fused.seq_dim is None:
+            if scatter_size is not None:
+                raise ValueError(f"collmm: {_describe(self)}: scatter_size is for a sequence-sharded output; this "
+                                 "one is replicated")
+            y = torch.ops.collmm.fused_matmul_all_reduce(h, weight.t(), "sum", fused.group_name, algo=fused.algo)
+            if self.bias is not None:  # every rank adds the whole bias to the whole sum: its gradient is whole
+                y = y + _local(self.bias)
+            return fused.output(y, Replicate(), y.shape)
+        d = fused.dim_of(h, self)
         total = h.shape[d]
         if scatter_size is None:
             seen = _last_split.get(fused.group_name)
@@ -198,9 +212,10 @@ class ColwiseParallel(_torch_style.ColwiseParallel):
 
 
 class RowwiseParallel(_torch_style.RowwiseParallel):
-    """torch's RowwiseParallel (same arguments) plus ``algo`` (checked here). With
-    ``output_layouts=Shard(d)`` (d the sequence dim, not the last) on an nn.Linear, the forward is
-    collmm's GEMM + reduce-scatter; otherwise torch's style as it is."""
+    """torch's RowwiseParallel (same arguments) plus ``algo`` (checked here). On an nn.Linear whose
+    input is sharded on its features (``Shard(-1)``, the default), the forward is collmm's GEMM +
+    reduce-scatter with ``output_layouts=Shard(d)`` (d the sequence dim, not the last), and collmm's
+    GEMM + all-reduce with ``Replicate()`` (the default); otherwise torch's style as it is."""
 
     def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
                  use_local_output: bool = True, algo: str = "auto"):
@@ -209,9 +224,9 @@ class RowwiseParallel(_torch_style.RowwiseParallel):
 
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
         d = _sequence_dim(self.output_layouts[0])
-        if not isinstance(module, nn.Linear) or d is None or self.input_layouts[0] != Shard(-1):
-            # torch's style: a Replicate() output is its matmul + all-reduce (the place for a collmm
-            # GEMM + all-reduce op), an nn.Embedding, an input not sharded on its features.
+        replicated = isinstance(self.output_layouts[0], Replicate)
+        if not isinstance(module, nn.Linear) or (d is None and not replicated) or self.input_layouts[0] != Shard(-1):
+            # torch's style: an nn.Embedding, an input not sharded on its features, another output layout.
             return super()._apply(module, device_mesh)
         distribute_module(module, device_mesh, self._partition_linear_fn)  # torch's: weight Shard(1), bias Replicate
         return install(module, RowwiseForward, _Fused(device_mesh, self.algo, d, self.output_layouts,

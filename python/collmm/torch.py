@@ -34,7 +34,10 @@ SequenceParallel, whose DTensor parameters get their gradients reduced)::
     for p in norm.parameters():
         dist.all_reduce(p.grad, group=group)
 
-(RowParallelLinear's bias does this itself.) shard() cuts an input into this rank's block;
+(RowParallelLinear's bias does this itself.) RowParallelLinear(..., sequence_parallel=False) is
+Megatron's row-parallel linear without sequence parallelism: input h_r [s, ..., K_r], output y [s,
+..., K'] whole on every rank, y = sum_q h_q @ W_q^T + b (fused_matmul_all_reduce), backward
+dh_r = dy @ W_r with no communication. shard() cuts an input into this rank's block;
 gather_state_dict() and load_full_state_dict() turn a sharded model's state_dict into the unsharded
 model's and back (torch.distributed.checkpoint saves and loads it sharded, at any world size).
 """
@@ -44,7 +47,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
 from .ops import block_size, process_group_of
 from .parallel import ColwiseForward, ColwiseParallel, RowwiseForward, RowwiseParallel, checked_algo, mesh_of
@@ -71,8 +74,8 @@ class _ParallelLinear(nn.Linear):
     sequence-sharded input, or RowwiseParallel with a sequence-sharded output, along dim 0)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, group: Group = None,
-                 algo: str = "auto", device=None, dtype=None):
-        style = self._style(checked_algo(algo, type(self).__name__))
+                 algo: str = "auto", device=None, dtype=None, **mode):
+        style = self._style(checked_algo(algo, type(self).__name__), **mode)
         mesh = mesh_of(group, device)
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         style._apply(self, mesh)
@@ -86,11 +89,11 @@ class _ParallelLinear(nn.Linear):
         return self._collmm.algo
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group: Group = None, algo: str = "auto"):
+    def from_linear(cls, linear: nn.Linear, group: Group = None, algo: str = "auto", **mode):
         """This rank's shard of `linear` (the same on every rank): its block of the weight, and of the
-        bias where the bias is cut."""
+        bias where the bias is cut. `mode`: the layer's own keyword arguments (sequence_parallel)."""
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group, algo,
-                    linear.weight.device, linear.weight.dtype)
+                    linear.weight.device, linear.weight.dtype, **mode)
         load_full_state_dict(layer, linear.state_dict())
         return layer
 
@@ -121,21 +124,27 @@ class ColumnParallelLinear(ColwiseForward, _ParallelLinear):
 class RowParallelLinear(RowwiseForward, _ParallelLinear):
     """nn.Linear(in_features, out_features) with the input features split over `group` (this rank:
     block r of them, `local_in` features; weight a DTensor Shard(1)); input full along dim 0, output
-    sequence-parallel (dim 0 split).
+    sequence-parallel (dim 0 split), or whole on every rank with sequence_parallel=False.
 
     Args: in_features, out_features, bias (as nn.Linear: a DTensor Replicate() held whole by every
     rank, added to this rank's rows after the reduce-scatter; its gradient is summed over the group),
-    group (a ProcessGroup, its name, or None), algo, device, dtype.
+    group (a ProcessGroup, its name, or None), algo, device, dtype, and (keyword) sequence_parallel
+    (default True; False: the output whole on every rank, collmm's GEMM + all-reduce).
     forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
     = scatter_size (this rank's rows: any split of s), by default the rows that the last
-    ColumnParallelLinear input of length s had on this rank (else torch.chunk's split).
-    from_linear(linear, group=None, algo="auto"): this rank's shard of `linear` (the same on every
-    rank): columns block r of its weight, its whole bias.
+    ColumnParallelLinear input of length s had on this rank (else torch.chunk's split); with
+    sequence_parallel=False, [s, ..., out_features].
+    from_linear(linear, group=None, algo="auto", sequence_parallel=True): this rank's shard of `linear`
+    (the same on every rank): columns block r of its weight, its whole bias.
     """
 
     @staticmethod
-    def _style(algo: str) -> RowwiseParallel:
-        return RowwiseParallel(output_layouts=Shard(0), algo=algo)
+    def _style(algo: str, sequence_parallel: bool = True) -> RowwiseParallel:
+        return RowwiseParallel(output_layouts=Shard(0) if sequence_parallel else Replicate(), algo=algo)
+
+    @property
+    def sequence_parallel(self) -> bool:
+        return self._collmm.seq_dim is not None
 
     @property
     def local_in(self) -> int:

@@ -1,9 +1,14 @@
-// autograd.cpp: the ops' autograd kernels. Each op's backward is the other op:
+// autograd.cpp: the ops' autograd kernels. The all-gather and reduce-scatter ops' backward is the other op:
 //   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard))
 //     dA_shard = this rank's block of sum_q (sum_i dC_i @ B_i^T + dA)   fused_matmul_reduce_scatter
 //     dB_i     = A^T @ dC_i                                              (A: returned, or gathered again)
 //   matmul reduce-scatter  C_r = block r of sum_q A_q @ B_q   (avg: / P)
 //     dA = all_gather(dC) @ B^T,  dB = A^T @ all_gather(dC)              fused_all_gather_matmul
+//   matmul all-reduce  C = sum_q A_q @ B_q on every rank  (avg: / P)
+//     dA = dC @ B^T,  dB = A^T @ dC                                      no communication: dC is the same
+//                                                                        on every rank (Megatron's
+//                                                                        row-parallel linear without
+//                                                                        sequence parallelism)
 // In C++ so that a call that needs no gradient (inference, torch.no_grad, inputs that do not require
 // one) goes straight to the kernel: a Python autograd kernel cost each such call 10-15 us of host
 // time on the CI machine. torch.compile traces these as it traces any C++ autograd Function.
@@ -41,6 +46,15 @@ at::Tensor call_rs(const at::Tensor& a, const at::Tensor& b, c10::string_view re
           .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, int64_t, c10::string_view,
                             c10::string_view, std::optional<int64_t>, int64_t, c10::string_view)>();
   return op.call(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
+}
+
+at::Tensor call_ar(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op, c10::string_view group,
+                   c10::string_view algo) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("collmm::fused_matmul_all_reduce", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, c10::string_view,
+                                               c10::string_view)>();
+  return op.call(a, b, reduce_op, group, algo);
 }
 
 bool grad_needed(std::initializer_list<at::TensorList> lists) {
@@ -152,6 +166,32 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
   }
 };
 
+struct MatmulAllReduce : torch::autograd::Function<MatmulAllReduce> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
+                            c10::string_view group, c10::string_view algo) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    at::Tensor c = call_ar(a, b, reduce_op, group, algo);
+    ctx->saved_data["scale"] =
+        reduce_op == "avg" ? 1.0 / c10d::resolve_process_group(std::string(group))->getSize() : 1.0;
+    ctx->save_for_backward({a, b});
+    return c;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &a = saved[0], &b = saved[1];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const at::Tensor dc = scale != 1.0 ? grads[0] * scale : grads[0];
+    at::Tensor d_a, d_b;
+    if (ctx->needs_input_grad(0)) d_a = at::matmul(dc, b.t());
+    if (ctx->needs_input_grad(1)) {  // reshape, not flatten: A may be 1-D; rows counted: A may be 0 wide
+      const int64_t rows = c10::multiply_integers(a.sizes().slice(0, a.dim() - 1));
+      d_b = a.reshape({rows, a.size(-1)}).t().mm(dc.reshape({rows, dc.size(-1)}));
+    }
+    return {d_a, d_b, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 AgResult all_gather_matmul_autograd(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim,
                                     c10::string_view group, bool return_a, c10::string_view algo,
                                     std::optional<int64_t> gathered_size, int64_t pieces,
@@ -178,10 +218,20 @@ at::Tensor matmul_reduce_scatter_autograd(const at::Tensor& a, const at::Tensor&
   return MatmulReduceScatter::apply(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
 }
 
+at::Tensor matmul_all_reduce_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
+                                      c10::string_view group, c10::string_view algo) {
+  if (!grad_needed({a, b})) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return call_ar(a, b, reduce_op, group, algo);
+  }
+  return MatmulAllReduce::apply(a, b, reduce_op, group, algo);
+}
+
 }  // namespace
 }  // namespace collmm::torch_ext
 
 TORCH_LIBRARY_IMPL(collmm, Autograd, m) {
   m.impl("fused_all_gather_matmul", &collmm::torch_ext::all_gather_matmul_autograd);
   m.impl("fused_matmul_reduce_scatter", &collmm::torch_ext::matmul_reduce_scatter_autograd);
+  m.impl("fused_matmul_all_reduce", &collmm::torch_ext::matmul_all_reduce_autograd);
 }

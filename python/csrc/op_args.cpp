@@ -47,13 +47,14 @@ int64_t leading_dim(int64_t dim, int64_t rank) {
 
 std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name, bool cols_split) {
   std::ostringstream e;
-  if (a.dim() < 2)
-    e << name << " must have 2 or more dims (got " << dims(a.sizes()) << ")";
+  const int64_t fewest = dim_name ? 2 : 1;
+  if (a.dim() < fewest)
+    e << name << " must have " << fewest << " or more dims (got " << dims(a.sizes()) << ")";
   else if (a.size(-1) == 0 && !cols_split)
     e << name << " " << dims(a.sizes()) << " has no columns";
   else if (!dtype_of(a.scalar_type()))
     e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
-  else if (leading_dim(dim, a.dim()) < 0)
+  else if (dim_name && leading_dim(dim, a.dim()) < 0)
     e << dim_name << " must be a dim of " << name << " other than its last (K); got " << dim << " for "
       << dims(a.sizes());
   return e.str();
@@ -74,6 +75,10 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
       << " is neither row-major [K, N] nor the transpose of a row-major [N, K] (w.t()); a column slice of a"
       << " weight is neither: pass " << name << ".contiguous() (or w[rows].t() of the weight's rows)";
   return e.str();
+}
+
+std::string check_reduce_op(const std::string& reduce_op) {
+  return reduce_op == "sum" || reduce_op == "avg" ? "" : "reduce_op must be sum or avg (got " + reduce_op + ")";
 }
 
 std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes) {

@@ -29,10 +29,12 @@ std::optional<LayoutFit> layout_fit(const at::Tensor& b);
 int64_t leading_dim(int64_t dim, int64_t rank);
 
 // One rank's own arguments.
+// `dim_name` null: A has no dim gathered or scattered (gemm_ar), and may have 1 dim.
 // `cols_split`: A's columns are this rank's part of a K split over the ranks (gemm_rs), which may
 // be none (torch.chunk gives the last ranks none where K < P * ceil(K / P) leaves them nothing).
 std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name, bool cols_split);
 std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string& name, int64_t k);
+std::string check_reduce_op(const std::string& reduce_op);
 std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes);
 
 // From every rank's numbers (`all[q][at]`), each throwing UsageError where the ranks' do not fit:

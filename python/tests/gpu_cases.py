@@ -12,7 +12,8 @@ from dist_util import run_world
 
 def gpu_cases(rank, world, share_gpu):
     from layer_cases import mlp_cases
-    from op_cases import ag_cases, pieces_cases, rs_cases
+    from ar_cases import autograd_cases
+    from op_cases import ag_cases, ar_cases, pieces_cases, rs_cases
     from shard_cases import seq_parallel_mlp
 
     device = torch.device("cuda", 0 if share_gpu else rank)
@@ -25,6 +26,8 @@ def gpu_cases(rank, world, share_gpu):
             assert "has no backend for cpu" in str(e), str(e)
     ag_cases(rank, world, device)
     rs_cases(rank, world, device)
+    ar_cases(rank, world, device)
+    autograd_cases(rank, world, device)  # the all-reduce's
     pieces_cases(rank, world, device)
     mlp_cases(rank, world, device)
     seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
@@ -253,7 +256,7 @@ def stopped_peer_case(rank, world, share_gpu):
 
 
 def capture_case(rank, world, share_gpu):
-    """After one eager call of each shape, the ops are captured in a CUDA graph (torch.cuda.graph)
+    """After one eager call of each shape, the three ops are captured in a CUDA graph (torch.cuda.graph)
     and replayed 100 times with fresh inputs copied into the static ones: each result equals the
     eager op's. A shape never run eagerly raises collmm's ValueError under capture. The
     tensor-parallel MLP's forward and backward captured by torch.cuda.make_graphed_callables give
@@ -265,6 +268,7 @@ def capture_case(rank, world, share_gpu):
     device = torch.device("cuda", 0 if share_gpu else rank)
     group = torch.distributed.group.WORLD.group_name
     ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
+    ar = torch.ops.collmm.fused_matmul_all_reduce
     rows, k, n = 64 * world + 3, 256, 128
     b = seeded(41, k, n).to(device)
     w = seeded(42, k * world, n)[block(k * world, world, rank)].to(device)
@@ -276,12 +280,14 @@ def capture_case(rank, world, share_gpu):
     with torch.cuda.stream(side):  # the eager first calls (agreement, plans), as torch.cuda.graph wants warm-up
         ag(static_a, [b], 0, group, algo="ring")
         rs(static_h, w, "sum", 0, group, algo="ring")
+        ar(static_h, w, "sum", group, algo="ring")
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
             _, (static_c,) = ag(static_a, [b], 0, group, algo="ring")
             static_y = rs(static_h, w, "sum", 0, group, algo="ring")
+            static_s = ar(static_h, w, "sum", group, algo="ring")
     except Exception as e:  # noqa: BLE001 - say which layer refused
         where = "several ranks on one GPU (NCCL_HOSTID)" if share_gpu and world > 1 else f"world {world}"
         raise AssertionError(f"capture refused with {where}: {type(e).__name__}: {e}") from None
@@ -293,8 +299,10 @@ def capture_case(rank, world, share_gpu):
         graph.replay()
         _, (want_c,) = ag(a_i, [b], 0, group, algo="ring")
         want_y = rs(h_i, w, "sum", 0, group, algo="ring")
+        want_s = ar(h_i, w, "sum", group, algo="ring")
         assert torch.equal(static_c, want_c), f"replay {i}: ag differs from the eager op"
         assert torch.equal(static_y, want_y), f"replay {i}: rs differs from the eager op"
+        assert torch.equal(static_s, want_s), f"replay {i}: ar differs from the eager op"
     # An eager call's transfers are watched (comm_watch.hpp): its event is polled while another
     # capture runs (begun at once, no synchronization before it, held 100 ms), which must neither
     # fail the poll nor invalidate the capture.

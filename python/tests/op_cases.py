@@ -1,5 +1,6 @@
 """The ops' cases, for test_ops.py (CPU, gloo) and test_gpu.py / gpu_cases.py (CUDA, NCCL): every
-op x algo, uneven M (and uneven N / K splits: collmm's and torch.chunk's), both B layouts (row-major [K, N] and an
+op x algo, uneven M (and uneven N / K splits: collmm's and torch.chunk's, one that leaves a rank no K),
+both B layouts (row-major [K, N] and an
 nn.Linear weight's w.t()), several Bs, leading batch dims, float32 / float64 / bfloat16, against
 the plain computation on the same seeded global tensors. No pytest here (gpu_cases.py runs
 without it)."""
@@ -112,3 +113,47 @@ def rs_cases(rank, world, device="cpu"):
         w_r = w[:, chunk(k, world, rank)].contiguous().to(device)
         y = torch.ops.collmm.fused_matmul_reduce_scatter(h, w_r.t(), "sum", 0, group, algo=algo)
         assert_close(y, (h_full.double() @ w.t().double()).float()[block(s, world, rank)], what)
+
+
+def ar_cases(rank, world, device="cpu"):
+    """fused_matmul_all_reduce against A @ B and all_reduce (in float64) on the same seeded global
+    tensors: every algo, float32 / float64 (bfloat16 for two), both B layouts, sum and avg, K split
+    unevenly (collmm's split, torch.chunk's with a rank of no K at world 4, one rank with all of it),
+    a 1-D A and [s, b, K_r] inputs."""
+    group = dist.group.WORLD.group_name
+    cases = [(d, algo, layout, op) for d in (torch.float32, torch.float64) for algo in ALGOS
+             for layout in ("kn", "nk") for op in ("sum", "avg")]
+    cases += [(torch.bfloat16, "ring", "nk", "sum"), (torch.bfloat16, "bidir", "kn", "avg")]
+    m, k, n = 3 * world + 1, 4 * world + 1, 5  # K not divisible by the world size (world > 1)
+    for dtype, algo, layout, reduce_op in cases:
+        what = f"ar {dtype} {algo} {layout} {reduce_op} rank {rank}/{world}"
+        a_full, b_full = seeded(30, m, k, dtype=dtype), seeded(31, k, n, dtype=dtype)
+        ks = block(k, world, rank)
+        a = a_full[:, ks].contiguous().to(device)
+        b = as_layout(b_full[ks].to(device), layout)
+        a_before, b_before = a.clone(), b.clone()
+        c = torch.ops.collmm.fused_matmul_all_reduce(a, b, reduce_op, group, algo=algo)
+        want = a.double() @ b.double()  # the unfused computation: this rank's product, all-reduced
+        dist.all_reduce(want)
+        if reduce_op == "avg":
+            want = want / world
+        assert_close(c, want.to(dtype), what)
+        assert torch.equal(a, a_before) and torch.equal(b, b_before), what + ": inputs changed"
+
+    splits = {"chunk": [chunk(3 * world + 1, world, q) for q in range(world)],  # world 4: 4, 4, 4, 1
+              "chunk of world + 1": [chunk(world + 1, world, q) for q in range(world)],  # worlds 3, 4: a rank of none
+              "one rank": [slice(0, 5) if q == 0 else slice(5, 5) for q in range(world)]}
+    for algo in ALGOS:
+        for name, parts in splits.items():  # [s, b, K_r] with K split as named, w.t() as nn.Linear holds it
+            what = f"ar 3-D {algo} K split {name} rank {rank}/{world}"
+            k = parts[-1].stop
+            h_full, w = seeded(32, 2 * world, 2, k), seeded(33, 4, k)
+            h = h_full[..., parts[rank]].contiguous().to(device)
+            y = torch.ops.collmm.fused_matmul_all_reduce(h, w[:, parts[rank]].contiguous().to(device).t(), "sum",
+                                                         group, algo=algo)
+            assert_close(y, (h_full.double() @ w.t().double()).float(), what)
+        a_full, b_full = seeded(34, 2 * world + 1), seeded(35, 2 * world + 1, 3)  # a 1-D A: [K_r] -> [N]
+        ks = block(2 * world + 1, world, rank)
+        y = torch.ops.collmm.fused_matmul_all_reduce(a_full[ks].to(device), b_full[ks].to(device), "sum", group,
+                                                     algo=algo)
+        assert_close(y, (a_full.double() @ b_full.double()).float(), f"ar 1-D A {algo} rank {rank}/{world}")

@@ -1,4 +1,4 @@
-"""Bad input on one rank raises ValueError("collmm: ...") on every rank before any data moves, and
+"""Bad input on one rank (any of the three ops) raises ValueError("collmm: ...") on every rank before any data moves, and
 the group is still in step afterwards (a good call right after each bad one gives the right
 answer). World sizes 1..4 on gloo; the last rank is the one that errs (a missing group name and
 a meta B are refused on the rank itself, before any exchange: every rank passes them here)."""
@@ -28,6 +28,7 @@ def error_cases(rank, world):
     group = dist.group.WORLD.group_name
     bad = rank == world - 1
     ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
+    ar = torch.ops.collmm.fused_matmul_all_reduce
     a, b = seeded(22, 3, 4), seeded(23, 4, 5)
     cases = [
         # (call, fragment of the message every rank sees)
@@ -48,6 +49,17 @@ def error_cases(rank, world):
         (lambda: ag(a, [b], 0, "no-such-group"), "no process group is named 'no-such-group'"),
         (lambda: ag(a, [b.to("meta")], 0, group), "Bs[0] is on meta, A_shard on cpu"),
         (lambda: rs(a, b[:, :3], "sum", 0, group), ".contiguous()"),
+        # the all-reduce: ranks that disagree on M, N, dtype, algo or the op; its own checks
+        (lambda: ar(seeded(25, 4, 4) if bad else a, b, "sum", group), "disagree on M (A's dims before K)", 2),
+        (lambda: ar(a.view(1, 3, 4) if bad else a, b, "sum", group), "disagree on M (A's dims before K)", 2),
+        (lambda: ar(a, b[:, :3].contiguous() if bad else b, "sum", group), "disagree on N (B's columns)", 2),
+        (lambda: ar(a.double() if bad else a, b.double() if bad else b, "sum", group), "disagree on dtype", 2),
+        (lambda: ar(a, b, "sum", group, algo="ring" if bad else "bidir"), "disagree on algo", 2),
+        (lambda: ar(a, b, "sum", group) if bad else rs(a, b, "sum", 0, group), "disagree on op", 2),
+        (lambda: ar(a, b, "max" if bad else "avg", group), "reduce_op must be sum or avg"),
+        (lambda: ar(a, b, "sum", group, algo="zigzag" if bad else "auto"), "algo"),
+        (lambda: ar(a, seeded(24, 5, 5) if bad else b, "sum", group), "rows; A has 4 columns"),
+        (lambda: ar(torch.ones(()) if bad else a, b, "sum", group), "A must have 1 or more dims"),
     ]
     for i, (call, fragment, *min_world) in enumerate(cases):
         if world < (min_world[0] if min_world else 1):

@@ -1,5 +1,5 @@
 """The ops and layers on CUDA tensors with NCCL groups (the ATen executor): the CPU suites' cases
-(every op x algo, uneven splits, both B layouts, several Bs, forward + backward against the plain
+(every op x algo, the all-reduce's autograd, uneven splits, both B layouts, several Bs, forward + backward against the plain
 computation). Skipped without a GPU.
 
 - One GPU, world sizes 1..4: several NCCL ranks share it (device-notes.md: NCCL_HOSTID per rank,

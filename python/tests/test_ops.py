@@ -1,4 +1,4 @@
-"""torch.ops.collmm.* on gloo, world sizes 1..4 in real processes, on both CPU executors (host:
+"""torch.ops.collmm.* (all three ops) on gloo, world sizes 1..4 in real processes, on both CPU executors (host:
 OpenBLAS on lane threads; aten: the plan walked with ATen ops, as on CUDA): every op x algo, uneven M
 (and uneven N / K splits), both B layouts (row-major [K, N] and an nn.Linear weight's w.t()),
 several Bs, leading batch dims, float32 / float64 / bfloat16, against the plain computation on
@@ -6,7 +6,7 @@ the same seeded global tensors."""
 import pytest
 
 from dist_util import run_world
-from op_cases import ag_cases, pieces_cases, rs_cases
+from op_cases import ag_cases, ar_cases, pieces_cases, rs_cases
 
 
 def both(rank, world, executor):
@@ -15,6 +15,7 @@ def both(rank, world, executor):
     collmm.set_cpu_executor(executor)
     ag_cases(rank, world)
     rs_cases(rank, world)
+    ar_cases(rank, world)
     pieces_cases(rank, world)
 
 
