@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
 #include "collmm/table_cells.hpp"
 #include "collmm/types.hpp"
