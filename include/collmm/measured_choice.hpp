@@ -21,7 +21,6 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "collmm/host_comm.hpp"
@@ -100,7 +99,7 @@ std::vector<TuningEntry> tuning_entries(const Problem&, Dtype, const MeasuredCho
 nlohmann::json to_json(const Choice&);
 Choice choice_from_json(const nlohmann::json&);
 
-// The per-process memory of auto's decisions, keyed by (op, M, N, K, P, dtype, B layout), and the
+// The per-process memory of auto's decisions, keyed by the problem and dtype (ProblemKey), and the
 // whole decision on its first call: process 0's choose() (with the tuning cache at `cache_path`
 // when it names a file that exists) shared with every process, then, where needs_measuring, the
 // candidates timed (measure_choice) and, with a cache path, recorded into it by process 0
@@ -117,7 +116,7 @@ class AutoChooser {
   size_t size() const { return decided_.size(); }
 
  private:
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int, int>, Decision> decided_;
+  std::map<ProblemKey, Decision> decided_;
 };
 
 }  // namespace collmm

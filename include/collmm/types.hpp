@@ -3,6 +3,7 @@
 // plus how a dimension is split over P ranks. No backend, no MPI, no CUDA here.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -95,10 +96,10 @@ struct Field {
 constexpr int64_t kNoLimit = INT32_MAX;
 
 // The one field list of each value: for_each_field(value, f) calls f(Field, member) for every
-// field in a fixed order. operator==, to_string, agreement_keys, the JSON of the tuning cache and
-// validate's ranges are written over it: a new field is one line here.
+// field in a fixed order. operator==, to_string, agreement_keys, ProblemKey, the JSON of the tuning
+// cache and validate's ranges are written over it: a new field is one line here.
 template <class O, class F>
-void for_each_field(O& o, F&& f) {
+constexpr void for_each_field(O& o, F&& f) {
   static_assert(std::is_same_v<std::remove_const_t<O>, PlanOptions> || std::is_same_v<std::remove_const_t<O>, Problem>);
   if constexpr (std::is_same_v<std::remove_const_t<O>, PlanOptions>) {
     f(Field{.key = "algo", .label = "algorithm", .head = "algo", .required = true}, o.algo);
@@ -149,6 +150,19 @@ bool operator!=(const PlanOptions&, const PlanOptions&);
 std::string to_string(const PlanOptions&);
 // "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn"
 std::string to_string(const Problem&);
+
+// A problem with its element type: the key of what is kept per shape (a Context's prepared plan,
+// auto's decisions, the PyTorch session's plans, the played peers' inputs). Equal and ordered
+// field by field, Problem's field list in its order, then the dtype.
+struct ProblemKey {
+  Problem problem;
+  Dtype dtype = Dtype::f32;
+};
+bool operator==(const ProblemKey&, const ProblemKey&);
+std::strong_ordering operator<=>(const ProblemKey&, const ProblemKey&);
+// "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn dtype=f32"
+std::string to_string(const ProblemKey&);
+
 // (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
 // The same for a whole run: the problem (op, M, N, K, world size, B layout), the dtype, then the

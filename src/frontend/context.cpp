@@ -28,10 +28,6 @@ struct Context::Prepared {
 
 namespace {
 
-bool same(const Problem& a, const Problem& b) {
-  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.b_layout == b.b_layout;
-}
-
 size_t bytes_of(const BufferSpec& b, Dtype t) { return static_cast<size_t>(b.rows * b.cols) * dtype_size(t); }
 
 }  // namespace
@@ -97,7 +93,7 @@ void Context::prepare(const Problem& problem, const MatmulOptions& mo, Dtype dty
     throw UsageError("the " + executor_->backend() + " backend has no " + to_string(dtype) + " GEMM");
   const PlanOptions& po = mo.plan;
   Prepared& pr = *prepared_;
-  if (pr.valid && same(pr.plan.problem, problem) && pr.plan.options == po && pr.dtype == dtype) return;
+  if (pr.valid && ProblemKey{pr.plan.problem, pr.dtype} == ProblemKey{problem, dtype} && pr.plan.options == po) return;
   pr.valid = false;
   check_processes_agree(executor_->host(), agreement_keys(problem, po, dtype));
   pr.plan = make_plan(problem, po, rank());

@@ -3,6 +3,7 @@
 #include "collmm/types.hpp"
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 
 #include "collmm/sizes.hpp"
@@ -106,7 +107,29 @@ void append_agreement_keys(const V& value, std::vector<std::pair<std::string, st
   for_each_field(value, [&](const Field& f, const auto& v) { keys.emplace_back(f.label, field_text(v)); });
 }
 
+// The number of fields in V's list.
+template <class V>
+constexpr size_t field_count() {
+  V value{};
+  size_t n = 0;
+  for_each_field(value, [&](const Field&, const auto&) { ++n; });
+  return n;
+}
+
+// A key's fields as integers (an enum's value), Problem's in their list's order, then the dtype.
+std::array<int64_t, field_count<Problem>() + 1> key_values(const ProblemKey& key) {
+  std::array<int64_t, field_count<Problem>() + 1> values{};
+  size_t i = 0;
+  for_each_field(key.problem, [&](const Field&, const auto& v) { values[i++] = static_cast<int64_t>(v); });
+  values[i] = static_cast<int64_t>(key.dtype);
+  return values;
+}
+
 }  // namespace
+
+bool operator==(const ProblemKey& a, const ProblemKey& b) { return key_values(a) == key_values(b); }
+std::strong_ordering operator<=>(const ProblemKey& a, const ProblemKey& b) { return key_values(a) <=> key_values(b); }
+std::string to_string(const ProblemKey& key) { return to_string(key.problem) + " dtype=" + to_string(key.dtype); }
 
 bool operator==(const Problem& a, const Problem& b) { return same_fields(a, b); }
 bool operator==(const PlanOptions& a, const PlanOptions& b) { return same_fields(a, b); }

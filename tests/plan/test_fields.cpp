@@ -1,6 +1,7 @@
 // test_fields.cpp: what the field lists of Problem and PlanOptions (collmm/types.hpp) give: every
 // integer field's range checked by validate() with its name and range in the message, the text of
-// a value, and the tables' case cells (collmm/table_cells.hpp), a column per field.
+// a value, the key of a problem and dtype, and the tables' case cells (collmm/table_cells.hpp), a
+// column per field.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -86,6 +87,34 @@ TEST(Fields, ValidateWritesSentencesInWordsOfNoOneFrontEnd) {
 }
 
 TEST(Fields, TextOfAProblem) { EXPECT_EQ(to_string(kProblem), "op=gemm_rs m=64 n=32 k=16 world_size=4 b_layout=nk"); }
+
+// The key of a problem and dtype tells apart every field, and orders them as their list does: an
+// earlier field weighs more than a later one, the dtype least.
+TEST(Fields, ProblemKeyIsEveryFieldInTheListsOrderThenTheDtype) {
+  const ProblemKey base{{.op = Op::ag_gemm, .m = 64, .n = 32, .k = 16, .world = 4, .b_layout = BLayout::kn},
+                        Dtype::f32};
+  size_t fields = 0;
+  for_each_field(base.problem, [&](const Field&, const auto&) { ++fields; });
+  std::vector<ProblemKey> bumped;  // base with one field one more, in the list's order, the dtype last
+  for (size_t i = 0; i < fields; ++i) {
+    ProblemKey key = base;
+    size_t j = 0;
+    for_each_field(key.problem, [&](const Field&, auto& v) {
+      if (j++ == i) v = static_cast<std::decay_t<decltype(v)>>(static_cast<int64_t>(v) + 1);
+    });
+    bumped.push_back(key);
+  }
+  bumped.push_back({base.problem, Dtype::tf32});
+  EXPECT_EQ(base, (ProblemKey{base.problem, Dtype::f32}));
+  for (size_t i = 0; i < bumped.size(); ++i) {
+    EXPECT_NE(bumped[i], base) << i;
+    EXPECT_GT(bumped[i], base) << i;
+    if (i > 0) {
+      EXPECT_LT(bumped[i], bumped[i - 1]) << i;
+    }
+  }
+  EXPECT_EQ(to_string(base), "op=ag_gemm m=64 n=32 k=16 world_size=4 b_layout=kn dtype=f32");
+}
 
 TEST(Fields, CaseCellsAreAColumnPerField) {
   const PlanOptions o{.algo = Algo::pipelined, .stages = 2, .post = Post::gemm_first, .gemm_lanes = 3};
