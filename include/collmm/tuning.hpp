@@ -40,7 +40,7 @@ PlanOptions plan_options_from_json(const nlohmann::json&);
 nlohmann::json to_json(const Problem&);
 // The keys a row of the front ends' JSON (collmm-bench's, collmm-sim's) starts with: the problem's
 // fields, "dtype", then the plan options' fields, each from its field list.
-nlohmann::json case_json(const Problem&, Dtype, const PlanOptions&);
+nlohmann::json case_json(const Problem&, const PlanOptions&, Dtype);
 
 // One measurement: the shape, P and dtype, and the plan options it was run with. The shape and
 // the options together are its key in the cache.

@@ -133,7 +133,7 @@ json to_json(const Problem& p) {
   return j;
 }
 
-json case_json(const Problem& p, Dtype dtype, const PlanOptions& o) {
+json case_json(const Problem& p, const PlanOptions& o, Dtype dtype) {
   json j = to_json(p);
   j["dtype"] = to_string(dtype);
   fields_to_json(o, j);

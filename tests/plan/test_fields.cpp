@@ -119,7 +119,7 @@ TEST(Fields, ProblemKeyIsEveryFieldInTheListsOrderThenTheDtype) {
 TEST(Fields, CaseCellsAreAColumnPerField) {
   const PlanOptions o{.algo = Algo::pipelined, .stages = 2, .post = Post::gemm_first, .gemm_lanes = 3};
   std::vector<std::string> heads, texts;
-  for (const Cell& c : case_cells(kProblem, Dtype::bf16, o)) {
+  for (const Cell& c : case_cells(kProblem, o, Dtype::bf16)) {
     heads.push_back(c.head);
     texts.push_back(c.text);
     EXPECT_GT(c.width, static_cast<int>(c.head.size())) << c.head;  // a space before every heading
@@ -130,8 +130,8 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
                                              "gemm-first", "3", "1", "1", "equal"}));
   // A header and a row line up: every column as wide in both.
   std::ostringstream head, row;
-  print_heads(head, case_cells(Problem{}, Dtype::f32, PlanOptions{}));
-  print_texts(row, case_cells(kProblem, Dtype::bf16, o));
+  print_heads(head, case_cells(Problem{}, PlanOptions{}, Dtype::f32));
+  print_texts(row, case_cells(kProblem, o, Dtype::bf16));
   EXPECT_EQ(head.str().size(), row.str().size()) << head.str() << row.str();
   // The algo cell holds the row's label (algo_label where none is given), as wide for every label up
   // to kLabelWidth, so that rows of one algorithm with other options are told apart and line up.
@@ -139,7 +139,7 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
   for (const auto& [label, text] :
        {std::pair{"", "ring:pieces4h"}, std::pair{"auto:ring:pieces4h", "auto:ring:pieces4h"}}) {
     std::ostringstream line;
-    print_texts(line, case_cells(kProblem, Dtype::bf16, pieces, label));
+    print_texts(line, case_cells(kProblem, pieces, Dtype::bf16, label));
     EXPECT_NE(line.str().find(" " + std::string(text) + " "), std::string::npos) << line.str();
     EXPECT_EQ(line.str().size(), head.str().size()) << line.str();
   }
