@@ -10,6 +10,7 @@
 
 #include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
+#include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
 #include "collmm/sim.hpp"
 
@@ -53,7 +54,7 @@ void Context::set_auto(const AutoSettings& settings) {
   prepared_->profile.reset();
 }
 
-const AutoChooser::Decision& Context::last_auto() const { return prepared_->last_auto; }
+const AutoDecision& Context::last_auto() const { return prepared_->last_auto; }
 
 MatmulOptions Context::options_for_call(const Problem& problem, const MatmulOptions& options, Dtype dtype,
                                         const std::function<CallBuffers()>& buffers) {
