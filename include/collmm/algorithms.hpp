@@ -60,6 +60,22 @@ int default_stages(const Problem&);
 // 1), else 1.
 int stages_of(const Problem&, const PlanOptions&);
 
+// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row: stages
+// outside pipelined and gemm_ar's ring, merge outside the ag_gemm ring, pieces outside ring and
+// bidir, piece sizes where there is one piece) at its default. What a front end runs for each
+// algorithm when one set of flags serves several (--algo all).
+PlanOptions options_for(Op op, Algo algo, PlanOptions o);
+
+// The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
+// parts its chunks travel in (the algorithm's row: bidir sends two halves). It must hold at least
+// rows_for_pieces(pieces, piece_sizes) rows.
+int64_t edge_rows(const Problem&, const PlanOptions&);
+
+// validate(Problem) (collmm/types.hpp) and the options that one algorithm takes, in one UsageError
+// naming everything wrong: every integer option within its range, merge and pieces only where the
+// row takes them, pieces the edge chunk has the rows for, stages the smallest block can split into.
+void validate(const Problem&, const PlanOptions&);
+
 // The simulator walks every step of every rank's plan; bounded so that every run ends in seconds
 // (a ring at P = 1024, 1M steps, takes about 6 s and 1 GB).
 constexpr double kMaxSimulatedSteps = 4e6;

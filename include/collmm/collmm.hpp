@@ -18,11 +18,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "collmm/backends.hpp"
-#include "collmm/measured_choice.hpp"
+#include "collmm/measure_settings.hpp"
 
 namespace collmm {
 
@@ -63,7 +64,7 @@ class Context {
   // The settings of later automatic calls (shapes already decided keep their decision).
   void set_auto(const AutoSettings& settings);
   // The last automatic call's decision: its options, source ("model" or "measured") and printout.
-  const AutoChooser::Decision& last_auto() const;
+  const AutoDecision& last_auto() const;
 
   // The calls are collective (every rank calls them with the same sizes and options) and throw
   // UsageError for a bad call: a null a, b or c (found on the rank that passes it, before any data

@@ -21,35 +21,13 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "collmm/host_comm.hpp"
+#include "collmm/measure_settings.hpp"
 #include "collmm/tuning.hpp"
 
 namespace collmm {
-
-enum class AutoMeasure { off, on };                  // off: the model's (or the cache's) pick alone
-AutoMeasure parse_auto_measure(const std::string&);  // "on" | "off"; UsageError otherwise
-std::string to_string(AutoMeasure);
-
-struct MeasureSettings {
-  AutoMeasure measure = AutoMeasure::on;
-  int warmup = 1;          // untimed runs per candidate
-  int iters = 3;           // timed runs per candidate: their median is the process's time
-  int max_candidates = 4;  // sequential included
-  double margin = 0.25;    // candidates predicted within (1 + margin) x the best prediction
-  // The runoff: after the first pass, the candidates measured within (1 + runoff_margin) x the
-  // fastest are timed again, up to runoff_passes more passes (each in the other order), while two
-  // or more stay that close; a candidate's time is the median of its passes. One pass's outlier
-  // (a run of 8% measured on the host bed) then cannot decide between candidates 2-5% apart.
-  double runoff_margin = 0.05;
-  int runoff_passes = 2;
-  // A tie: candidates measured within (1 + tie_margin) x the fastest. The tie goes to the plan of
-  // fewest host steps (Alternative::steps): the same device time within the noise, less host work
-  // per call (each step is a launch or a transfer the host issues), what a training step's host sees.
-  double tie_margin = kTieMargin;
-};
 
 struct TimedCandidate {
   PlanOptions options;
@@ -100,24 +78,20 @@ std::vector<TuningEntry> tuning_entries(const Problem&, Dtype, const MeasuredCho
 nlohmann::json to_json(const Choice&);
 Choice choice_from_json(const nlohmann::json&);
 
-// The per-process memory of auto's decisions, keyed by (op, M, N, K, P, dtype, B layout), and the
+// The per-process memory of auto's decisions, keyed by the problem and dtype (ProblemKey), and the
 // whole decision on its first call: process 0's choose() (with the tuning cache at `cache_path`
 // when it names a file that exists) shared with every process, then, where needs_measuring, the
 // candidates timed (measure_choice) and, with a cache path, recorded into it by process 0
 // (update_tuning_cache). Collective on a shape's first call; later calls only look it up.
 class AutoChooser {
  public:
-  struct Decision {
-    PlanOptions options;
-    std::string source;   // "model", or "measured" (timed here, or the cache's times)
-    std::string printed;  // print(Choice), and print(MeasuredChoice) when timed
-  };
+  using Decision = AutoDecision;
   const Decision& decide(HostComm& host, const Problem& problem, Dtype dtype, const Profile& profile,
                          const std::string& cache_path, const MeasureSettings& settings, const TimeCandidate& time);
   size_t size() const { return decided_.size(); }
 
  private:
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int, int, int>, Decision> decided_;
+  std::map<ProblemKey, Decision> decided_;
 };
 
 }  // namespace collmm

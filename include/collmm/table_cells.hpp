@@ -23,7 +23,7 @@ struct Cell {
 // given, algo_label of the options), so that rows of one algorithm with other options are told
 // apart; its column is kLabelWidth wide, so that most labels line up.
 constexpr int kLabelWidth = 18;
-std::vector<Cell> case_cells(const Problem&, Dtype, const PlanOptions&, const std::string& label = "");
+std::vector<Cell> case_cells(const Problem&, const PlanOptions&, Dtype, const std::string& label = "");
 
 // "#" and every cell's heading: a table's header line.
 void print_heads(std::ostream&, const std::vector<Cell>&);

@@ -26,6 +26,7 @@
 
 #include "collmm/algorithms.hpp"
 #include "collmm/cost_model.hpp"
+#include "collmm/measure_settings.hpp"
 #include "collmm/types.hpp"
 
 namespace collmm {
@@ -40,7 +41,7 @@ PlanOptions plan_options_from_json(const nlohmann::json&);
 nlohmann::json to_json(const Problem&);
 // The keys a row of the front ends' JSON (collmm-bench's, collmm-sim's) starts with: the problem's
 // fields, "dtype", then the plan options' fields, each from its field list.
-nlohmann::json case_json(const Problem&, Dtype, const PlanOptions&);
+nlohmann::json case_json(const Problem&, const PlanOptions&, Dtype);
 
 // One measurement: the shape, P and dtype, and the plan options it was run with. The shape and
 // the options together are its key in the cache.
@@ -97,7 +98,6 @@ Choice choose(const Problem&, Dtype, const Profile&, const TuningCache* cache = 
 // the fastest, except that times within (1 + tie_margin) x the fastest are a tie, which goes to
 // the plan of fewest host steps (known, > 0): the same device time within the noise, less host work
 // per call. `times[i]` and `steps[i]` are candidate i's; returns its index (times not empty).
-constexpr double kTieMargin = 0.01;
 size_t pick_measured(const std::vector<double>& times, const std::vector<int>& steps, double tie_margin = kTieMargin);
 std::string print(const Choice&);
 // Every option but the algorithm, from PlanOptions' field list (types.hpp), as print writes them:

@@ -3,6 +3,7 @@
 // plus how a dimension is split over P ranks. No backend, no MPI, no CUDA here.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -36,6 +37,8 @@ enum class PieceSizes { equal, halving };
 enum class BLayout { kn, nk };
 enum class Dtype { f64, f32, tf32, f16, bf16, fp8_e4m3 };
 
+// The enums' values and names. Algo's (all_algos, to_string, parse_algo, parse_field, longest_name)
+// are its table's rows, read where the table is defined (plan/algorithms.cpp).
 const std::vector<Op>& all_ops();
 const std::vector<Algo>& all_algos();
 
@@ -93,10 +96,10 @@ struct Field {
 constexpr int64_t kNoLimit = INT32_MAX;
 
 // The one field list of each value: for_each_field(value, f) calls f(Field, member) for every
-// field in a fixed order. operator==, to_string, agreement_keys, the JSON of the tuning cache and
-// validate's ranges are written over it: a new field is one line here.
+// field in a fixed order. operator==, to_string, agreement_keys, ProblemKey, the JSON of the tuning
+// cache and validate's ranges are written over it: a new field is one line here.
 template <class O, class F>
-void for_each_field(O& o, F&& f) {
+constexpr void for_each_field(O& o, F&& f) {
   static_assert(std::is_same_v<std::remove_const_t<O>, PlanOptions> || std::is_same_v<std::remove_const_t<O>, Problem>);
   if constexpr (std::is_same_v<std::remove_const_t<O>, PlanOptions>) {
     f(Field{.key = "algo", .label = "algorithm", .head = "algo", .required = true}, o.algo);
@@ -147,16 +150,24 @@ bool operator!=(const PlanOptions&, const PlanOptions&);
 std::string to_string(const PlanOptions&);
 // "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn"
 std::string to_string(const Problem&);
+
+// A problem with its element type: the key of what is kept per shape (a Context's prepared plan,
+// auto's decisions, the PyTorch session's plans, the played peers' inputs). Equal and ordered
+// field by field, Problem's field list in its order, then the dtype.
+struct ProblemKey {
+  Problem problem;
+  Dtype dtype = Dtype::f32;
+};
+bool operator==(const ProblemKey&, const ProblemKey&);
+std::strong_ordering operator<=>(const ProblemKey&, const ProblemKey&);
+// "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn dtype=f32"
+std::string to_string(const ProblemKey&);
+
 // (name, value) of every option in a fixed order: what check_processes_agree compares across ranks.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const PlanOptions&);
 // The same for a whole run: the problem (op, M, N, K, world size, B layout), the dtype, then the
 // options. What every executor and the Context check before a plan is prepared.
 std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, const PlanOptions&, Dtype);
-// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row in
-// collmm/algorithms.hpp: stages outside pipelined and gemm_ar's ring, merge outside the ag_gemm ring, pieces outside
-// ring and bidir, piece sizes where there is one piece) at its default. What a front end runs for
-// each algorithm when one set of flags serves several (--algo all).
-PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // How a dimension of size `total` is split over `parts`: the first (total % parts) parts get one
 // more. block_size(10, 4, q) = 3, 3, 2, 2; block_offset(10, 4, q) = 0, 3, 6, 8.
@@ -178,10 +189,6 @@ bool sums_over_ranks(Op);
 // The global row of rank r's C row 0: gemm_rs holds its rows block, ag_gemm and gemm_ar all of M (0).
 int64_t c_first_row(const Problem&, int rank);
 
-// The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
-// parts its chunks travel in (the algorithm's row: bidir sends two halves). It must hold at least
-// rows_for_pieces(pieces, piece_sizes) rows.
-int64_t edge_rows(const Problem&, const PlanOptions&);
 // The fewest rows that `pieces` pieces of these sizes cut with at least one row each: equal, one
 // row a piece (pieces); halving, 2^(pieces-1), the smallest piece being 1/2^(pieces-1) of them.
 int64_t rows_for_pieces(int pieces, PieceSizes);
@@ -189,9 +196,12 @@ int64_t rows_for_pieces(int pieces, PieceSizes);
 // Checks that throw UsageError naming everything wrong, each a sentence. validate_sizes: the
 // problem's sizes alone, whichever op (each within its range; M*K, K*N, M*N within kMaxElements).
 // validate(Problem): those and the op's split over the ranks (each rank at least one row or
-// column). validate(Problem, PlanOptions): those and the options that one algorithm takes.
+// column). The options that one algorithm takes are checked with its row: validate(Problem,
+// PlanOptions) in collmm/algorithms.hpp.
 void validate_sizes(const Problem&);
 void validate(const Problem&);
-void validate(const Problem&, const PlanOptions&);
+// The problems found, each a sentence, as one UsageError (ending every sentence with "."); nothing
+// when there are none.
+void throw_if_any(const std::vector<std::string>& problems);
 
 }  // namespace collmm

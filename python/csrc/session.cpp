@@ -32,10 +32,7 @@ constexpr uint64_t kCandidateSeed = 20240607;
 
 // Everything a prepared plan depends on, as one key.
 std::string key_of(const Problem& p, const PlanOptions& o, Dtype d) {
-  std::ostringstream k;
-  k << to_string(p.op) << ' ' << p.m << ' ' << p.n << ' ' << p.k << ' ' << p.world << ' ' << to_string(p.b_layout)
-    << ' ' << to_string(o) << ' ' << to_string(d);
-  return k.str();
+  return to_string(ProblemKey{p, d}) + ' ' + to_string(o);
 }
 
 // CPU tensors default to the ATen executor: torch's own BLAS ran 5-7x faster than the system

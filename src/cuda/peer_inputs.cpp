@@ -48,7 +48,7 @@ PeerInputs::~PeerInputs() {
 }
 
 bool PeerInputs::same(const Problem& p, uint64_t seed, Dtype dtype) const {
-  return p.op == p_.op && p.m == p_.m && p.n == p_.n && p.k == p_.k && seed == seed_ && dtype == dtype_;
+  return ProblemKey{p, dtype} == ProblemKey{p_, dtype_} && seed == seed_;
 }
 
 void PeerInputs::materialize(const check::LinkTransfer& t, int64_t cols, void* dst) {

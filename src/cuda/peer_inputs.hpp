@@ -22,7 +22,7 @@ class PeerInputs {
   PeerInputs(const PeerInputs&) = delete;
   PeerInputs& operator=(const PeerInputs&) = delete;
 
-  // Whether these are the inputs of that job (the same op, sizes, seed and dtype).
+  // Whether these are the inputs of that job (the same problem and dtype: ProblemKey, and seed).
   bool same(const Problem&, uint64_t seed, Dtype) const;
   // The rows of `t` (each `cols` wide, of the GEMM output dtype for sums, of the input dtype for rows of
   // A) into `dst` (host memory), row t of the transfer at dst + t * cols * element size. Synchronous.

@@ -10,6 +10,7 @@
 
 #include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
+#include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
 #include "collmm/sim.hpp"
 
@@ -27,10 +28,6 @@ struct Context::Prepared {
 };
 
 namespace {
-
-bool same(const Problem& a, const Problem& b) {
-  return a.op == b.op && a.m == b.m && a.n == b.n && a.k == b.k && a.world == b.world && a.b_layout == b.b_layout;
-}
 
 size_t bytes_of(const BufferSpec& b, Dtype t) { return static_cast<size_t>(b.rows * b.cols) * dtype_size(t); }
 
@@ -57,7 +54,7 @@ void Context::set_auto(const AutoSettings& settings) {
   prepared_->profile.reset();
 }
 
-const AutoChooser::Decision& Context::last_auto() const { return prepared_->last_auto; }
+const AutoDecision& Context::last_auto() const { return prepared_->last_auto; }
 
 MatmulOptions Context::options_for_call(const Problem& problem, const MatmulOptions& options, Dtype dtype,
                                         const std::function<CallBuffers()>& buffers) {
@@ -97,7 +94,7 @@ void Context::prepare(const Problem& problem, const MatmulOptions& mo, Dtype dty
     throw UsageError("the " + executor_->backend() + " backend has no " + to_string(dtype) + " GEMM");
   const PlanOptions& po = mo.plan;
   Prepared& pr = *prepared_;
-  if (pr.valid && same(pr.plan.problem, problem) && pr.plan.options == po && pr.dtype == dtype) return;
+  if (pr.valid && ProblemKey{pr.plan.problem, pr.dtype} == ProblemKey{problem, dtype} && pr.plan.options == po) return;
   pr.valid = false;
   check_processes_agree(executor_->host(), agreement_keys(problem, po, dtype));
   pr.plan = make_plan(problem, po, rank());

@@ -56,7 +56,7 @@ bool has_comm(const CaseResult& r) {
 // A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell holds the row's
 // label: ring:pieces4, auto:ring), the steps its plan has, then the measured figures.
 std::vector<Cell> cells(const CaseResult& r, bool predicted) {
-  std::vector<Cell> c = case_cells(r.problem, r.dtype, r.plan, r.label);
+  std::vector<Cell> c = case_cells(r.problem, r.plan, r.dtype, r.label);
   c.insert(c.end(), {
                         {"steps", 6, std::to_string(r.steps)},
                         {"time_us", 11, fixed(r.time_us, 1)},
@@ -157,7 +157,7 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
     for (const RankOverlap& o : r.overlap.ranks)
       per_rank.push_back(o.comm_us > 0 ? nlohmann::json(o.fraction) : nlohmann::json());
     const bool comm = has_comm(r);
-    rows.push_back(case_json(r.problem, r.dtype, r.plan));
+    rows.push_back(case_json(r.problem, r.plan, r.dtype));
     rows.back().update(
         {{"steps", r.steps},
          {"time_us", number_or_null(r.time_us)},

@@ -1,9 +1,13 @@
-// algorithms.cpp: the table of algorithms (collmm/algorithms.hpp) and the rules read from it.
+// algorithms.cpp: the table of algorithms (collmm/algorithms.hpp) and the rules read from it: the
+// algorithms' names, options_for, edge_rows and the checks of the options one algorithm takes.
 #include "collmm/algorithms.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include "collmm/plan.hpp"
+#include "collmm/sizes.hpp"
+#include "enum_names.hpp"
 
 namespace collmm {
 namespace {
@@ -98,6 +102,32 @@ const AlgoRow& algorithm(Algo a) {
   throw std::logic_error("algorithm " + std::to_string(static_cast<int>(a)) + " has no row in the table");
 }
 
+namespace {
+
+const EnumNames<Algo>& algo_names() {
+  static const EnumNames<Algo> names{[] {
+    std::vector<std::pair<Algo, const char*>> items;
+    for (const AlgoRow& row : algorithm_table()) items.emplace_back(row.algo, row.name);
+    return items;
+  }()};
+  return names;
+}
+
+}  // namespace
+
+const std::vector<Algo>& all_algos() {
+  static const std::vector<Algo> v{[] {
+    std::vector<Algo> algos;
+    for (const AlgoRow& row : algorithm_table()) algos.push_back(row.algo);
+    return algos;
+  }()};
+  return v;
+}
+std::string to_string(Algo v) { return algo_names().name(v); }
+Algo parse_algo(const std::string& s) { return algo_names().parse(s, "algorithm"); }
+void parse_field(const std::string& s, Algo& v) { v = parse_algo(s); }
+size_t longest_name(Algo) { return algo_names().longest(); }
+
 std::string algorithm_names(const std::string& separator) {
   std::string names;
   for (const AlgoRow& row : algorithm_table()) names += (names.empty() ? "" : separator) + row.name;
@@ -136,6 +166,79 @@ int stages_of(const Problem& p, const PlanOptions& o) {
   if (!takes_stages(p.op, o.algo)) return 1;
   if (o.stages > 0) return o.stages;
   return algorithm(o.algo).takes_stages ? default_stages(p) : 1;
+}
+
+PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
+  o.algo = algo;
+  if (!takes_stages(op, algo)) o.stages = 0;
+  if (!takes_merge(op, algo)) o.merge = 1;
+  if (!algorithm(algo).takes_pieces) o.pieces = 1;
+  if (o.pieces == 1) o.piece_sizes = PieceSizes::equal;  // one piece is the whole chunk either way
+  return o;
+}
+
+int64_t edge_rows(const Problem& p, const PlanOptions& o) {
+  const int waves = algorithm(o.algo).takes_pieces ? stages_of(p, o) : 1;  // gemm_ar's ring: S waves
+  const int64_t chunk = p.m / waves / p.world;                             // the smallest rank's block
+  return chunk / algorithm(o.algo).chunk_parts;
+}
+
+void validate(const Problem& p, const PlanOptions& o) {
+  validate(p);
+  std::vector<std::string> problems;
+  std::ostringstream msg;  // one problem's sentence at a time
+  auto add = [&] {
+    problems.push_back(msg.str());
+    msg.str("");
+  };
+  for_each_field(o, [&](const Field& f, const auto& v) {
+    if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>)
+      if (const std::string bad = out_of_range(f, v); !bad.empty()) problems.push_back(bad);
+  });
+  const int P = p.world;
+  if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
+    msg << "merge " << o.merge << " applies to ag_gemm";
+    for (const AlgoRow& row : algorithm_table())
+      if (row.takes_merge) msg << " " << row.name;
+    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << ")";
+    add();
+  }
+  if (o.pieces > 1 && !algorithm(o.algo).takes_pieces) {
+    msg << "pieces " << o.pieces << " applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
+        << to_string(o.algo) << (algorithm(o.algo).takes_stages ? ", which cuts every transfer already: stages" : "")
+        << ")";
+    add();
+  }
+  const bool halving = o.piece_sizes == PieceSizes::halving;
+  if (halving && !algorithm(o.algo).takes_pieces) {
+    msg << "pieces of halving size apply to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
+        << to_string(o.algo) << ")";
+    add();
+  }
+  if (halving && o.pieces > kMaxHalvingPieces) {
+    msg << "pieces " << o.pieces << " of halving size: at most " << kMaxHalvingPieces << " pieces (the smallest then 1/"
+        << (1 << (kMaxHalvingPieces - 1)) << " of the chunk)";
+    add();
+  }
+  if (o.pieces > 1 && o.pieces <= (halving ? kMaxHalvingPieces : kMaxPieces) && algorithm(o.algo).takes_pieces &&
+      rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) {
+    const int64_t rows = edge_rows(p, o);
+    int most = 1;  // the most pieces of these sizes the edge chunk has rows for
+    while (most < (halving ? kMaxHalvingPieces : kMaxPieces) && rows_for_pieces(most + 1, o.piece_sizes) <= rows)
+      ++most;
+    msg << "pieces " << o.pieces << (halving ? " of halving size" : "") << " cannot cut the " << to_string(o.algo)
+        << "'s edge chunk: the smallest " << (algorithm(o.algo).chunk_parts == 2 ? "half chunk" : "chunk")
+        << " of M=" << p.m << " over " << P << " ranks has " << rows << " rows"
+        << (halving ? ", halving needs " + std::to_string(rows_for_pieces(o.pieces, o.piece_sizes)) : "")
+        << ", so at most " << most << " pieces";
+    add();
+  }
+  if (takes_stages(p.op, o.algo) && o.stages > 0 && o.stages > p.m / P) {
+    msg << "stages " << o.stages << " cannot split M=" << p.m << " over " << P
+        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages";
+    add();
+  }
+  throw_if_any(problems);
 }
 
 double simulated_steps(const Problem& p, const PlanOptions& o) {

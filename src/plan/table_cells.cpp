@@ -24,7 +24,7 @@ void append_cells(const V& value, std::vector<Cell>& cells) {
 
 }  // namespace
 
-std::vector<Cell> case_cells(const Problem& p, Dtype dtype, const PlanOptions& o, const std::string& label) {
+std::vector<Cell> case_cells(const Problem& p, const PlanOptions& o, Dtype dtype, const std::string& label) {
   std::vector<Cell> cells;
   append_cells(p, cells);
   cells.push_back({"dtype", static_cast<int>(std::max<size_t>(longest_name(dtype), 5)) + 1, to_string(dtype)});

@@ -1,12 +1,11 @@
-// types.cpp: names of the enums, the block split of a dimension over ranks, local shapes and the
-// checks every algorithm shares.
+// types.cpp: names of the enums (Algo's are its table's: plan/algorithms.cpp), the block split of a
+// dimension over ranks, local shapes and the checks every algorithm shares.
 #include "collmm/types.hpp"
 
 #include <algorithm>
-#include <sstream>
+#include <array>
 #include <tuple>
 
-#include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
 #include "enum_names.hpp"
 
@@ -17,15 +16,6 @@ template <class E>
 using Names = EnumNames<E>;
 
 const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}, {Op::gemm_ar, "gemm_ar"}}};
-// The algorithms' names are their table's (collmm/algorithms.hpp).
-const Names<Algo>& algo_names() {
-  static const Names<Algo> names{[] {
-    std::vector<std::pair<Algo, const char*>> items;
-    for (const AlgoRow& row : algorithm_table()) items.emplace_back(row.algo, row.name);
-    return items;
-  }()};
-  return names;
-}
 const Names<Post> kPosts{{{Post::comm_first, "comm-first"}, {Post::gemm_first, "gemm-first"}}};
 const Names<PieceSizes> kPieceSizes{{{PieceSizes::equal, "equal"}, {PieceSizes::halving, "halving"}}};
 const Names<BLayout> kLayouts{{{BLayout::kn, "kn"}, {BLayout::nk, "nk"}}};
@@ -42,23 +32,13 @@ const std::vector<Op>& all_ops() {
   static const std::vector<Op> v{Op::ag_gemm, Op::gemm_rs, Op::gemm_ar};
   return v;
 }
-const std::vector<Algo>& all_algos() {
-  static const std::vector<Algo> v{[] {
-    std::vector<Algo> algos;
-    for (const AlgoRow& row : algorithm_table()) algos.push_back(row.algo);
-    return algos;
-  }()};
-  return v;
-}
 
 std::string to_string(Op v) { return kOps.name(v); }
-std::string to_string(Algo v) { return algo_names().name(v); }
 std::string to_string(Post v) { return kPosts.name(v); }
 std::string to_string(PieceSizes v) { return kPieceSizes.name(v); }
 std::string to_string(BLayout v) { return kLayouts.name(v); }
 std::string to_string(Dtype v) { return kDtypes.name(v); }
 Op parse_op(const std::string& s) { return kOps.parse(s, "op"); }
-Algo parse_algo(const std::string& s) { return algo_names().parse(s, "algorithm"); }
 Post parse_post(const std::string& s) { return kPosts.parse(s, "posting order"); }
 PieceSizes parse_piece_sizes(const std::string& s) { return kPieceSizes.parse(s, "piece sizes"); }
 BLayout parse_b_layout(const std::string& s) { return kLayouts.parse(s, "B layout"); }
@@ -83,12 +63,10 @@ size_t dtype_size(Dtype d) {
 }
 
 void parse_field(const std::string& s, Op& v) { v = parse_op(s); }
-void parse_field(const std::string& s, Algo& v) { v = parse_algo(s); }
 void parse_field(const std::string& s, Post& v) { v = parse_post(s); }
 void parse_field(const std::string& s, PieceSizes& v) { v = parse_piece_sizes(s); }
 void parse_field(const std::string& s, BLayout& v) { v = parse_b_layout(s); }
 size_t longest_name(Op) { return kOps.longest(); }
-size_t longest_name(Algo) { return algo_names().longest(); }
 size_t longest_name(Post) { return kPosts.longest(); }
 size_t longest_name(PieceSizes) { return kPieceSizes.longest(); }
 size_t longest_name(BLayout) { return kLayouts.longest(); }
@@ -129,7 +107,29 @@ void append_agreement_keys(const V& value, std::vector<std::pair<std::string, st
   for_each_field(value, [&](const Field& f, const auto& v) { keys.emplace_back(f.label, field_text(v)); });
 }
 
+// The number of fields in V's list.
+template <class V>
+constexpr size_t field_count() {
+  V value{};
+  size_t n = 0;
+  for_each_field(value, [&](const Field&, const auto&) { ++n; });
+  return n;
+}
+
+// A key's fields as integers (an enum's value), Problem's in their list's order, then the dtype.
+std::array<int64_t, field_count<Problem>() + 1> key_values(const ProblemKey& key) {
+  std::array<int64_t, field_count<Problem>() + 1> values{};
+  size_t i = 0;
+  for_each_field(key.problem, [&](const Field&, const auto& v) { values[i++] = static_cast<int64_t>(v); });
+  values[i] = static_cast<int64_t>(key.dtype);
+  return values;
+}
+
 }  // namespace
+
+bool operator==(const ProblemKey& a, const ProblemKey& b) { return key_values(a) == key_values(b); }
+std::strong_ordering operator<=>(const ProblemKey& a, const ProblemKey& b) { return key_values(a) <=> key_values(b); }
+std::string to_string(const ProblemKey& key) { return to_string(key.problem) + " dtype=" + to_string(key.dtype); }
 
 bool operator==(const Problem& a, const Problem& b) { return same_fields(a, b); }
 bool operator==(const PlanOptions& a, const PlanOptions& b) { return same_fields(a, b); }
@@ -150,15 +150,6 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem& p
   keys.emplace_back("dtype", to_string(dtype));
   append_agreement_keys(o, keys);
   return keys;
-}
-
-PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
-  o.algo = algo;
-  if (!takes_stages(op, algo)) o.stages = 0;
-  if (!takes_merge(op, algo)) o.merge = 1;
-  if (!algorithm(algo).takes_pieces) o.pieces = 1;
-  if (o.pieces == 1) o.piece_sizes = PieceSizes::equal;  // one piece is the whole chunk either way
-  return o;
 }
 
 int64_t block_size(int64_t total, int parts, int q) { return total / parts + (q < total % parts ? 1 : 0); }
@@ -194,28 +185,17 @@ bool sums_over_ranks(Op op) { return op != Op::ag_gemm; }
 
 int64_t c_first_row(const Problem& p, int r) { return p.op == Op::gemm_rs ? block_offset(p.m, p.world, r) : 0; }
 
-int64_t edge_rows(const Problem& p, const PlanOptions& o) {
-  const int waves = algorithm(o.algo).takes_pieces ? stages_of(p, o) : 1;  // gemm_ar's ring: S waves
-  const int64_t chunk = p.m / waves / p.world;                             // the smallest rank's block
-  return chunk / algorithm(o.algo).chunk_parts;
-}
-
 int64_t rows_for_pieces(int pieces, PieceSizes sizes) {
   if (sizes == PieceSizes::equal || pieces < 1) return pieces;
   return int64_t(1) << std::min(pieces - 1, 62);
 }
 
-namespace {
-
-// The problems found, each a sentence, as one message; UsageError when there is any.
 void throw_if_any(const std::vector<std::string>& problems) {
   if (problems.empty()) return;
   std::string text;
   for (const std::string& x : problems) text += (text.empty() ? "" : " ") + x + ".";
   throw UsageError(text);
 }
-
-}  // namespace
 
 void validate_sizes(const Problem& p) {
   std::vector<std::string> problems;
@@ -247,64 +227,6 @@ void validate(const Problem& p) {
   if (sums_over_ranks(p.op) && p.k < P)
     problems.push_back("K=" + std::to_string(p.k) + ranks + to_string(p.op) +
                        " gives every rank at least one column of A");
-  throw_if_any(problems);
-}
-
-void validate(const Problem& p, const PlanOptions& o) {
-  validate(p);
-  std::vector<std::string> problems;
-  std::ostringstream msg;  // one problem's sentence at a time
-  auto add = [&] {
-    problems.push_back(msg.str());
-    msg.str("");
-  };
-  for_each_field(o, [&](const Field& f, const auto& v) {
-    if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>)
-      if (const std::string bad = out_of_range(f, v); !bad.empty()) problems.push_back(bad);
-  });
-  const int P = p.world;
-  if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
-    msg << "merge " << o.merge << " applies to ag_gemm";
-    for (const AlgoRow& row : algorithm_table())
-      if (row.takes_merge) msg << " " << row.name;
-    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << ")";
-    add();
-  }
-  if (o.pieces > 1 && !algorithm(o.algo).takes_pieces) {
-    msg << "pieces " << o.pieces << " applies to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
-        << to_string(o.algo) << (algorithm(o.algo).takes_stages ? ", which cuts every transfer already: stages" : "")
-        << ")";
-    add();
-  }
-  const bool halving = o.piece_sizes == PieceSizes::halving;
-  if (halving && !algorithm(o.algo).takes_pieces) {
-    msg << "pieces of halving size apply to " << names_taking(&AlgoRow::takes_pieces) << " only (got "
-        << to_string(o.algo) << ")";
-    add();
-  }
-  if (halving && o.pieces > kMaxHalvingPieces) {
-    msg << "pieces " << o.pieces << " of halving size: at most " << kMaxHalvingPieces << " pieces (the smallest then 1/"
-        << (1 << (kMaxHalvingPieces - 1)) << " of the chunk)";
-    add();
-  }
-  if (o.pieces > 1 && o.pieces <= (halving ? kMaxHalvingPieces : kMaxPieces) && algorithm(o.algo).takes_pieces &&
-      rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) {
-    const int64_t rows = edge_rows(p, o);
-    int most = 1;  // the most pieces of these sizes the edge chunk has rows for
-    while (most < (halving ? kMaxHalvingPieces : kMaxPieces) && rows_for_pieces(most + 1, o.piece_sizes) <= rows)
-      ++most;
-    msg << "pieces " << o.pieces << (halving ? " of halving size" : "") << " cannot cut the " << to_string(o.algo)
-        << "'s edge chunk: the smallest " << (algorithm(o.algo).chunk_parts == 2 ? "half chunk" : "chunk")
-        << " of M=" << p.m << " over " << P << " ranks has " << rows << " rows"
-        << (halving ? ", halving needs " + std::to_string(rows_for_pieces(o.pieces, o.piece_sizes)) : "")
-        << ", so at most " << most << " pieces";
-    add();
-  }
-  if (takes_stages(p.op, o.algo) && o.stages > 0 && o.stages > p.m / P) {
-    msg << "stages " << o.stages << " cannot split M=" << p.m << " over " << P
-        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages";
-    add();
-  }
   throw_if_any(problems);
 }
 

@@ -200,8 +200,7 @@ Choice choice_from_json(const nlohmann::json& j) {
 const AutoChooser::Decision& AutoChooser::decide(HostComm& host, const Problem& p, Dtype dtype, const Profile& profile,
                                                  const std::string& cache_path, const MeasureSettings& settings,
                                                  const TimeCandidate& time) {
-  const auto key = std::make_tuple(static_cast<int>(p.op), p.m, p.n, p.k, p.world, static_cast<int>(dtype),
-                                   static_cast<int>(p.b_layout));
+  const ProblemKey key{p, dtype};
   auto it = decided_.find(key);
   if (it != decided_.end()) return it->second;
 

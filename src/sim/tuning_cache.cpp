@@ -116,8 +116,8 @@ class FileLock {
   int fd_ = -1;
 };
 
-// The shape an entry measured: its problem (op, M, N, K, P, B layout) and dtype.
-bool same_shape(const TuningEntry& a, const TuningEntry& b) { return a.problem == b.problem && a.dtype == b.dtype; }
+// The shape an entry measured: its problem and dtype.
+ProblemKey shape_of(const TuningEntry& e) { return {e.problem, e.dtype}; }
 
 }  // namespace
 
@@ -133,7 +133,7 @@ json to_json(const Problem& p) {
   return j;
 }
 
-json case_json(const Problem& p, Dtype dtype, const PlanOptions& o) {
+json case_json(const Problem& p, const PlanOptions& o, Dtype dtype) {
   json j = to_json(p);
   j["dtype"] = to_string(dtype);
   fields_to_json(o, j);
@@ -149,13 +149,13 @@ PlanOptions plan_options_from_json(const json& j) {
 std::vector<TuningEntry> TuningCache::find(const Problem& p, Dtype d) const {
   std::vector<TuningEntry> out;
   for (const TuningEntry& e : entries)
-    if (e.problem == p && e.dtype == d) out.push_back(e);
+    if (shape_of(e) == ProblemKey{p, d}) out.push_back(e);
   return out;
 }
 
 void TuningCache::record(const TuningEntry& e) {
   for (TuningEntry& x : entries)
-    if (same_shape(x, e) && x.options == e.options) {
+    if (shape_of(x) == shape_of(e) && x.options == e.options) {
       x.time_us = e.time_us;
       x.source = e.source;
       return;

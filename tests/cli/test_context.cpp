@@ -137,7 +137,7 @@ TEST(Context, AutomaticChoiceMeasuredThenKept) {
   Comparison gathered;
   EXPECT_EQ(run_and_compare(Op::ag_gemm, 30, 12, 8, Dtype::f32, mo, &gathered).wrong, 0);
   EXPECT_EQ(gathered.wrong, 0);
-  const AutoChooser::Decision first = ctx.last_auto();
+  const AutoDecision first = ctx.last_auto();
   if (ctx.world_size() > 1) {
     EXPECT_EQ(first.source, "measured");
     EXPECT_NE(first.printed.find("# auto measured: "), std::string::npos) << first.printed;

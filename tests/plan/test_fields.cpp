@@ -1,10 +1,12 @@
 // test_fields.cpp: what the field lists of Problem and PlanOptions (collmm/types.hpp) give: every
 // integer field's range checked by validate() with its name and range in the message, the text of
-// a value, and the tables' case cells (collmm/table_cells.hpp), a column per field.
+// a value, the key of a problem and dtype, and the tables' case cells (collmm/table_cells.hpp), a
+// column per field.
 #include <gtest/gtest.h>
 
 #include <sstream>
 
+#include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
 #include "collmm/table_cells.hpp"
 #include "collmm/types.hpp"
@@ -86,10 +88,38 @@ TEST(Fields, ValidateWritesSentencesInWordsOfNoOneFrontEnd) {
 
 TEST(Fields, TextOfAProblem) { EXPECT_EQ(to_string(kProblem), "op=gemm_rs m=64 n=32 k=16 world_size=4 b_layout=nk"); }
 
+// The key of a problem and dtype tells apart every field, and orders them as their list does: an
+// earlier field weighs more than a later one, the dtype least.
+TEST(Fields, ProblemKeyIsEveryFieldInTheListsOrderThenTheDtype) {
+  const ProblemKey base{{.op = Op::ag_gemm, .m = 64, .n = 32, .k = 16, .world = 4, .b_layout = BLayout::kn},
+                        Dtype::f32};
+  size_t fields = 0;
+  for_each_field(base.problem, [&](const Field&, const auto&) { ++fields; });
+  std::vector<ProblemKey> bumped;  // base with one field one more, in the list's order, the dtype last
+  for (size_t i = 0; i < fields; ++i) {
+    ProblemKey key = base;
+    size_t j = 0;
+    for_each_field(key.problem, [&](const Field&, auto& v) {
+      if (j++ == i) v = static_cast<std::decay_t<decltype(v)>>(static_cast<int64_t>(v) + 1);
+    });
+    bumped.push_back(key);
+  }
+  bumped.push_back({base.problem, Dtype::tf32});
+  EXPECT_EQ(base, (ProblemKey{base.problem, Dtype::f32}));
+  for (size_t i = 0; i < bumped.size(); ++i) {
+    EXPECT_NE(bumped[i], base) << i;
+    EXPECT_GT(bumped[i], base) << i;
+    if (i > 0) {
+      EXPECT_LT(bumped[i], bumped[i - 1]) << i;
+    }
+  }
+  EXPECT_EQ(to_string(base), "op=ag_gemm m=64 n=32 k=16 world_size=4 b_layout=kn dtype=f32");
+}
+
 TEST(Fields, CaseCellsAreAColumnPerField) {
   const PlanOptions o{.algo = Algo::pipelined, .stages = 2, .post = Post::gemm_first, .gemm_lanes = 3};
   std::vector<std::string> heads, texts;
-  for (const Cell& c : case_cells(kProblem, Dtype::bf16, o)) {
+  for (const Cell& c : case_cells(kProblem, o, Dtype::bf16)) {
     heads.push_back(c.head);
     texts.push_back(c.text);
     EXPECT_GT(c.width, static_cast<int>(c.head.size())) << c.head;  // a space before every heading
@@ -100,8 +130,8 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
                                              "gemm-first", "3", "1", "1", "equal"}));
   // A header and a row line up: every column as wide in both.
   std::ostringstream head, row;
-  print_heads(head, case_cells(Problem{}, Dtype::f32, PlanOptions{}));
-  print_texts(row, case_cells(kProblem, Dtype::bf16, o));
+  print_heads(head, case_cells(Problem{}, PlanOptions{}, Dtype::f32));
+  print_texts(row, case_cells(kProblem, o, Dtype::bf16));
   EXPECT_EQ(head.str().size(), row.str().size()) << head.str() << row.str();
   // The algo cell holds the row's label (algo_label where none is given), as wide for every label up
   // to kLabelWidth, so that rows of one algorithm with other options are told apart and line up.
@@ -109,7 +139,7 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
   for (const auto& [label, text] :
        {std::pair{"", "ring:pieces4h"}, std::pair{"auto:ring:pieces4h", "auto:ring:pieces4h"}}) {
     std::ostringstream line;
-    print_texts(line, case_cells(kProblem, Dtype::bf16, pieces, label));
+    print_texts(line, case_cells(kProblem, pieces, Dtype::bf16, label));
     EXPECT_NE(line.str().find(" " + std::string(text) + " "), std::string::npos) << line.str();
     EXPECT_EQ(line.str().size(), head.str().size()) << line.str();
   }

@@ -20,7 +20,7 @@ std::string fixed(double v, int precision) {
 // A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell its label), then the
 // predicted figures.
 std::vector<Cell> cells(const Prediction& p, const std::string& label) {
-  std::vector<Cell> c = case_cells(p.problem, p.dtype, p.options, label);
+  std::vector<Cell> c = case_cells(p.problem, p.options, p.dtype, label);
   c.insert(c.end(), {
                         {"time_us", 11, fixed(p.time_us, 1)},
                         {"TFLOP/s", 9, fixed(p.tflops_per_rank, 1)},
@@ -78,7 +78,7 @@ nlohmann::json predictions_json(const Profile& prof, const std::vector<SimRow>& 
   nlohmann::json out = nlohmann::json::array();
   for (const SimRow& r : rows) {
     const Prediction& p = r.prediction;
-    nlohmann::json row = case_json(p.problem, p.dtype, p.options);
+    nlohmann::json row = case_json(p.problem, p.options, p.dtype);
     row.update({{"label", r.label},
                 {"time_us", p.time_us},
                 {"tflops", p.tflops_per_rank},
