@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <thread>
 #include <typeinfo>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include "c10d_transport.hpp"  // wait_bound
+#include "poll.hpp"
 
 #if defined(COLLMM_NCCL_HEADERS)
 #include <nccl.h>
@@ -158,14 +158,16 @@ void NcclComm::check(int result, const char* what) const {
   const NcclLib& nccl = *nccl_lib();
   auto comm = static_cast<ncclComm_t>(comm_);
   ncclResult_t r = static_cast<ncclResult_t>(result);
-  const auto deadline = std::chrono::steady_clock::now() + bound_;
-  while (r == ncclInProgress) {  // a non-blocking communicator: the call goes on in NCCL's threads
-    if (std::chrono::steady_clock::now() > deadline)
-      C10_THROW_ERROR(DistBackendError, std::string("collmm: rank ") + std::to_string(rank_) + ": NCCL's " + what +
-                                            " still in progress after " + std::to_string(bound_.count()) + " ms");
-    std::this_thread::yield();
-    if (nccl.async_error(comm, &r) != ncclSuccess) break;
-  }
+  // A non-blocking communicator: the call goes on in NCCL's threads.
+  const bool settled = poll_until(
+      [&] {
+        if (r != ncclInProgress) return true;
+        return nccl.async_error(comm, &r) != ncclSuccess || r != ncclInProgress;
+      },
+      std::chrono::steady_clock::now() + bound_, kDevicePace);
+  if (!settled)
+    C10_THROW_ERROR(DistBackendError, std::string("collmm: rank ") + std::to_string(rank_) + ": NCCL's " + what +
+                                          " still in progress after " + std::to_string(bound_.count()) + " ms");
   if (r == ncclSuccess) return;
   const char* last = nccl.last_error(comm);
   C10_THROW_ERROR(DistBackendError, std::string("collmm: rank ") + std::to_string(rank_) + ": NCCL's " + what +

@@ -1,5 +1,6 @@
 // shm_slots.cpp: the agreement's rounds through shared memory (shm_slots.hpp).
 #include "shm_slots.hpp"
+#include "poll.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +11,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include <c10/util/Exception.h>
 
@@ -159,22 +159,21 @@ ShmSlots::Wait ShmSlots::wait_round(int64_t round, Clock::time_point deadline) c
   // in the other buffer: a rank writing there now stamps round + 2, never -round).
   auto gone = [&](int q) { return stamp(q, round) == -(round + 1) || (round > 0 && stamp(q, round - 1) == -round); };
   Wait w;
-  for (long polls = 0;; ++polls) {
-    w.missing.clear();
-    for (int q = 0; q < size_; ++q) {
-      check_stamps(q, round);
-      if (gone(q)) w.gone.push_back(q);
-      if (stamp(q, round) != round + 1) w.missing.push_back(q);
-    }
-    if (w.missing.empty())  // a second look: stamps never go back to round + 1, so what holds now held
-      for (int q = 0; q < size_; ++q)
-        if (gone(q)) w.gone.push_back(q);
-    if (w.missing.empty() || !w.gone.empty() || Clock::now() > deadline) return w;
-    if (polls < 2000)
-      std::this_thread::yield();  // the others are usually microseconds away
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  poll_until(
+      [&] {
+        w.missing.clear();
+        for (int q = 0; q < size_; ++q) {
+          check_stamps(q, round);
+          if (gone(q)) w.gone.push_back(q);
+          if (stamp(q, round) != round + 1) w.missing.push_back(q);
+        }
+        if (w.missing.empty())  // a second look: stamps never go back to round + 1, so what holds now held
+          for (int q = 0; q < size_; ++q)
+            if (gone(q)) w.gone.push_back(q);
+        return w.missing.empty() || !w.gone.empty();
+      },
+      deadline, kSharedMemoryPace);
+  return w;
 }
 
 std::optional<std::string> ShmSlots::read(int q, int64_t round) const {

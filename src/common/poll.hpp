@@ -35,6 +35,9 @@ constexpr PollPace kTransferPace{std::chrono::milliseconds(20), std::chrono::mil
 // A wait for the device's end of a run or of a host exchange on a stream: short naps, so the end
 // is seen within ~0.2 ms.
 constexpr PollPace kDevicePace{std::chrono::microseconds(0), std::chrono::microseconds(200)};
+// A wait on the other processes of one host through shared memory: they are usually microseconds
+// away, so yield for 2 ms, then nap briefly (up to 50 us).
+constexpr PollPace kSharedMemoryPace{std::chrono::milliseconds(2), std::chrono::microseconds(50)};
 // Another job's lock on a shared file (a tuning cache): held for milliseconds to seconds.
 constexpr PollPace kLockPace{std::chrono::microseconds(0), std::chrono::milliseconds(20)};
 
