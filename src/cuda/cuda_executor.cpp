@@ -200,23 +200,12 @@ void CudaExecutor::poison() {
 
 void CudaExecutor::issue_rank(size_t i) {
   RankDevice& r = *ranks_[i];
-  r.begin_iteration(nullptr);
-  const auto& steps = r.plan().steps;
-  for (size_t j = 0; j < steps.size(); ++j) {
-    const int step = static_cast<int>(j);
-    if (r.skipped(step)) continue;
-    if (!is_transfer(steps[j].kind)) {
-      r.issue_local_step(step);
-      continue;
-    }
-    r.open_step(step);
+  r.issue_iteration(nullptr, [&](int step) {
     if (s_.transport == CudaTransport::host)
       link_->issue(step);
     else
       issue_nccl_step(r, s_.comms[i], step);
-    r.close_step(step);
-  }
-  r.end_iteration();
+  });
 }
 
 void CudaExecutor::issue_local_all() {
