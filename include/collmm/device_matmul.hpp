@@ -68,7 +68,8 @@ class DeviceMatmul {
   // UsageError (before anything is enqueued) for a null a, b or c, or memory that is not device
   // memory of this GPU. Under a CUDA graph capture of `stream` the call is captured (its pointers
   // with it); make one call outside a capture first, where cuBLASLt picks its algorithms and NCCL
-  // connects its peers.
+  // connects its peers. The handle must outlive every graph that captured it (its lanes' events
+  // are in the graph).
   void run(const void* a, const void* b, void* c, cudaStream_t stream, void* gathered = nullptr);
 
   // Waits, bounded by timeout_s, for the last run() to end on the device, watching the
