@@ -26,14 +26,16 @@
 
 #include <memory>
 
+#include "collmm/backend_options.hpp"
 #include "collmm/plan.hpp"
+#include "collmm/played_peers.hpp"
 
 namespace collmm {
 
 namespace cuda {
-class RankDevice;
+class CudaExecutor;
 }
-class HostComm;
+class Executor;
 
 struct DeviceMatmulSettings {
   // The bound of the construction's agreement and of synchronize(), in seconds.
@@ -53,6 +55,10 @@ class DeviceMatmul {
   // GPU is the communicator's (ncclCommCuDevice).
   DeviceMatmul(ncclComm_t comm, const Problem& problem, const PlanOptions& options, Dtype dtype,
                const DeviceMatmulSettings& settings = {});
+  // The same on collmm's own bootstrap (make_cuda_executor: mpirun or torchrun, one rank per
+  // process; or the host bed, --transport host, whose peers live in pinned host memory: stage
+  // their data through played_peers() before a call). `backend.timeout_s` bounds the waits.
+  DeviceMatmul(const BackendOptions& backend, const Problem& problem, const PlanOptions& options, Dtype dtype);
   ~DeviceMatmul();
   DeviceMatmul(const DeviceMatmul&) = delete;
   DeviceMatmul& operator=(const DeviceMatmul&) = delete;
@@ -77,16 +83,20 @@ class DeviceMatmul {
   // communicator aborted (so that no rank waits forever).
   void synchronize();
 
+  // The played peers of the host bed (null on NCCL).
+  PlayedPeers* played_peers();
+
  private:
+  // Checks and agrees (every rank the same UsageError), then prepares the plan.
+  void prepare(const Problem& problem, const PlanOptions& options, Dtype dtype);
   void check_device_memory(const void* p, const char* name) const;
 
-  ncclComm_t comm_;
+  std::unique_ptr<Executor> executor_;
+  cuda::CudaExecutor* cuda_ = nullptr;  // executor_, as the CUDA executor it is
   int device_ = 0, rank_ = 0, world_ = 1;
-  DeviceMatmulSettings settings_;
+  Dtype dtype_ = Dtype::f32;
   Plan plan_;
-  std::unique_ptr<cuda::RankDevice> rank_device_;
-  cudaEvent_t origin_ = nullptr;  // the caller's stream at the call: the lanes wait for it
-  bool aborted_ = false;
+  bool failed_ = false;  // synchronize() threw: the communicator was aborted
 };
 
 }  // namespace collmm

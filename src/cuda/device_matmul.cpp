@@ -1,19 +1,18 @@
-// device_matmul.cpp: collmm::DeviceMatmul (collmm/device_matmul.hpp): one rank's plan on its GPU
-// (a RankDevice whose A, B and C are the caller's memory), its transfers on the caller's NCCL
-// communicator, forked from and joined back to the caller's stream.
+// device_matmul.cpp: collmm::DeviceMatmul (collmm/device_matmul.hpp): the CUDA executor with one
+// local rank whose A, B and C are the caller's device memory, its iterations forked from and joined
+// back to the caller's stream (CudaExecutor::enqueue); on the caller's NCCL communicator or on
+// collmm's own bootstrap.
 #include "collmm/device_matmul.hpp"
 
-#include <chrono>
 #include <stdexcept>
 #include <string>
 
 #include "collmm/agreement.hpp"
 #include "collmm/algorithms.hpp"
+#include "collmm/backends.hpp"
 #include "cuda_check.hpp"
+#include "cuda_executor.hpp"
 #include "nccl_host_comm.hpp"
-#include "nccl_transport.hpp"
-#include "poll.hpp"
-#include "rank_device.hpp"
 
 namespace collmm {
 namespace {
@@ -24,63 +23,75 @@ int gathered_of(const Plan& plan) {
   return -1;
 }
 
-// Whether the GPU has the dtype's GEMM (fp8 needs compute capability 9.0).
-std::string dtype_misfit(int device, Dtype dtype, const Problem& p) {
-  if (dtype != Dtype::fp8_e4m3) return {};
-  int major = 0;
-  COLLMM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 9) return "fp8 e4m3 needs a GPU of compute capability 9.0+";
-  if (p.b_layout != BLayout::nk) return "fp8 e4m3 GEMMs (cuBLASLt on Hopper) need B as [N, K]: b_layout nk";
-  return {};
-}
-
 }  // namespace
 
 DeviceMatmul::DeviceMatmul(ncclComm_t comm, const Problem& problem, const PlanOptions& options, Dtype dtype,
-                           const DeviceMatmulSettings& settings)
-    : comm_(comm), settings_(settings) {
+                           const DeviceMatmulSettings& settings) {
   if (!comm) throw UsageError("collmm::DeviceMatmul: comm is null");
-  COLLMM_NCCL(ncclCommCuDevice(comm_, &device_));
-  COLLMM_NCCL(ncclCommUserRank(comm_, &rank_));
-  COLLMM_NCCL(ncclCommCount(comm_, &world_));
-  // Every rank's own misfit, then the keys every rank must share: one exchange, the same
-  // UsageError on every rank.
+  cuda::CudaSetup s;
+  int device = 0, rank = 0, world = 1;
+  COLLMM_NCCL(ncclCommCuDevice(comm, &device));
+  COLLMM_NCCL(ncclCommUserRank(comm, &rank));
+  COLLMM_NCCL(ncclCommCount(comm, &world));
+  s.transport = CudaTransport::nccl;
+  s.world = world;
+  s.ranks = {rank};
+  s.devices = {device};
+  s.comms = {comm};
+  s.owns_comms = false;
+  s.host = cuda::borrow_nccl_host_comm(comm, device, settings.timeout_s);
+  s.engine.gemm_sms = settings.gemm_sms;
+  s.engine.workspace_bytes = settings.workspace_bytes;
+  s.timeout_s = settings.timeout_s;
+  executor_ = std::make_unique<cuda::CudaExecutor>(std::move(s));
+  prepare(problem, options, dtype);
+}
+
+DeviceMatmul::DeviceMatmul(const BackendOptions& backend, const Problem& problem, const PlanOptions& options,
+                           Dtype dtype) {
+  if (backend.backend != Backend::cuda || backend.transport == CudaTransport::local || backend.gpus > 1)
+    throw UsageError("collmm::DeviceMatmul: the cuda backend with one rank per process (nccl or host transport)");
+  executor_ = make_cuda_executor(backend, 0, nullptr);
+  prepare(problem, options, dtype);
+}
+
+DeviceMatmul::~DeviceMatmul() = default;
+
+void DeviceMatmul::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {
+  cuda_ = dynamic_cast<cuda::CudaExecutor*>(executor_.get());
+  if (!cuda_ || executor_->local_ranks().size() != 1)
+    throw UsageError("collmm::DeviceMatmul: needs the cuda executor with one local rank");
+  rank_ = executor_->local_ranks()[0];
+  world_ = executor_->world_size();
+  COLLMM_CUDA(cudaGetDevice(&device_));
+  dtype_ = dtype;
+  // This rank's misfit, then the keys every rank must share: one exchange, the same UsageError on
+  // every rank, before anything is allocated.
   std::string misfit;
   if (problem.world != world_)
-    misfit = "problem.world is " + std::to_string(problem.world) + ", the communicator has " + std::to_string(world_) +
-             " ranks";
-  if (misfit.empty()) misfit = dtype_misfit(device_, dtype, problem);
+    misfit = "problem.world is " + std::to_string(problem.world) + ", the job has " + std::to_string(world_) + " ranks";
+  else if (!executor_->supports(dtype))
+    misfit = to_string(dtype) + " needs a GPU of compute capability 9.0+";
+  else if (dtype == Dtype::fp8_e4m3 && problem.b_layout != BLayout::nk)
+    misfit = "fp8 e4m3 GEMMs (cuBLASLt on Hopper) need B as [N, K]: b_layout nk";
   if (misfit.empty()) try {
       validate(problem, options);
     } catch (const UsageError& e) {
       misfit = e.what();
     }
-  {
-    const std::unique_ptr<HostComm> host = cuda::borrow_nccl_host_comm(comm_, device_, settings_.timeout_s);
-    host->set_phase("collmm::DeviceMatmul's agreement");
-    agree_and_gather(*host, misfit, agreement_keys(problem, options, dtype), {});
-  }
+  executor_->host().set_phase("collmm::DeviceMatmul's agreement");
+  agree_and_gather(executor_->host(), misfit, agreement_keys(problem, options, dtype), {});
   plan_ = make_plan(problem, options, rank_);
-  cuda::EngineSettings engine;
-  engine.gemm_sms = settings_.gemm_sms;
-  engine.workspace_bytes = settings_.workspace_bytes;
-  rank_device_ =
-      std::make_unique<cuda::RankDevice>(device_, plan_, dtype, engine, std::vector<int>{kBufA, kBufB, kBufC});
-  rank_device_->reserve_scratch(cuda::nccl_scratch_bytes(*rank_device_));
-  COLLMM_CUDA(cudaSetDevice(device_));
-  COLLMM_CUDA(cudaEventCreateWithFlags(&origin_, cudaEventDisableTiming));
-}
-
-DeviceMatmul::~DeviceMatmul() {
-  rank_device_.reset();  // waits for the device
-  if (origin_) cudaEventDestroy(origin_);
+  cuda_->set_caller_buffers({kBufA, kBufB, kBufC});
+  executor_->prepare({plan_}, dtype);
 }
 
 int DeviceMatmul::rank() const { return rank_; }
 int DeviceMatmul::world_size() const { return world_; }
 int DeviceMatmul::device() const { return device_; }
 const Plan& DeviceMatmul::plan() const { return plan_; }
-Dtype DeviceMatmul::out_dtype() const { return output_dtype(GemmLibrary::cublaslt, rank_device_->in_dtype()); }
+Dtype DeviceMatmul::out_dtype() const { return executor_->out_dtype(dtype_); }
+PlayedPeers* DeviceMatmul::played_peers() { return executor_->played_peers(); }
 
 void DeviceMatmul::check_device_memory(const void* p, const char* name) const {
   if (!p) throw UsageError(std::string("collmm::DeviceMatmul::run: ") + name + " is a null pointer");
@@ -90,56 +101,33 @@ void DeviceMatmul::check_device_memory(const void* p, const char* name) const {
   const bool on_device = e == cudaSuccess && (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged);
   if (!on_device || at.device != device_)
     throw UsageError(std::string("collmm::DeviceMatmul::run: ") + name + " is not device memory of GPU " +
-                     std::to_string(device_) + " (the communicator's; host memory goes to collmm::Context)");
+                     std::to_string(device_) + " (host memory goes to collmm::Context)");
 }
 
 void DeviceMatmul::run(const void* a, const void* b, void* c, cudaStream_t stream, void* gathered) {
-  if (aborted_) throw UsageError("collmm::DeviceMatmul::run: its communicator was aborted");
+  if (failed_) throw UsageError("collmm::DeviceMatmul::run: an earlier call failed and its communicator was aborted");
   check_device_memory(a, "a");
   check_device_memory(b, "b");
   check_device_memory(c, "c");
   const int g = gathered_of(plan_);
-  if (gathered) {
-    if (g < 0)
-      throw UsageError("collmm::DeviceMatmul::run: gathered is ag_gemm's output; this is " +
-                       to_string(plan_.problem.op));
-    check_device_memory(gathered, "gathered");
-  }
-  cuda::RankDevice& r = *rank_device_;
-  r.bind(kBufA, const_cast<void*>(a));  // only read
-  r.bind(kBufB, const_cast<void*>(b));
-  r.bind(kBufC, c);
-  if (g >= 0) r.bind(g, gathered);
-  COLLMM_CUDA(cudaSetDevice(device_));
-  COLLMM_CUDA(cudaEventRecord(origin_, stream));
-  r.issue_iteration(origin_, [&](int step) { cuda::issue_nccl_step(r, comm_, step); });
-  COLLMM_CUDA(cudaStreamWaitEvent(stream, r.finish_event(), 0));
+  if (gathered && g < 0)
+    throw UsageError("collmm::DeviceMatmul::run: gathered is ag_gemm's output; this is " + to_string(plan_.problem.op));
+  if (gathered) check_device_memory(gathered, "gathered");
+  cuda_->bind_device(kBufA, const_cast<void*>(a));  // only read
+  cuda_->bind_device(kBufB, const_cast<void*>(b));
+  cuda_->bind_device(kBufC, c);
+  if (g >= 0) cuda_->bind_device(g, gathered);
+  cuda_->enqueue(stream);
 }
 
 void DeviceMatmul::synchronize() {
-  if (aborted_) throw UsageError("collmm::DeviceMatmul::synchronize: its communicator was aborted");
-  COLLMM_CUDA(cudaSetDevice(device_));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(settings_.timeout_s);
-  std::string failure;
-  const bool done = poll_until(
-      [&] {
-        const cudaError_t e = cudaEventQuery(rank_device_->finish_event());
-        if (e == cudaSuccess) return true;
-        if (e != cudaErrorNotReady) COLLMM_CUDA(e);
-        ncclResult_t async = ncclSuccess;
-        COLLMM_NCCL(ncclCommGetAsyncError(comm_, &async));
-        if (async == ncclSuccess || async == ncclInProgress) return false;
-        failure = std::string("NCCL reports ") + ncclGetErrorString(async) + " (a peer failed or aborted)";
-        return true;
-      },
-      deadline, kDevicePace);
-  if (done && failure.empty()) return;
-  if (!done)
-    failure = "the call did not end within " + std::to_string(settings_.timeout_s) + " s (a peer died or hangs)";
-  aborted_ = true;
-  ncclCommAbort(comm_);
-  throw std::runtime_error("collmm::DeviceMatmul: rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
-                           ": " + failure + "; the NCCL communicator was aborted");
+  if (failed_) throw UsageError("collmm::DeviceMatmul::synchronize: an earlier call failed");
+  try {
+    cuda_->wait();
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
 }
 
 }  // namespace collmm

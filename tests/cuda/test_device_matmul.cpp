@@ -3,7 +3,9 @@
 //  DeviceMatmulSolo: one process, one rank (ncclCommInitAll on GPU 0);
 //  DeviceMatmulMpi:  under `mpirun -np P`, one rank per process; where the ranks outnumber the GPUs,
 //                    several ranks share one (NCCL told they are separate hosts: NCCL_HOSTID per
-//                    rank, its socket transport over loopback; results are real, timings are not).
+//                    rank, its socket transport over loopback; results are real, timings are not);
+//  DeviceMatmulHostBed: collmm's own bootstrap on the host bed (rank r of P on GPU 0, its peers in
+//                    pinned host memory), what the rank sent its peers checked too.
 // Every op x algo in bf16 and f32; the caller's stream ordering; a call captured in a CUDA graph and
 // replayed on new inputs; no host synchronization in run(); the caller's mistakes refused.
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "collmm/backends.hpp"
 #include "collmm/data.hpp"
 #include "collmm/device_matmul.hpp"
 #include "gpu_case.hpp"
@@ -250,6 +253,47 @@ void refuses_mistakes() {
   mm.synchronize();
   std::string detail;
   EXPECT_EQ(wrong_outputs(mm, 41, Dtype::f32, c, nullptr, &detail), 0) << detail;
+}
+
+// The host bed: every op x algo at P = 4 for rank 1 and P = 3 for rank 2, bf16, the gathered A too;
+// the peers' data staged from the same seed as this rank's inputs.
+TEST(DeviceMatmulHostBed, EveryOpAndAlgo) {
+  if (launched_by_mpi()) GTEST_SKIP() << "started by mpirun: DeviceMatmulMpi";
+  COLLMM_NEED_GPUS(1);
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (auto [P, r] : {std::pair{4, 1}, std::pair{3, 2}})
+    for (Op op : all_ops())
+      for (Algo algo : all_algos()) {
+        BackendOptions bed;
+        bed.backend = Backend::cuda;
+        bed.transport = CudaTransport::host;
+        bed.world = P;
+        bed.rank = r;
+        const Dtype d = Dtype::bf16;
+        const Problem p = uneven(op, P);
+        PlanOptions o;
+        o.algo = algo;
+        DeviceMatmul mm(bed, p, o, d);
+        ASSERT_NE(mm.played_peers(), nullptr);
+        const auto& bufs = mm.plan().buffers;
+        DeviceBuffer a(bytes_of(bufs[kBufA], d)), b(bytes_of(bufs[kBufB], d)), c(bytes_of(bufs[kBufC], mm.out_dtype()));
+        std::unique_ptr<DeviceBuffer> gathered;
+        if (op == Op::ag_gemm)
+          gathered = std::make_unique<DeviceBuffer>(static_cast<size_t>(p.m * p.k) * dtype_size(d));
+        upload_inputs(p, r, 51, d, a, b);
+        mm.played_peers()->stage(51);
+        CHECK_CUDA(cudaMemset(c.p, 0xff, c.n));
+        mm.run(a.p, b.p, c.p, stream, gathered ? gathered->p : nullptr);
+        mm.synchronize();
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        std::string detail;
+        EXPECT_EQ(wrong_outputs(mm, 51, d, c, gathered.get(), &detail), 0)
+            << to_string(op) << " " << to_string(algo) << " P=" << P << " rank " << r << ": " << detail;
+        const Comparison sent = mm.played_peers()->check_sent();
+        EXPECT_EQ(sent.wrong, 0) << to_string(op) << " " << to_string(algo) << ": what the rank sent its peers";
+      }
+  cudaStreamDestroy(stream);
 }
 
 TEST(DeviceMatmulSolo, OneRank) {
