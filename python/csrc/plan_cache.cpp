@@ -43,7 +43,6 @@ std::strong_ordering operator<=>(const PlanKey& a, const PlanKey& b) {
   if (const auto c = a.shape <=> b.shape; c != 0) return c;
   return option_values(a.options) <=> option_values(b.options);
 }
-bool operator==(const PlanKey& a, const PlanKey& b) { return (a <=> b) == 0; }
 std::string to_string(const PlanKey& key) { return to_string(key.shape) + ' ' + to_string(key.options); }
 
 PlanCache::PlanCache(c10::Device device, ExecutorKind kind, int rank, HostComm& host,

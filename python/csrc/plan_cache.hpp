@@ -36,7 +36,6 @@ struct PlanKey {
   PlanOptions options;
 };
 std::strong_ordering operator<=>(const PlanKey&, const PlanKey&);
-bool operator==(const PlanKey&, const PlanKey&);
 // "op=ag_gemm m=64 ... dtype=f32 algo=ring stages=0 ...", for messages.
 std::string to_string(const PlanKey&);
 
