@@ -3,7 +3,6 @@
 // helpers the ops share (their CallKey, binding a tensor to a plan's buffer, UsageError as ValueError).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,8 +16,6 @@
 #include "torch_util.hpp"
 
 namespace collmm::torch_ext {
-
-using Keys = std::vector<std::pair<std::string, std::string>>;
 
 // A tensor's part of a CallKey: device, dtype, dims, sizes and strides.
 inline void add_to_key(CallKey& key, const at::Tensor& t) {
@@ -80,26 +77,27 @@ struct CallBase {
   int64_t rows = 0;  // the caller's M (the plan's may be padded), for the trace
 };
 
-// check -> agree -> plan -> bind -> run, for any op's call.
+// check -> agree -> plan -> bind -> run, for any op's call. A call whose CallKey ran before skips
+// its checks and planning: recall() gives what that call settled (call_memo.hpp).
 template <class Call>
 auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::string_view algo_view, int64_t pieces,
               c10::string_view piece_sizes_view) {
   return user_errors_as_value_errors([&] {
     const std::string algo(algo_view), piece_sizes(piece_sizes_view);
     SessionLock s = session_for(std::string(group_name), device);
+    CallMemos& calls = s.session.calls();
     call.rank = s.session.rank();
     call.world = s.session.world();
     CallKey key{static_cast<int64_t>(Call::op), pieces};
     add_to_key(key, algo);
     add_to_key(key, piece_sizes);
     call.key(key);
-    // A call like this one ran: nothing to check or plan (with check "every": one exchange).
-    std::optional<Agreed> exchanged;
-    const CallMemo* memo = s.session.recall(key, exchanged);
+    const Recalled recalled = calls.recall(key);  // with check "every": one exchange
+    const CallMemo* memo = recalled.memo;
+    // check: this rank's own arguments (a recalled call passed them).
     std::string misfit = call.inspect(!memo);
     if (!memo && misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
-    // The exchange recall() made sent what a call of this key sent, which passed every check.
-    TORCH_INTERNAL_ASSERT(!exchanged || misfit.empty(), "collmm: a recalled call failed its checks: ", misfit);
+    // agree: one exchange of any rank's error, the keys every rank must share, each rank's sizes.
     const auto keys = [&] {
       Keys all_keys{{"op", Call::name}, {"device type", device.is_cpu() ? "cpu" : "cuda"}};
       for (auto& kv : call.keys()) all_keys.push_back(std::move(kv));
@@ -109,16 +107,15 @@ auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::
                                        {"piece_sizes", piece_sizes}});
       return all_keys;
     };
-    // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
-    const Agreed all = memo        ? memo->all
-                       : exchanged ? *exchanged
-                                   : agree_and_gather(Agreement{s.session, Call::name}, misfit, keys(), call.mine());
+    const Agreed all = calls.agree(recalled, Call::name, misfit, keys, call.mine());
+    // plan: the problem from every rank's numbers, its plan prepared once per shape.
     const Problem problem = call.problem(all);
     Prepared& prepared =
         memo
             ? *memo->prepared
             : s.session.prepare(problem, s.session.options(problem, call.dtype, algo, pieces, piece_sizes), call.dtype);
-    if (!memo) s.session.remember(key, all, prepared);
+    if (!memo) calls.remember(key, all, prepared);
+    // bind, then run.
     call.bind(prepared);
     s.session.run(prepared, call.dtype, call.rows, call.bound());
     return call.result();

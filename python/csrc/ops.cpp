@@ -2,7 +2,7 @@
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops, plus `algo`,
 // `pieces` and `piece_sizes` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know) and
 // torch.ops.collmm.fused_matmul_all_reduce, and their CPU and CUDA kernels. Every op call walks one skeleton
-// (run_call, op_call.hpp): every rank checks its own tensors, the ranks agree on the problem (python/csrc/session.hpp,
+// (run_call, op_call.hpp): every rank checks its own tensors, the ranks agree on the problem (python/csrc/call_memo.hpp,
 // collmm/agreement.hpp: one exchange of the same size for every op, the op's name among what they agree on),
 // then collmm's plan runs on the caller's tensors through the session's executor. A user error raises
 // ValueError("collmm: ...") on every rank before any data moves.

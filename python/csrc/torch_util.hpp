@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -131,5 +132,9 @@ bool stream_capturing(const S& stream, long) {
   return is_capturing && is_capturing(stream.native_handle(), &status) == 0 && status != 0;
 }
 inline bool stream_capturing(const c10::Stream& stream) { return stream_capturing(stream, 0); }
+// Whether the current stream of `device` records a CUDA graph now.
+inline bool capturing(c10::Device device) {
+  return device.is_cuda() && stream_capturing(c10::impl::getDeviceGuardImpl(device.type())->getStream(device));
+}
 
 }  // namespace collmm::torch_ext

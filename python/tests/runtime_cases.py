@@ -258,6 +258,26 @@ def memo_case(rank, world):
     collmm.set_timeout(0)
 
 
+def plan_cache_case(rank, world):
+    """More shapes than a session keeps plans for (16), twice over, with check "every" and "first":
+    every result is right, also for a shape called again after its plan was dropped (the memos that
+    pointed at dropped plans go with them)."""
+    import collmm
+
+    group = dist.group.WORLD.group_name
+    k, n = 8, 4
+    b = seeded(2, k, n)
+    for check in ("every", "first"):
+        collmm.set_check(check)
+        for _ in range(2):
+            for rows in range(1, 19):
+                a_full = seeded(1, rows * world, k)
+                a = a_full[rows * rank:rows * (rank + 1)].clone()
+                _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")
+                assert_close(c, (a_full.double() @ b.double()).float(), f"rows {rows} {check}")
+    collmm.set_check("every")
+
+
 def comm_path_case(rank, world):
     """collmm.set_comm takes "auto" and "c10d" and refuses anything else on every rank; on a gloo
     group every transfer goes through c10d whatever it says (the direct path is NCCL's), and

@@ -1,11 +1,12 @@
 """The ops as a training step uses them (CPU, gloo, real processes): the agreement over the group's
 Store, through shared memory and over its collectives, check="first", a skipped call ending in a named error within
-collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files (and its error on a full disk)."""
+collmm.set_timeout, torch.profiler ranges per step, collmm.trace's files (and its error on a full disk), more shapes than
+a session keeps plans for."""
 import pytest
 
 from dist_util import run_world
-from runtime_cases import (channel_case, comm_path_case, memo_case, mixed_channel_case, profiler_case, shm_case, timeout_case,
-                           trace_case)
+from runtime_cases import (channel_case, comm_path_case, memo_case, mixed_channel_case, plan_cache_case, profiler_case, shm_case,
+                           timeout_case, trace_case)
 
 
 @pytest.mark.parametrize("world,channel,check", [(3, "store", "every"), (2, "store", "first"), (2, "group", "first"),
@@ -16,6 +17,10 @@ def test_channel(world, channel, check):
 
 def test_memo_follows_agreement():
     run_world(2, memo_case)
+
+
+def test_dropped_plans_forget_their_memos():
+    run_world(2, plan_cache_case)
 
 
 @pytest.mark.parametrize("env", [{"COLLMM_SHM_SLOT_BYTES": "8"}, {"COLLMM_SHM_SLOT_BYTES": "{rank}00"},
