@@ -82,31 +82,26 @@ struct CallBase {
 
 // check -> agree -> plan -> bind -> run, for any op's call.
 template <class Call>
-auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::string_view algo_view, int64_t pieces,
-              c10::string_view piece_sizes_view) {
+auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::string_view algo_view) {
   return user_errors_as_value_errors([&] {
-    const std::string algo(algo_view), piece_sizes(piece_sizes_view);
+    const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), device);
     call.rank = s.session.rank();
     call.world = s.session.world();
-    CallKey key{static_cast<int64_t>(Call::op), pieces};
+    CallKey key{static_cast<int64_t>(Call::op)};
     add_to_key(key, algo);
-    add_to_key(key, piece_sizes);
     call.key(key);
     // A call like this one ran: nothing to check or plan (with check "every": one exchange).
     std::optional<Agreed> exchanged;
     const CallMemo* memo = s.session.recall(key, exchanged);
     std::string misfit = call.inspect(!memo);
-    if (!memo && misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
+    if (!memo && misfit.empty()) misfit = check_algo(algo, Call::op);
     // The exchange recall() made sent what a call of this key sent, which passed every check.
     TORCH_INTERNAL_ASSERT(!exchanged || misfit.empty(), "collmm: a recalled call failed its checks: ", misfit);
     const auto keys = [&] {
       Keys all_keys{{"op", Call::name}, {"device type", device.is_cpu() ? "cpu" : "cuda"}};
       for (auto& kv : call.keys()) all_keys.push_back(std::move(kv));
-      all_keys.insert(all_keys.end(), {{"dtype", to_string(call.dtype)},
-                                       {"algo", algo},
-                                       {"pieces", std::to_string(pieces)},
-                                       {"piece_sizes", piece_sizes}});
+      all_keys.insert(all_keys.end(), {{"dtype", to_string(call.dtype)}, {"algo", algo}});
       return all_keys;
     };
     // One exchange: any rank's error, the keys every rank must share, each rank's sizes.
@@ -115,9 +110,7 @@ auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::
                                    : agree_and_gather(Agreement{s.session, Call::name}, misfit, keys(), call.mine());
     const Problem problem = call.problem(all);
     Prepared& prepared =
-        memo
-            ? *memo->prepared
-            : s.session.prepare(problem, s.session.options(problem, call.dtype, algo, pieces, piece_sizes), call.dtype);
+        memo ? *memo->prepared : s.session.prepare(problem, s.session.options(problem, call.dtype, algo), call.dtype);
     if (!memo) s.session.remember(key, all, prepared);
     call.bind(prepared);
     s.session.run(prepared, call.dtype, call.rows, call.bound());

@@ -13,6 +13,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
+#include "algo_entries.hpp"
 #include "aten_executor.hpp"
 #include "blas_gemm.hpp"
 #include "c10d_transport.hpp"
@@ -188,16 +189,9 @@ void Session::remember(const CallKey& key, const std::vector<std::vector<double>
   memos_.insert_or_assign(key, std::move(memo));
 }
 
-PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces,
-                             const std::string& piece_sizes) {
+PlanOptions Session::options(const Problem& problem, Dtype dtype, const std::string& algo) {
   auto_report_.clear();
-  if (algo_name != "auto") {
-    PlanOptions o;
-    o.algo = parse_algo(algo_name);
-    o.pieces = static_cast<int>(pieces);
-    o.piece_sizes = o.pieces > 1 ? parse_piece_sizes(piece_sizes) : PieceSizes::equal;
-    return o;
-  }
+  if (algo != "auto") return entry_options(problem.op, algo);
   Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
   profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
   auto time = [&](const PlanOptions& o, int warmup, int iters) {

@@ -37,7 +37,7 @@ struct Prepared {
 
 // A call's inputs as numbers: every property of its tensors and arguments that its checks, its
 // agreement's keys and numbers, and its plan depend on (the op, sizes, strides, dtype, device,
-// dims, algo, pieces, sizes given). Two calls with the same CallKey check, agree and plan alike.
+// dims, algo, sizes given). Two calls with the same CallKey check, agree and plan alike.
 using CallKey = std::vector<int64_t>;
 // What a call with that key settled before data moved: every rank's agreed numbers, the plan, and
 // what this rank sent to agree (the call's name, keys and numbers; their fingerprint).
@@ -93,12 +93,12 @@ class Session {
   // Whether the current stream of this session's device records a CUDA graph now.
   bool capturing() const;
 
-  // The plan options for `algo_name` ("auto": the measured choice, collmm/measured_choice.hpp: the
+  // The plan options for `algo` ("auto": the measured choice, collmm/measured_choice.hpp: the
   // cost model's best few candidates for this problem and dtype, ranked with the cpu-2core profile
   // on CPU and h200-nvlink on CUDA, timed on this device on the shape's first call, the fastest
-  // kept per shape; else the algorithm with its defaults and `pieces`).
-  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces = 1,
-                      const std::string& piece_sizes = "equal");
+  // kept per shape; else the entry's algorithm and options, the rest at their defaults:
+  // entry_options, algo_entries.hpp).
+  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo);
   // This rank's plan for (problem, options, dtype) on an executor prepared for it: made on first
   // use (collective: the executor checks that every rank prepares the same problem), then reused,
   // so a model whose layers alternate shapes (forward, backward) prepares each shape once. At most
