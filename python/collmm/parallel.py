@@ -194,8 +194,9 @@ def install(module: nn.Module, forward_cls: type, fused: _Fused) -> nn.Module:
 
 class ColwiseParallel(_torch_style.ColwiseParallel):
     """torch's ColwiseParallel (same arguments) plus ``algo`` ("auto", "ring", "ring:pieces4h": as
-    collmm.fused_all_gather_matmul takes it, checked here). With ``input_layouts=Shard(d)`` (d the sequence dim, not the last) on an nn.Linear, the
-    forward is collmm's all-gather + GEMM; otherwise torch's style as it is."""
+    collmm.fused_all_gather_matmul takes it, checked here). With ``input_layouts=Shard(d)`` (d the
+    sequence dim, not the last) on an nn.Linear, the forward is collmm's all-gather + GEMM;
+    otherwise torch's style as it is."""
 
     def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
                  use_local_output: bool = True, algo: str = "auto"):
