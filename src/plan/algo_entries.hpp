@@ -26,7 +26,7 @@ constexpr const char* kEntrySpelling = "ALGO[:stagesS][:mergeG][:piecesS[h]]";
 // for that row, so that configurations are timed side by side in one run.
 struct ListedConfig {
   std::string label;    // as typed (and canonical: parse_listed_config refuses another spelling)
-  PlanOptions options;  // its algo, merge, pieces and piece sizes (the rest from the command line)
+  PlanOptions options;  // its algo, stages (waves), merge, pieces and piece sizes (the rest from the command line)
 };
 
 // The inverse of algo_label for an --algo entry (kEntrySpelling; a plain algorithm too); UsageError
