@@ -46,7 +46,8 @@ def parse_args():
     p.add_argument("-n", type=int, default=1024)
     p.add_argument("-k", type=int, default=1024)
     p.add_argument("--op", default="all", choices=["ag", "rs", "all"])
-    p.add_argument("--algo", default="all", help="all, or one of " + " ".join(collmm.ALGOS))
+    p.add_argument("--algo", default="all", help="all (each of " + " ".join(collmm.ALGOS) + "), or one algo as "
+                   "the ops take it: auto, ring, ring:pieces4h, ...")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", default=None)

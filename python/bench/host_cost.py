@@ -10,7 +10,7 @@ them, except every 10 calls so that the launch queue stays short). Rows:
                        the pieces the plain path and collmm's plans are made of
   torch ag+mm / mm+rs  the plain path
   collmm <op> <algo> check=<every|first> [c10d]
-                       the op with each algorithm (ring with 2 pieces too) and each check, its
+                       the op with each algorithm (ring:pieces2 too) and each check, its
                        transfers on the group's NCCL communicator called directly (collmm.set_comm
                        "auto"; the path taken is printed: nccl, c10d or none) and, with --comm both
                        (the default on CUDA), through c10d's calls
@@ -99,17 +99,14 @@ def main():
     ag, rs = torch.ops.collmm.fused_all_gather_matmul, torch.ops.collmm.fused_matmul_reduce_scatter
     comm = args.comm or ("both" if device.type == "cuda" else "auto")
     paths = ("auto", "c10d") if comm == "both" else (comm,)
-    for algo, pieces in [(a, 1) for a in collmm.ALGOS] + [("ring", 2)]:
-        label = algo + (f":pieces{pieces}" if pieces > 1 else "")
+    for algo in collmm.ALGOS + ("ring:pieces2",):
         for check in ("every", "first"):
             for path in paths:
                 tail = " [c10d]" if path == "c10d" else ""
-                rows.append((f"collmm ag_gemm {label} check={check}{tail}", check, path,
-                             lambda algo=algo, pieces=pieces: ag(a_ag, [b_ag], 0, name, return_A=False, algo=algo,
-                                                                 pieces=pieces)))
-                rows.append((f"collmm gemm_rs {label} check={check}{tail}", check, path,
-                             lambda algo=algo, pieces=pieces: rs(a_rs, b_rs, "sum", 0, name, algo=algo,
-                                                                 pieces=pieces)))
+                rows.append((f"collmm ag_gemm {algo} check={check}{tail}", check, path,
+                             lambda algo=algo: ag(a_ag, [b_ag], 0, name, return_A=False, algo=algo)))
+                rows.append((f"collmm gemm_rs {algo} check={check}{tail}", check, path,
+                             lambda algo=algo: rs(a_rs, b_rs, "sum", 0, name, algo=algo)))
     if rank == 0:
         print(f"# host_us per call: P = {world}, M N K = {m} {n} {k}, {args.dtype}, device {device}, group "
               f"{dist.get_backend()}, torch {torch.__version__}")

@@ -7,6 +7,7 @@ and FakeTensor tracing. One rank cannot know the other ranks' sizes: the fake al
 (default: collmm's split). Pass them where shards are uneven and the op is compiled. The all-reduce's
 output shape is known locally: A's dims before K, then B's N.
 """
+import warnings
 from typing import List, Optional, Tuple, Union
 
 import torch
@@ -15,7 +16,23 @@ from torch.distributed.distributed_c10d import _resolve_process_group
 from torch.distributed.tensor import DTensor
 
 # The algorithms the ops take: "auto" and the names of collmm's table (exported by the extension).
+# An algorithm may carry plan options of its own, spelled as collmm-bench's --algo entries:
+# "ring:pieces4h", "ring:merge2", "ring:stages2".
 ALGOS = ("auto",) + tuple(torch.ops.collmm.algorithms())
+
+
+def _algo_with_pieces(algo: str, pieces: Optional[int], piece_sizes: Optional[str], who: str) -> str:
+    """`algo` with the deprecated keywords pieces= and piece_sizes= folded in, as one algo string
+    ("ring", 4, "halving" -> "ring:pieces4h"), with a FutureWarning naming it."""
+    if pieces is None and piece_sizes is None:
+        return algo
+    pieces = 1 if pieces is None else pieces
+    if piece_sizes not in (None, "equal", "halving"):
+        raise ValueError(f"collmm: {who}: piece_sizes must be equal or halving (got {piece_sizes!r})")
+    spelled = algo if pieces == 1 else f"{algo}:pieces{pieces}" + ("h" if piece_sizes == "halving" else "")
+    warnings.warn(f"collmm.{who}: pieces= and piece_sizes= are deprecated; pass algo={spelled!r}", FutureWarning,
+                  stacklevel=3)
+    return spelled
 
 
 def block_size(total: int, parts: int, q: int) -> int:
@@ -89,7 +106,7 @@ def _key_compile_caches_on(entry: str) -> None:
 
 @torch.library.register_fake("collmm::fused_all_gather_matmul")
 def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
-                                  gathered_size=None, pieces=1, piece_sizes="equal"):
+                                  gathered_size=None):
     _same_device(A_shard, Bs, "A_shard", "Bs")
     world = process_group_of(group_name).size()
     if gathered_size is None:
@@ -101,8 +118,7 @@ def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return
 
 
 @torch.library.register_fake("collmm::fused_matmul_reduce_scatter")
-def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto", scatter_size=None,
-                                      pieces=1, piece_sizes="equal"):
+def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, *, algo="auto", scatter_size=None):
     _same_device(A, [B], "A", "B")
     group = process_group_of(group_name)
     if scatter_size is None:
@@ -131,8 +147,8 @@ def fused_all_gather_matmul(
     return_A: bool = True,
     algo: str = "auto",
     gathered_size: Optional[int] = None,
-    pieces: int = 1,
-    piece_sizes: str = "equal",
+    pieces: Optional[int] = None,
+    piece_sizes: Optional[str] = None,
 ) -> Tuple[Optional[torch.Tensor], List[torch.Tensor]]:
     """All-gather of ``A_shard`` along ``gather_dim`` and its product with each B, the transfers
     overlapped with the GEMMs. The result, unfused::
@@ -152,25 +168,28 @@ def fused_all_gather_matmul(
             before it, is read in place; another one costs one copy of ``A_shard``.
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
         return_A: return the gathered A (else None, and it stays in collmm's scratch).
-        algo: "auto" (the cost model's pick) or one of ``ALGOS``.
+        algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
+            of its own as collmm-bench's ``--algo`` spells them: "ring:pieces4" (the last chunk's
+            transfer and GEMM cut in 4 pieces), "ring:pieces4h" (pieces of 1/2, 1/4, ... of the
+            chunk, the largest moved first), "ring:merge2".
         gathered_size: the size of A along ``gather_dim`` (the sum over the ranks). Only
             torch.compile needs it, and only where the ranks' sizes differ; checked when given.
             Under torch.compile, without it: P times this rank's size (checked).
-        pieces: with algo ring or bidir, the last chunk's transfer and GEMM cut in that many pieces.
-        piece_sizes: "equal", or "halving": pieces of 1/2, 1/4, ... of the chunk, the largest moved
-            first (at most 8 pieces; the smallest chunk needs 2^(pieces-1) rows).
-    Autograd: ``dA_shard`` is the reduce-scatter op on the output gradients, ``dB_i = A^T @ dC_i``.
+        pieces, piece_sizes: deprecated (a FutureWarning): ``algo="ring", pieces=4,
+            piece_sizes="halving"`` is ``algo="ring:pieces4h"``.
+    Autograd: ``dA_shard`` is the reduce-scatter op on the output gradients (with algo's algorithm,
+    without its options), ``dB_i = A^T @ dC_i``.
     """
+    algo = _algo_with_pieces(algo, pieces, piece_sizes, "fused_all_gather_matmul")
     if isinstance(A_shard, DTensor) or any(isinstance(b, DTensor) for b in Bs):
         from .dtensor import all_gather_matmul
 
-        return all_gather_matmul(A_shard, Bs, gather_dim, return_A, algo=algo, pieces=pieces, piece_sizes=piece_sizes)
+        return all_gather_matmul(A_shard, Bs, gather_dim, return_A, algo=algo)
     if gathered_size is None and torch.compiler.is_compiling():
         # The fake kernel's assumption, passed on: the kernel checks it and names gathered_size.
         gathered_size = A_shard.shape[gather_dim] * process_group_of(group).size()
     return torch.ops.collmm.fused_all_gather_matmul(
-        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size,
-        pieces=pieces, piece_sizes=piece_sizes
+        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size
     )
 
 
@@ -183,8 +202,8 @@ def fused_matmul_reduce_scatter(
     *,
     algo: str = "auto",
     scatter_size: Optional[int] = None,
-    pieces: int = 1,
-    piece_sizes: str = "equal",
+    pieces: Optional[int] = None,
+    piece_sizes: Optional[str] = None,
 ) -> torch.Tensor:
     """A @ B reduced over the group and scattered along ``scatter_dim``, the transfers overlapped
     with the GEMMs. The result on rank r, unfused::
@@ -202,21 +221,24 @@ def fused_matmul_reduce_scatter(
         scatter_dim: the dim of the result split over the ranks, any but the last. 0, or a dim with
             only size-1 dims before it, is read in place; another one costs one copy of A.
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
-        algo: "auto" (the cost model's pick) or one of ``ALGOS``.
+        algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
+            of its own as collmm-bench's ``--algo`` spells them: "ring:pieces4" (the first
+            partial's GEMM and send cut in 4 pieces), "ring:pieces4h" (pieces of halving size,
+            1/8, 1/8, 1/4, 1/2 of the block, the smallest computed and sent first).
         scatter_size: this rank's size of the result along ``scatter_dim`` (any split whose sizes
             add up to A's); default ``block_size(A.size(scatter_dim), P, rank)``.
-        pieces: with algo ring or bidir, the first partial's GEMM and send cut in that many pieces.
-        piece_sizes: "equal", or "halving": pieces of 1/2^(pieces-1), ..., 1/4, 1/2 of the block,
-            the smallest computed and sent first (at most 8 pieces; 2^(pieces-1) rows needed).
-    Autograd: ``dA = all_gather(dC) @ B^T``, ``dB = A^T @ all_gather(dC)`` (the all-gather op).
+        pieces, piece_sizes: deprecated (a FutureWarning): ``algo="ring", pieces=4,
+            piece_sizes="halving"`` is ``algo="ring:pieces4h"``.
+    Autograd: ``dA = all_gather(dC) @ B^T``, ``dB = A^T @ all_gather(dC)`` (the all-gather op, with
+    algo's algorithm, without its options).
     """
+    algo = _algo_with_pieces(algo, pieces, piece_sizes, "fused_matmul_reduce_scatter")
     if isinstance(A, DTensor) or isinstance(B, DTensor):
         from .dtensor import matmul_reduce_scatter
 
-        return matmul_reduce_scatter(A, B, reduce_op, scatter_dim, algo=algo, pieces=pieces, piece_sizes=piece_sizes)
+        return matmul_reduce_scatter(A, B, reduce_op, scatter_dim, algo=algo)
     return torch.ops.collmm.fused_matmul_reduce_scatter(
-        A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size,
-        pieces=pieces, piece_sizes=piece_sizes
+        A, B, reduce_op, scatter_dim, group_name_of(group), algo=algo, scatter_size=scatter_size
     )
 
 
@@ -242,7 +264,8 @@ def fused_matmul_all_reduce(
         B: [K_r, N], row-major or the transposed view of an ``nn.Linear`` weight (``w.t()``).
         reduce_op: "sum" or "avg".
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
-        algo: "auto" (the cost model's pick) or one of ``ALGOS``.
+        algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
+            of its own as collmm-bench's ``--algo`` spells them: "ring:stages2" (the ring in 2 waves).
     Autograd: ``dA = dC @ B^T``, ``dB = A^T @ dC`` (no communication: dC is the same on every rank).
     """
     if isinstance(A, DTensor) or isinstance(B, DTensor):

@@ -31,7 +31,7 @@ from torch.distributed.tensor import DTensor, Placement, Replicate, Shard, distr
 from torch.distributed.tensor.parallel import style as _torch_style
 
 from .dtensor import as_dtensor, chunk_size
-from .ops import ALGOS, process_group_of
+from .ops import process_group_of
 
 # (group name) -> (sequence length, this rank's rows) of the last input a collmm Colwise linear
 # gathered on that group: the split that the Rowwise linears after it give back.
@@ -39,8 +39,11 @@ _last_split: dict = {}
 
 
 def checked_algo(algo: str, who: str) -> str:
-    if algo not in ALGOS:
-        raise ValueError(f"collmm: {who}: algo must be one of {', '.join(ALGOS)} (got {algo!r})")
+    """`algo` as the ops take it ("auto", "ring", "ring:pieces4h"), else ValueError. Whether the op a
+    call runs takes its options is checked by the call."""
+    misfit = torch.ops.collmm.algo_misfit(algo) if isinstance(algo, str) else f"algo must be a str (got {algo!r})"
+    if misfit:
+        raise ValueError(f"collmm: {who}: {misfit}")
     return algo
 
 
@@ -190,9 +193,10 @@ def install(module: nn.Module, forward_cls: type, fused: _Fused) -> nn.Module:
 
 
 class ColwiseParallel(_torch_style.ColwiseParallel):
-    """torch's ColwiseParallel (same arguments) plus ``algo`` ("auto" or one of collmm.ALGOS, checked
-    here). With ``input_layouts=Shard(d)`` (d the sequence dim, not the last) on an nn.Linear, the
-    forward is collmm's all-gather + GEMM; otherwise torch's style as it is."""
+    """torch's ColwiseParallel (same arguments) plus ``algo`` ("auto", "ring", "ring:pieces4h": as
+    collmm.fused_all_gather_matmul takes it, checked here). With ``input_layouts=Shard(d)`` (d the
+    sequence dim, not the last) on an nn.Linear, the forward is collmm's all-gather + GEMM;
+    otherwise torch's style as it is."""
 
     def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
                  use_local_output: bool = True, algo: str = "auto"):

@@ -104,7 +104,7 @@ class ColumnParallelLinear(ColwiseForward, _ParallelLinear):
     (dim 0 split, any sizes), output full along dim 0.
 
     Args: in_features, out_features, bias (as nn.Linear), group (a ProcessGroup, its name, or None:
-    the default group), algo ("auto" or one of collmm.ALGOS), device, dtype.
+    the default group), algo ("auto", "ring", "ring:pieces4h": as the ops take it), device, dtype.
     forward(x, gathered_size=None): x is [s_r, ..., in_features] (a local tensor) or a DTensor
     Shard(0); the result [s, ..., N_r] with s = sum of every rank's s_r. gathered_size (s) is only
     for torch.compile with uneven shards of a local tensor.

@@ -18,6 +18,7 @@
 #include <torch/library.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
+#include "op_args.hpp"
 #include "trace.hpp"
 
 namespace collmm::torch_ext {
@@ -28,24 +29,21 @@ using torch::autograd::variable_list;
 using AgResult = std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>>;
 
 AgResult call_ag(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group,
-                 bool return_a, c10::string_view algo, std::optional<int64_t> gathered_size, int64_t pieces,
-                 c10::string_view piece_sizes) {
+                 bool return_a, c10::string_view algo, std::optional<int64_t> gathered_size) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("collmm::fused_all_gather_matmul", "")
                              .typed<AgResult(const at::Tensor&, at::TensorList, int64_t, c10::string_view, bool,
-                                             c10::string_view, std::optional<int64_t>, int64_t, c10::string_view)>();
-  return op.call(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
+                                             c10::string_view, std::optional<int64_t>)>();
+  return op.call(a_shard, bs, gather_dim, group, return_a, algo, gathered_size);
 }
 
 at::Tensor call_rs(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op, int64_t scatter_dim,
-                   c10::string_view group, c10::string_view algo, std::optional<int64_t> scatter_size, int64_t pieces,
-                   c10::string_view piece_sizes) {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("collmm::fused_matmul_reduce_scatter", "")
-          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, int64_t, c10::string_view,
-                            c10::string_view, std::optional<int64_t>, int64_t, c10::string_view)>();
-  return op.call(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
+                   c10::string_view group, c10::string_view algo, std::optional<int64_t> scatter_size) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("collmm::fused_matmul_reduce_scatter", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, int64_t,
+                                               c10::string_view, c10::string_view, std::optional<int64_t>)>();
+  return op.call(a, b, reduce_op, scatter_dim, group, algo, scatter_size);
 }
 
 at::Tensor call_ar(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op, c10::string_view group,
@@ -70,14 +68,14 @@ int64_t dim_of(int64_t dim, const at::Tensor& t) { return t.dim() ? (dim % t.dim
 struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim,
                                c10::string_view group, bool return_a, c10::string_view algo,
-                               std::optional<int64_t> gathered_size, int64_t pieces, c10::string_view piece_sizes) {
+                               std::optional<int64_t> gathered_size) {
     at::AutoDispatchBelowADInplaceOrView below;
-    auto [a, cs] = call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
+    auto [a, cs] = call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size);
     const int64_t dim = dim_of(gather_dim, a_shard);
     ctx->set_materialize_grads(false);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["group"] = std::string(group);
-    ctx->saved_data["algo"] = std::string(algo);
+    ctx->saved_data["algo"] = algorithm_of(std::string(algo));  // its options are this op's
     ctx->saved_data["shard_size"] = a_shard.size(dim);
     ctx->saved_data["return_a"] = return_a;
     ctx->saved_data["module"] = tracing() ? trace_module() : std::string();  // collmm.trace's label
@@ -114,17 +112,15 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     std::vector<at::Tensor> xs, ys;
     if (dc0.defined()) xs.push_back(dc0), ys.push_back(bs[0].t());
     if (e.defined()) xs.push_back(e), ys.push_back(at::eye(k, a_shard.options()));
-    variable_list out(1 + bs.size() + 7);  // A_shard, each B, then the 7 arguments that are not tensors
+    variable_list out(1 + bs.size() + 5);  // A_shard, each B, then the 5 arguments that are not tensors
     if (!xs.empty())
       out[0] = call_rs(at::cat(xs, -1).contiguous(), at::cat(ys, 0), "sum", dim, group, algo,
-                       ctx->saved_data["shard_size"].toInt(), 1, "equal");
+                       ctx->saved_data["shard_size"].toInt());
     bool any_b = false;
     for (size_t i = 0; i < bs.size(); ++i) any_b = any_b || ctx->needs_input_grad(i + 1);
     if (gathered_rows >= 0 && any_b) {
       if (!a.defined())  // not returned by the forward: gathered again, to dC's rows (uneven shards)
-        a = std::get<0>(
-                call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, gathered_rows, 1, "equal"))
-                .value();
+        a = std::get<0>(call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, gathered_rows)).value();
       const at::Tensor flat = at::flatten(a, 0, -2);  // (rows, k); flatten, not reshape: a shard may be 0 wide
       for (size_t i = 0; i < bs.size(); ++i)
         if (grads[i + 1].defined()) out[i + 1] = flat.t().mm(at::flatten(grads[i + 1], 0, -2));
@@ -136,13 +132,13 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
 struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                             int64_t scatter_dim, c10::string_view group, c10::string_view algo,
-                            std::optional<int64_t> scatter_size, int64_t pieces, c10::string_view piece_sizes) {
+                            std::optional<int64_t> scatter_size) {
     at::AutoDispatchBelowADInplaceOrView below;
-    at::Tensor c = call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
+    at::Tensor c = call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size);
     const int64_t dim = dim_of(scatter_dim, a);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["group"] = std::string(group);
-    ctx->saved_data["algo"] = std::string(algo);
+    ctx->saved_data["algo"] = algorithm_of(std::string(algo));  // its options are this op's
     ctx->saved_data["full_size"] = a.size(dim);
     ctx->saved_data["module"] = tracing() ? trace_module() : std::string();  // collmm.trace's label
     ctx->saved_data["scale"] =
@@ -158,11 +154,11 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     const double scale = ctx->saved_data["scale"].toDouble();
     auto [gathered, da] =
         call_ag(grads[0].contiguous(), {b.t()}, ctx->saved_data["dim"].toInt(), ctx->saved_data["group"].toStringRef(),
-                true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt(), 1, "equal");
+                true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt());
     at::Tensor db = at::flatten(a, 0, -2).t().mm(at::flatten(*gathered, 0, -2));
     at::Tensor d_a = da[0];
     if (scale != 1.0) d_a = d_a * scale, db = db * scale;
-    return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -194,14 +190,12 @@ struct MatmulAllReduce : torch::autograd::Function<MatmulAllReduce> {
 
 AgResult all_gather_matmul_autograd(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim,
                                     c10::string_view group, bool return_a, c10::string_view algo,
-                                    std::optional<int64_t> gathered_size, int64_t pieces,
-                                    c10::string_view piece_sizes) {
+                                    std::optional<int64_t> gathered_size) {
   if (!grad_needed({a_shard, bs})) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
+    return call_ag(a_shard, bs, gather_dim, group, return_a, algo, gathered_size);
   }
-  variable_list out =
-      AllGatherMatmul::apply(a_shard, bs, gather_dim, group, return_a, algo, gathered_size, pieces, piece_sizes);
+  variable_list out = AllGatherMatmul::apply(a_shard, bs, gather_dim, group, return_a, algo, gathered_size);
   std::optional<at::Tensor> a;
   if (return_a) a = out[0];
   return {a, std::vector<at::Tensor>(out.begin() + (return_a ? 1 : 0), out.end())};
@@ -209,13 +203,12 @@ AgResult all_gather_matmul_autograd(const at::Tensor& a_shard, at::TensorList bs
 
 at::Tensor matmul_reduce_scatter_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                                           int64_t scatter_dim, c10::string_view group, c10::string_view algo,
-                                          std::optional<int64_t> scatter_size, int64_t pieces,
-                                          c10::string_view piece_sizes) {
+                                          std::optional<int64_t> scatter_size) {
   if (!grad_needed({a, b})) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
+    return call_rs(a, b, reduce_op, scatter_dim, group, algo, scatter_size);
   }
-  return MatmulReduceScatter::apply(a, b, reduce_op, scatter_dim, group, algo, scatter_size, pieces, piece_sizes);
+  return MatmulReduceScatter::apply(a, b, reduce_op, scatter_dim, group, algo, scatter_size);
 }
 
 at::Tensor matmul_all_reduce_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,

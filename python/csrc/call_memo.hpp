@@ -36,7 +36,7 @@ using Agreed = std::vector<std::vector<double>>;  // every rank's numbers, in ra
 
 // A call's inputs as numbers: every property of its tensors and arguments that its checks, its
 // agreement's keys and numbers, and its plan depend on (the op, sizes, strides, dtype, device,
-// dims, algo, pieces, sizes given). Two calls with the same CallKey check, agree and plan alike.
+// dims, algo, sizes given). Two calls with the same CallKey check, agree and plan alike.
 using CallKey = std::vector<int64_t>;
 // What a call with that key settled before data moved: every rank's agreed numbers, the plan, and
 // what this rank sent to agree (the call's name, keys and numbers; their fingerprint).

@@ -4,8 +4,7 @@
 
 #include <sstream>
 
-#include "collmm/algorithms.hpp"
-#include "collmm/sizes.hpp"
+#include "algo_entries.hpp"
 #include "torch_util.hpp"
 
 namespace collmm::torch_ext {
@@ -81,24 +80,23 @@ std::string check_reduce_op(const std::string& reduce_op) {
   return reduce_op == "sum" || reduce_op == "avg" ? "" : "reduce_op must be sum or avg (got " + reduce_op + ")";
 }
 
-std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes) {
-  if (pieces < 1 || pieces > kMaxPieces)
-    return "pieces must be 1.." + std::to_string(kMaxPieces) + " (got " + std::to_string(pieces) + ")";
+std::string check_algo(const std::string& algo, std::optional<Op> op) {
+  if (algo == "auto") return {};
   try {
-    parse_piece_sizes(piece_sizes);
+    if (op)
+      entry_options(*op, algo);
+    else
+      parse_listed_config(algo);
   } catch (const UsageError& e) {
-    return std::string("piece_sizes: ") + e.what();
-  }
-  if (algo == "auto")
-    return pieces == 1 && piece_sizes == "equal" ? ""
-                                                 : "pieces and piece_sizes apply to a named algorithm (" +
-                                                       names_taking(&AlgoRow::takes_pieces) + "), not auto";
-  try {
-    parse_algo(algo);
-  } catch (const UsageError& e) {
-    return std::string("algo: ") + e.what() + " or auto";
+    const std::string why = e.what();  // naming the accepted spellings once
+    return "algo " + why +
+           (why.find(kEntrySpelling) == std::string::npos ? "; algo is auto or " + std::string(kEntrySpelling) : "");
   }
   return {};
+}
+
+std::string algorithm_of(const std::string& algo) {
+  return algo == "auto" ? algo : to_string(parse_listed_config(algo).options.algo);
 }
 
 std::vector<int64_t> rank_counts(const std::vector<std::vector<double>>& all, size_t at) {

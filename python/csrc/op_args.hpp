@@ -35,7 +35,13 @@ int64_t leading_dim(int64_t dim, int64_t rank);
 std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name, bool cols_split);
 std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string& name, int64_t k);
 std::string check_reduce_op(const std::string& reduce_op);
-std::string check_algo(const std::string& algo, int64_t pieces, const std::string& piece_sizes);
+// `algo`: "auto" or an entry of the command lines' --algo ("ring", "ring:pieces4h"; algo_entries.hpp)
+// that `op`'s algorithm takes whole (no op: any entry the parser reads). Its message names the
+// accepted spellings.
+std::string check_algo(const std::string& algo, std::optional<Op> op);
+// The algorithm of `algo` without its options ("ring:pieces4h" -> "ring", "auto" as it is): what the
+// backward's other op runs (the options were chosen for the forward's op). `algo` passed check_algo.
+std::string algorithm_of(const std::string& algo);
 
 // From every rank's numbers (`all[q][at]`), each throwing UsageError where the ranks' do not fit:
 // the layout every rank reads its B with: the one that some rank's B needs (kn when none does);

@@ -80,40 +80,33 @@ struct CallBase {
 // check -> agree -> plan -> bind -> run, for any op's call. A call whose CallKey ran before skips
 // its checks and planning: recall() gives what that call settled (call_memo.hpp).
 template <class Call>
-auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::string_view algo_view, int64_t pieces,
-              c10::string_view piece_sizes_view) {
+auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::string_view algo_view) {
   return user_errors_as_value_errors([&] {
-    const std::string algo(algo_view), piece_sizes(piece_sizes_view);
+    const std::string algo(algo_view);
     SessionLock s = session_for(std::string(group_name), device);
     CallMemos& calls = s.session.calls();
     call.rank = s.session.rank();
     call.world = s.session.world();
-    CallKey key{static_cast<int64_t>(Call::op), pieces};
+    CallKey key{static_cast<int64_t>(Call::op)};
     add_to_key(key, algo);
-    add_to_key(key, piece_sizes);
     call.key(key);
     const Recalled recalled = calls.recall(key);  // with check "every": one exchange
     const CallMemo* memo = recalled.memo;
     // check: this rank's own arguments (a recalled call passed them).
     std::string misfit = call.inspect(!memo);
-    if (!memo && misfit.empty()) misfit = check_algo(algo, pieces, piece_sizes);
+    if (!memo && misfit.empty()) misfit = check_algo(algo, Call::op);
     // agree: one exchange of any rank's error, the keys every rank must share, each rank's sizes.
     const auto keys = [&] {
       Keys all_keys{{"op", Call::name}, {"device type", device.is_cpu() ? "cpu" : "cuda"}};
       for (auto& kv : call.keys()) all_keys.push_back(std::move(kv));
-      all_keys.insert(all_keys.end(), {{"dtype", to_string(call.dtype)},
-                                       {"algo", algo},
-                                       {"pieces", std::to_string(pieces)},
-                                       {"piece_sizes", piece_sizes}});
+      all_keys.insert(all_keys.end(), {{"dtype", to_string(call.dtype)}, {"algo", algo}});
       return all_keys;
     };
     const Agreed all = calls.agree(recalled, Call::name, misfit, keys, call.mine());
     // plan: the problem from every rank's numbers, its plan prepared once per shape.
     const Problem problem = call.problem(all);
     Prepared& prepared =
-        memo
-            ? *memo->prepared
-            : s.session.prepare(problem, s.session.options(problem, call.dtype, algo, pieces, piece_sizes), call.dtype);
+        memo ? *memo->prepared : s.session.prepare(problem, s.session.options(problem, call.dtype, algo), call.dtype);
     if (!memo) calls.remember(key, all, prepared);
     // bind, then run.
     call.bind(prepared);

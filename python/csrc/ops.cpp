@@ -1,11 +1,12 @@
 // ops.cpp: the dispatcher ops torch.ops.collmm.fused_all_gather_matmul,
-// torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops, plus `algo`,
-// `pieces` and `piece_sizes` (a named ring or bidir's edge in pieces) and the sizes one rank cannot know) and
-// torch.ops.collmm.fused_matmul_all_reduce, and their CPU and CUDA kernels. Every op call walks one skeleton
-// (run_call, op_call.hpp): every rank checks its own tensors, the ranks agree on the problem (python/csrc/call_memo.hpp,
-// collmm/agreement.hpp: one exchange of the same size for every op, the op's name among what they agree on),
-// then collmm's plan runs on the caller's tensors through the session's executor. A user error raises
-// ValueError("collmm: ...") on every rank before any data moves.
+// torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops, plus `algo` and
+// the sizes one rank cannot know) and torch.ops.collmm.fused_matmul_all_reduce, and their CPU and CUDA kernels.
+// `algo` is "auto" or an entry of the command lines' --algo: "ring", "ring:pieces4h" (algo_entries.hpp).
+// Every op call walks one skeleton (run_call, op_call.hpp): every rank checks its own tensors, the ranks
+// agree on the problem (python/csrc/call_memo.hpp, collmm/agreement.hpp: one exchange of the same size for
+// every op, the op's name among what they agree on), then collmm's plan runs on the caller's tensors
+// through the session's executor. A user error raises ValueError("collmm: ...") on every rank before
+// any data moves.
 //
 //   fused_all_gather_matmul(A_shard [..., K], Bs [[K, N_r], ...], gather_dim, group_name,
 //                           return_A, algo, gathered_size)
@@ -307,24 +308,26 @@ struct ArCall : SumCall {
   }
 };
 
-std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(
-    const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, c10::string_view group_name, bool return_a,
-    c10::string_view algo, std::optional<int64_t> gathered_size, int64_t pieces, c10::string_view piece_sizes) {
+std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul(const at::Tensor& a_shard,
+                                                                                 at::TensorList bs, int64_t gather_dim,
+                                                                                 c10::string_view group_name,
+                                                                                 bool return_a, c10::string_view algo,
+                                                                                 std::optional<int64_t> gathered_size) {
   AgCall call{{}, a_shard, bs, gather_dim, return_a, gathered_size};
-  return run_call(call, group_name, a_shard.device(), algo, pieces, piece_sizes);
+  return run_call(call, group_name, a_shard.device(), algo);
 }
 
 at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                                  int64_t scatter_dim, c10::string_view group_name, c10::string_view algo,
-                                 std::optional<int64_t> scatter_size, int64_t pieces, c10::string_view piece_sizes) {
+                                 std::optional<int64_t> scatter_size) {
   RsCall call{{{}, a, b, std::string(reduce_op)}, scatter_dim, scatter_size};
-  return run_call(call, group_name, a.device(), algo, pieces, piece_sizes);
+  return run_call(call, group_name, a.device(), algo);
 }
 
 at::Tensor matmul_all_reduce(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                              c10::string_view group_name, c10::string_view algo) {
   ArCall call{{{}, a, b, std::string(reduce_op)}};
-  return run_call(call, group_name, a.device(), algo, 1, "equal");
+  return run_call(call, group_name, a.device(), algo);
 }
 
 }  // namespace collmm::torch_ext
@@ -332,11 +335,10 @@ at::Tensor matmul_all_reduce(const at::Tensor& a, const at::Tensor& b, c10::stri
 TORCH_LIBRARY(collmm, m) {
   m.def(
       "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
-      "bool return_A=True, str algo=\"auto\", int? gathered_size=None, int pieces=1, "
-      "str piece_sizes=\"equal\") -> (Tensor?, Tensor[])");
+      "bool return_A=True, str algo=\"auto\", int? gathered_size=None) -> (Tensor?, Tensor[])");
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
-      "str algo=\"auto\", int? scatter_size=None, int pieces=1, str piece_sizes=\"equal\") -> Tensor");
+      "str algo=\"auto\", int? scatter_size=None) -> Tensor");
   m.def("fused_matmul_all_reduce(Tensor A, Tensor B, str reduce_op, str group_name, *, str algo=\"auto\") -> Tensor");
   // The algorithms' names, from collmm's table (collmm/algorithms.hpp): collmm.ALGOS reads them.
   m.def("algorithms() -> str[]", [] {
@@ -344,6 +346,10 @@ TORCH_LIBRARY(collmm, m) {
     for (const collmm::AlgoRow& row : collmm::algorithm_table()) names.push_back(row.name);
     return names;
   });
+  // What is wrong with an `algo` string as the ops take it, whatever the op ("": nothing): the
+  // styles and layers check theirs when made (collmm.parallel's checked_algo).
+  m.def("algo_misfit(str algo) -> str",
+        [](c10::string_view algo) { return collmm::torch_ext::check_algo(std::string(algo), std::nullopt); });
   // Which executor the ops use for CPU tensors in groups first used after this call: "aten" (the
   // default: ATen GEMMs on the calling thread, the group's comm asynchronous: the executor of CUDA
   // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).

@@ -1,6 +1,8 @@
 // plan_cache.cpp: a session's prepared plans, keyed field by field, and auto's measured choice.
 #include "plan_cache.hpp"
 
+#include "algo_entries.hpp"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include "algo_entries.hpp"
 #include "c10d_transport.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/tuning.hpp"
@@ -55,16 +58,9 @@ PlanCache::PlanCache(c10::Device device, ExecutorKind kind, int rank, HostComm& 
       make_executor_(std::move(make_executor)),
       dropping_(std::move(dropping)) {}
 
-PlanOptions PlanCache::options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces,
-                               const std::string& piece_sizes) {
+PlanOptions PlanCache::options(const Problem& problem, Dtype dtype, const std::string& algo) {
   auto_report_.clear();
-  if (algo_name != "auto") {
-    PlanOptions o;
-    o.algo = parse_algo(algo_name);
-    o.pieces = static_cast<int>(pieces);
-    o.piece_sizes = o.pieces > 1 ? parse_piece_sizes(piece_sizes) : PieceSizes::equal;
-    return o;
-  }
+  if (algo != "auto") return entry_options(problem.op, algo);
   Profile profile = builtin_profile(device_.is_cuda() ? "h200-nvlink" : "cpu-2core");
   profile.gemm.library = kind_ == ExecutorKind::aten ? GemmLibrary::aten : GemmLibrary::openblas;
   auto time = [&](const PlanOptions& o, int warmup, int iters) {

@@ -49,12 +49,11 @@ class PlanCache {
   PlanCache(c10::Device device, ExecutorKind kind, int rank, HostComm& host, std::shared_ptr<Failure> exchanges,
             MakeExecutor make_executor, std::function<void()> dropping);
 
-  // The plan options for `algo_name` ("auto": the measured choice: the cost model's best few
+  // The plan options for `algo` ("auto": the measured choice: the cost model's best few
   // candidates for this problem and dtype, ranked with the cpu-2core profile on CPU and h200-nvlink
   // on CUDA, timed on this device on the shape's first call, the fastest kept per shape; else the
-  // algorithm with its defaults and `pieces`).
-  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces,
-                      const std::string& piece_sizes);
+  // entry's algorithm and options, the rest at their defaults: entry_options, algo_entries.hpp).
+  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo);
   // The last options()' decision as last_auto() reports it ("" unless its algo was "auto").
   const std::string& auto_report() const { return auto_report_; }
 

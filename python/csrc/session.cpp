@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
 
+#include "algo_entries.hpp"
 #include "aten_executor.hpp"
 #include "blas_gemm.hpp"
 #include "c10d_transport.hpp"

@@ -37,9 +37,8 @@ class Session {
   // check and agree: what calls settled (recall, agree, remember).
   CallMemos& calls() { return calls_; }
   // plan: PlanCache::options, its decision kept for the call's memo.
-  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo_name, int64_t pieces = 1,
-                      const std::string& piece_sizes = "equal") {
-    const PlanOptions o = plans_.options(problem, dtype, algo_name, pieces, piece_sizes);
+  PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo) {
+    const PlanOptions o = plans_.options(problem, dtype, algo);
     calls_.set_auto_report(plans_.auto_report());
     return o;
   }

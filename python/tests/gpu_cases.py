@@ -13,7 +13,7 @@ from dist_util import run_world
 def gpu_cases(rank, world, share_gpu):
     from layer_cases import mlp_cases
     from ar_cases import autograd_cases
-    from op_cases import ag_cases, ar_cases, pieces_cases, rs_cases
+    from op_cases import ag_cases, ar_cases, entry_cases, rs_cases
     from shard_cases import seq_parallel_mlp
 
     device = torch.device("cuda", 0 if share_gpu else rank)
@@ -28,7 +28,7 @@ def gpu_cases(rank, world, share_gpu):
     rs_cases(rank, world, device)
     ar_cases(rank, world, device)
     autograd_cases(rank, world, device)  # the all-reduce's
-    pieces_cases(rank, world, device)
+    entry_cases(rank, world, device)
     mlp_cases(rank, world, device)
     seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
     trace_on_gpu(rank, world, device)
@@ -52,7 +52,7 @@ def direct_comm_cases(rank, world, device):
     def want(algo, m):
         if world == 1:
             return ("nccl", "none")  # sequential's gather of one rank is a transfer; the ring moves nothing
-        if algo in ("ring", "bidir") or (algo == "sequential" and m % world == 0):
+        if algo.split(":")[0] in ("ring", "bidir") or (algo == "sequential" and m % world == 0):
             return ("nccl",)
         return ("nccl", "nccl+c10d", "c10d")  # pipelined's stages, auto's pick, uneven parts
 
@@ -63,14 +63,14 @@ def direct_comm_cases(rank, world, device):
         b_r = b[:, block(32 * world, world, rank)].to(device)
         h_r = h[:, block(48 * world, world, rank)].contiguous().to(device)
         w_r = w[block(48 * world, world, rank)].to(device)
-        for algo, pieces in [(x, 1) for x in ALGOS] + [("ring", 3), ("bidir", 2)]:
-            what = f"M {m} {algo} pieces {pieces} rank {rank}/{world}"
+        for algo in ALGOS + ("ring:pieces3", "bidir:pieces2"):
+            what = f"M {m} {algo} rank {rank}/{world}"
             got = {}
             for path in ("c10d", "auto", "auto"):  # the second auto: the plan already prepared
                 collmm.set_comm(path)
-                _, (c,) = ag(a, [b_r], 0, group, algo=algo, pieces=pieces)
+                _, (c,) = ag(a, [b_r], 0, group, algo=algo)
                 took_ag = torch.ops.collmm.last_comm()
-                y = rs(h_r, w_r, "sum", 0, group, algo=algo, pieces=pieces)
+                y = rs(h_r, w_r, "sum", 0, group, algo=algo)
                 took_rs = torch.ops.collmm.last_comm()
                 if path == "c10d":
                     assert "nccl" not in (took_ag + took_rs), f"{what}: set_comm c10d, yet {took_ag} / {took_rs}"

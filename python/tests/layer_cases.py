@@ -12,7 +12,7 @@ from mlp_check import check_mlp
 
 
 def mlp_cases(rank, world, device="cpu"):
-    for algo in ALGOS:
+    for algo in ALGOS + ("ring:pieces2",):  # an algorithm with options of its own too
         for shape in ((4 * world + 1, 6), (2 * world, 3, 6)):  # [M, K] with M uneven; [s, b, K]
             k, hidden = shape[-1], 2 * world + 1
             torch.manual_seed(0)  # the same unsharded layers on every rank

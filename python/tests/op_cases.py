@@ -47,39 +47,71 @@ def ag_cases(rank, world, device="cpu"):
         assert_close(y, (x_full.double() @ w[chunk(n, world, rank)].t().double()).float(), what)
 
 
-def pieces_cases(rank, world, device="cpu"):
-    """pieces = 1..4 with the ring and bidir of both ops (the rings' exposed edge cut in pieces), equal
-    and halving sizes (where the edge chunk has the 2^(pieces-1) rows halving needs), uneven M."""
+def ran(fields, what):
+    """The last call ran a plan with these options, where its executor tells (the ATen executor's
+    last_plan(): on CUDA, and on CPU unless set_cpu_executor("host"))."""
+    plan = torch.ops.collmm.last_plan()
+    assert not plan or set(fields) <= set(plan.split()), (what, plan)
+
+
+def entry_cases(rank, world, device="cpu"):
+    """algo strings with plan options of their own, as collmm-bench's --algo spells them: pieces 1..4
+    with the ring and bidir of both ops (the rings' exposed edge cut in pieces), equal and halving
+    sizes (where the edge chunk has the 2^(pieces-1) rows halving needs), uneven M; the all-reduce's
+    ring in waves (ring:stages2); the ag ring's merge, its backward without it. Each runs the plan it
+    names (ran)."""
     group = dist.group.WORLD.group_name
     cases = [(a, s, p) for a in ("ring", "bidir") for s in ("equal", "halving") for p in (1, 2, 3, 4)
              if s == "equal" or (p > 1 and 2 ** (p - 1) <= (8 if a == "ring" else 4))]
-    for algo, sizes, pieces in cases:
-        what = f"pieces {pieces} {sizes} {algo} rank {rank}/{world}"
+    for base, sizes, pieces in cases:
+        algo = base if pieces == 1 else f"{base}:pieces{pieces}" + ("h" if sizes == "halving" else "")
+        plan = {f"algo={base}", f"pieces={pieces}", f"piece_sizes={sizes if pieces > 1 else 'equal'}"}
+        what = f"{algo} rank {rank}/{world}"
         m, k, n = 8 * world + world // 2 + 1, 6, 3 * world + 2  # bidir: every half chunk has >= 4 rows
         a_full, b_full = seeded(10, m, k, dtype=torch.float64), seeded(11, k, n, dtype=torch.float64)
         b_r = b_full[:, block(n, world, rank)].contiguous()
         _, (c,) = torch.ops.collmm.fused_all_gather_matmul(
-            a_full[block(m, world, rank)].to(device), [b_r.to(device)], 0, group, return_A=False, algo=algo,
-            pieces=pieces, piece_sizes=sizes)
+            a_full[block(m, world, rank)].to(device), [b_r.to(device)], 0, group, return_A=False, algo=algo)
         assert_close(c, a_full @ b_r, "ag " + what)
+        ran(plan, "ag " + what)
         h_full, w_full = seeded(12, m, 4 * world + 1, dtype=torch.float64), seeded(13, 4 * world + 1, 5,
                                                                                   dtype=torch.float64)
         kb = block(4 * world + 1, world, rank)
         y = torch.ops.collmm.fused_matmul_reduce_scatter(
-            h_full[:, kb].contiguous().to(device), w_full[kb].to(device), "sum", 0, group, algo=algo,
-            pieces=pieces, piece_sizes=sizes)
+            h_full[:, kb].contiguous().to(device), w_full[kb].to(device), "sum", 0, group, algo=algo)
         assert_close(y, (h_full @ w_full)[block(m, world, rank)], "rs " + what)
+        ran(plan, "rs " + what)
+    m = 4 * world + 1
+    h_full, w_full = seeded(14, m, 2 * world + 1, dtype=torch.float64), seeded(15, 2 * world + 1, 5,
+                                                                              dtype=torch.float64)
+    kb = block(2 * world + 1, world, rank)
+    y = torch.ops.collmm.fused_matmul_all_reduce(h_full[:, kb].contiguous().to(device), w_full[kb].to(device),
+                                                 "sum", group, algo="ring:stages2")
+    assert_close(y, h_full @ w_full, f"ar ring:stages2 rank {rank}/{world}")
+    ran({"algo=ring", "stages=2"}, "ar ring:stages2")
+    a_full, b_full = seeded(16, m, 6, dtype=torch.float64), seeded(17, 6, 3, dtype=torch.float64)
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a_full[block(m, world, rank)].to(device), [b_full.to(device)],
+                                                       0, group, algo="ring:merge2")
+    assert_close(c, a_full @ b_full, f"ag ring:merge2 rank {rank}/{world}")
+    ran({"algo=ring", "merge=2"}, "ag ring:merge2")
+    # The backward's reduce-scatter runs the ring without the forward's options (gemm_rs has no merge).
+    a_r = a_full[block(m, world, rank)].to(device).requires_grad_()
+    _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a_r, [b_full.to(device)], 0, group, algo="ring:merge2")
+    c.sum().backward()
+    ran({"algo=ring", "merge=1"}, "ag ring:merge2's backward")
+    assert_close(a_r.grad, (world * torch.ones(m, 3, dtype=torch.float64) @ b_full.t())[block(m, world, rank)],
+                 f"ag ring:merge2 backward rank {rank}/{world}")
     try:  # pieces is for the ring and bidir only: refused on every rank
         torch.ops.collmm.fused_all_gather_matmul(torch.ones(2, 3, device=device), [torch.ones(3, 2, device=device)],
-                                                 0, group, algo="pipelined", pieces=2)
+                                                 0, group, algo="pipelined:pieces2")
     except ValueError as e:
-        assert "pieces" in str(e), str(e)
+        assert "ag_gemm's pipelined does not take these options" in str(e), str(e)
     else:
-        raise AssertionError("pipelined with pieces=2 was accepted")
+        raise AssertionError("pipelined:pieces2 was accepted")
     m = 8 * world + world // 2 + 1  # bidir's half chunks: 4 rows, so 3 pieces of halving size at most
     try:
         torch.ops.collmm.fused_matmul_reduce_scatter(torch.ones(m, 2, device=device), torch.ones(2, 3, device=device),
-                                                     "sum", 0, group, algo="bidir", pieces=4, piece_sizes="halving")
+                                                     "sum", 0, group, algo="bidir:pieces4h")
     except ValueError as e:
         assert "halving needs 8" in str(e) and "at most 3 pieces" in str(e), str(e)
     else:
@@ -157,3 +189,31 @@ def ar_cases(rank, world, device="cpu"):
         y = torch.ops.collmm.fused_matmul_all_reduce(a_full[ks].to(device), b_full[ks].to(device), "sum", group,
                                                      algo=algo)
         assert_close(y, (a_full.double() @ b_full.double()).float(), f"ar 1-D A {algo} rank {rank}/{world}")
+
+
+def deprecated_keyword_cases(rank, world):
+    """collmm.fused_all_gather_matmul's and fused_matmul_reduce_scatter's deprecated pieces= and
+    piece_sizes=: a FutureWarning (at the caller's line) naming the one algo string, and the same bits
+    as that string."""
+    import warnings
+
+    import collmm
+
+    m, k, n = 8 * world + 3, 6, 5  # every rank's chunk has the 8 rows 4 pieces of halving size need
+    a_full, b_full = seeded(30, m, k, dtype=torch.float64), seeded(31, k, n, dtype=torch.float64)
+    a = a_full[block(m, world, rank)]
+    h = seeded(32, m, 2 * world, dtype=torch.float64)[:, block(2 * world, world, rank)].contiguous()
+    w = seeded(33, 2 * world, n, dtype=torch.float64)[block(2 * world, world, rank)]
+    calls = [(lambda **kw: collmm.fused_all_gather_matmul(a, [b_full], return_A=False, **kw)[1][0], "ag"),
+             (lambda **kw: collmm.fused_matmul_reduce_scatter(h, w, **kw), "rs")]
+    for call, what in calls:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            old = call(algo="ring", pieces=4, piece_sizes="halving")
+        assert [x.category for x in seen] == [FutureWarning], (what, [str(x.message) for x in seen])
+        assert "algo='ring:pieces4h'" in str(seen[0].message) and seen[0].filename == __file__, (what, seen[0])
+        ran({"pieces=4", "piece_sizes=halving"}, what)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            new = call(algo="ring:pieces4h")
+        assert torch.equal(old, new), what

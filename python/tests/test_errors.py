@@ -59,6 +59,18 @@ def error_cases(rank, world):
         (lambda: ar(a, b, "max" if bad else "avg", group), "reduce_op must be sum or avg"),
         (lambda: ar(a, b, "sum", group, algo="zigzag" if bad else "auto"), "algo"),
         (lambda: ar(a, seeded(24, 5, 5) if bad else b, "sum", group), "rows; A has 4 columns"),
+        # algo strings (collmm-bench's --algo entries): the parser's message and the accepted spellings
+        (lambda: ag(a, [b], 0, group, algo="rings" if bad else "ring"),
+         "algo 'rings': unknown algorithm 'rings' (expected one of: sequential pipelined ring bidir); algo is auto or "
+         "ALGO[:stagesS][:mergeG][:piecesS[h]]"),
+        (lambda: rs(a, b, "sum", 0, group, algo="ring:pieces4:merge2" if bad else "ring"),
+         "algo 'ring:pieces4:merge2': write it as 'ring:merge2:pieces4'"),
+        (lambda: ag(a, [b], 0, group, algo="ring:pieces0" if bad else "ring:pieces2"), "pieces takes a count 1..64"),
+        (lambda: rs(a, b, "sum", 0, group, algo="ring:merge2" if bad else "ring"),
+         "algo 'ring:merge2': gemm_rs's ring does not take these options (it would run as ring)"),
+        (lambda: ar(a, b, "sum", group, algo="bidir:stages2" if bad else "ring"),
+         "algo 'bidir:stages2': gemm_ar's bidir does not take these options (it would run as bidir)"),
+        (lambda: ag(a, [b], 0, group, algo="ring:pieces2" if bad else "ring"), "disagree on algo", 2),
         (lambda: ar(torch.ones(()) if bad else a, b, "sum", group), "A must have 1 or more dims"),
     ]
     for i, (call, fragment, *min_world) in enumerate(cases):

@@ -6,7 +6,7 @@ the same seeded global tensors."""
 import pytest
 
 from dist_util import run_world
-from op_cases import ag_cases, ar_cases, pieces_cases, rs_cases
+from op_cases import ag_cases, ar_cases, deprecated_keyword_cases, entry_cases, rs_cases
 
 
 def both(rank, world, executor):
@@ -16,10 +16,14 @@ def both(rank, world, executor):
     ag_cases(rank, world)
     rs_cases(rank, world)
     ar_cases(rank, world)
-    pieces_cases(rank, world)
+    entry_cases(rank, world)
 
 
 @pytest.mark.parametrize("executor", ["host", "aten"])
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 def test_ops(world, executor):
     run_world(world, both, executor)
+
+
+def test_deprecated_pieces_keywords():
+    run_world(2, deprecated_keyword_cases)

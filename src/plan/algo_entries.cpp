@@ -7,8 +7,34 @@
 
 namespace collmm {
 
+namespace {
+
+// The most waves an entry's stages may ask for (validate() bounds them by the rows: M/P).
+constexpr int kMaxEntryStages = 99999;
+
+// Stages an algorithm takes as waves (gemm_ar's ring), not as stages of its own (pipelined's, --stages).
+bool stages_as_waves(Algo algo) { return !algorithm(algo).takes_stages; }
+
+// The entry `c` over `base` as `op`'s algorithm takes it; UsageError("<name>: ...") where that
+// algorithm does not take an option of the entry.
+PlanOptions options_of_entry(const PlanOptions& base, Op op, const ListedConfig& c, const std::string& name) {
+  PlanOptions p = base;
+  if (stages_as_waves(c.options.algo)) p.stages = c.options.stages;  // pipelined's: the base's (--stages)
+  p.merge = c.options.merge;
+  p.pieces = c.options.pieces;
+  p.piece_sizes = c.options.piece_sizes;
+  p = options_for(op, c.options.algo, p);
+  if (algo_label(p) != c.label)
+    throw UsageError(name + ": " + to_string(op) + "'s " + to_string(c.options.algo) +
+                     " does not take these options (it would run as " + algo_label(p) + ")");
+  return p;
+}
+
+}  // namespace
+
 std::string algo_label(const PlanOptions& p) {
-  return to_string(p.algo) + (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
+  return to_string(p.algo) + (p.stages > 1 && stages_as_waves(p.algo) ? ":stages" + std::to_string(p.stages) : "") +
+         (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
          (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "") +
          (p.pieces > 1 && p.piece_sizes == PieceSizes::halving ? "h" : "");
 }
@@ -22,7 +48,11 @@ ListedConfig parse_listed_config(const std::string& text) {
     start = colon + 1;
   }
   PlanOptions p;
-  p.algo = parse_algo(words[0]);
+  try {
+    p.algo = parse_algo(words[0]);
+  } catch (const UsageError& e) {
+    throw UsageError("'" + text + "': " + e.what());
+  }
   // A count after its word: "merge2" -> 2, in 1..hi; "pieces4h" -> 4 with halving.
   auto count = [&](const std::string& word, const std::string& key, int hi, bool& halving) {
     std::string digits = word.substr(key.size());
@@ -37,17 +67,23 @@ ListedConfig parse_listed_config(const std::string& text) {
   };
   for (size_t i = 1; i < words.size(); ++i) {
     bool halving = false;  // "merge2h" is refused below: algo_label writes no such word
-    if (words[i].rfind("merge", 0) == 0) {
+    if (words[i].rfind("stages", 0) == 0) {
+      p.stages = count(words[i], "stages", kMaxEntryStages, halving);
+      if (!stages_as_waves(p.algo))
+        throw UsageError("'" + text + "': an entry's stages are the waves of gemm_ar's ring; " + to_string(p.algo) +
+                         "'s own stages are not an entry's option");
+    } else if (words[i].rfind("merge", 0) == 0) {
       p.merge = count(words[i], "merge", kMaxWorld, halving);
     } else if (words[i].rfind("pieces", 0) == 0) {
       p.pieces = count(words[i], "pieces", kMaxPieces, halving);
       p.piece_sizes = halving ? PieceSizes::halving : PieceSizes::equal;
     } else {
-      throw UsageError("'" + text + "': unknown option '" + words[i] +
-                       "' (an entry is ALGO[:mergeG][:piecesS[h]], e.g. ring:pieces4h)");
+      throw UsageError("'" + text + "': unknown option '" + words[i] + "' (an entry is " + kEntrySpelling +
+                       ", e.g. ring:pieces4h)");
     }
   }
   if (p.pieces == 1) p.piece_sizes = PieceSizes::equal;
+  if (p.stages == 1) p.stages = 0;  // one wave: the ring as it is
   if (algo_label(p) != text) throw UsageError("'" + text + "': write it as '" + algo_label(p) + "'");
   return {text, p};
 }
@@ -71,8 +107,8 @@ AlgoEntries parse_algo_entries(const std::vector<std::string>& names) {
       const bool known = std::any_of(table.begin(), table.end(), [&](const AlgoRow& row) { return name == row.name; });
       if (!known)
         throw UsageError("unknown algorithm '" + name + "' (expected one of: " + algorithm_names(", ") +
-                         ", all, auto, or an algorithm with options of its own, ALGO:mergeG, ALGO:piecesS or "
-                         "ALGO:piecesSh, e.g. ring:pieces4h; several as a comma list)");
+                         ", all, auto, or an algorithm with options of its own, " + kEntrySpelling +
+                         ", e.g. ring:pieces4h; several as a comma list)");
       add(parse_algo(name));
     }
   }
@@ -81,15 +117,11 @@ AlgoEntries parse_algo_entries(const std::vector<std::string>& names) {
 }
 
 PlanOptions config_options(const PlanOptions& base, Op op, const ListedConfig& c) {
-  PlanOptions p = base;
-  p.merge = c.options.merge;
-  p.pieces = c.options.pieces;
-  p.piece_sizes = c.options.piece_sizes;
-  p = options_for(op, c.options.algo, p);
-  if (algo_label(p) != c.label)
-    throw UsageError("--algo " + c.label + ": " + to_string(op) + "'s " + to_string(c.options.algo) +
-                     " does not take these options (it would run as " + algo_label(p) + ")");
-  return p;
+  return options_of_entry(base, op, c, "--algo " + c.label);
+}
+
+PlanOptions entry_options(Op op, const std::string& text) {
+  return options_of_entry(PlanOptions{}, op, parse_listed_config(text), "'" + text + "'");
 }
 
 std::vector<EntryRow> entry_rows(const std::vector<Algo>& algos, const std::vector<ListedConfig>& configs, Op op,
@@ -105,7 +137,7 @@ std::vector<EntryRow> entry_rows(const std::vector<Algo>& algos, const std::vect
     for (size_t i = 0; i < plain; ++i)  // one plan, one row
       if (rows[i].options == p)
         throw UsageError("--algo " + c.label + ": " + to_string(op) + " runs this plan already as " + rows[i].label +
-                         " (with --merge, --pieces or --piece-sizes)");
+                         " (with --stages, --merge, --pieces or --piece-sizes)");
     rows.push_back({c.label, p});
   }
   return rows;

@@ -1,7 +1,8 @@
 // algo_entries.hpp: the --algo list of both command lines (collmm-bench, collmm-sim): its entries
 // (an algorithm, all, auto, or an algorithm with plan options of its own: ring:pieces4h), a row's
 // label (the table's algo column, the JSON's "label"), the rows a list gives for one op, and the
-// file name of a row (--timeline, --save). One parser, so that both tools take the same spellings.
+// file name of a row (--timeline, --save). One parser, so that both tools and the PyTorch ops'
+// `algo` take the same spellings.
 #pragma once
 
 #include <string>
@@ -12,21 +13,30 @@
 
 namespace collmm {
 
-// "ring", or "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces
+// "ring", or "ring:stages2" in waves (gemm_ar's ring: --stages S of an algorithm that has no stages
+// of its own), "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces
 // ("ring:pieces4h" in pieces of halving size): a row's name in the table, the JSON and file names.
 std::string algo_label(const PlanOptions&);
 
+// How an entry with options of its own is spelled, for messages.
+constexpr const char* kEntrySpelling = "ALGO[:stagesS][:mergeG][:piecesS[h]]";
+
 // An --algo entry with plan options of its own, spelled as algo_label writes them: "ring:pieces4h",
-// "ring:merge2". Its merge and pieces replace --merge, --pieces and --piece-sizes for that row, so
-// that configurations are timed side by side in one run.
+// "ring:merge2". Its stages, merge and pieces replace --stages, --merge, --pieces and --piece-sizes
+// for that row, so that configurations are timed side by side in one run.
 struct ListedConfig {
   std::string label;    // as typed (and canonical: parse_listed_config refuses another spelling)
-  PlanOptions options;  // its algo, merge, pieces and piece sizes (the rest from the command line)
+  PlanOptions options;  // its algo, stages (waves), merge, pieces and piece sizes (the rest from the command line)
 };
 
-// The inverse of algo_label for an --algo entry: "ALGO[:mergeG][:piecesS[h]]"; UsageError for a
-// bad word, a value out of range or a spelling that algo_label would write otherwise.
+// The inverse of algo_label for an --algo entry (kEntrySpelling; a plain algorithm too); UsageError
+// for a bad word, a value out of range or a spelling that algo_label would write otherwise.
 ListedConfig parse_listed_config(const std::string& text);
+
+// The PyTorch ops' `algo` other than "auto": one entry (parse_listed_config) for `op`, the options it
+// does not set at their defaults; UsageError where it is no entry or the op's algorithm does not
+// take its options.
+PlanOptions entry_options(Op op, const std::string& text);
 
 // A whole --algo list, as typed and split at its commas.
 struct AlgoEntries {
@@ -38,8 +48,8 @@ struct AlgoEntries {
 // UsageError for an unknown entry, listing every accepted spelling.
 AlgoEntries parse_algo_entries(const std::vector<std::string>& names);
 
-// The plan options of a listed configuration for one op, the other options from `base` (--stages,
-// --post, ...); UsageError where the op's algorithm does not take its merge or pieces.
+// The plan options of a listed configuration for one op, the other options from `base` (--post,
+// --gemm-lanes, ...); UsageError where the op's algorithm does not take its stages, merge or pieces.
 PlanOptions config_options(const PlanOptions& base, Op, const ListedConfig&);
 
 // One row of an op: its label and the plan it runs.

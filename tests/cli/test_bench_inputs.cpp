@@ -162,6 +162,28 @@ TEST(SimAlgoList, RowsAndFilesAreNamedAsTheBenchNamesThem) {
   EXPECT_EQ(missing.output.find(".tmp."), std::string::npos) << missing.output;
 }
 
+// gemm_ar's ring in waves is an --algo entry, ring:stages2, as the ring's row under --stages 2 is
+// labelled; an op whose ring has no waves refuses it.
+TEST(SimAlgoList, TheRingInWavesIsAnEntry) {
+  const std::string dir = fresh_dir("sim_waves");
+  const std::string sim = std::string(COLLMM_SIM) + " -P 4 -m 1024 -n 1024 -k 1024 --profile cpu-2core";
+  const CommandResult r = run_command(sim + " --op gemm_ar --algo ring,ring:stages2 --json " + dir + "/w.json", 60);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json rows = json::parse(read_file(dir + "/w.json")).at("results");
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  EXPECT_EQ(rows[0].at("label"), "ring");
+  EXPECT_EQ(rows[0].at("stages"), 0);
+  EXPECT_EQ(rows[1].at("label"), "ring:stages2");
+  EXPECT_EQ(rows[1].at("stages"), 2);
+  const CommandResult flag = run_command(sim + " --op gemm_ar --algo ring --stages 2", 60);
+  ASSERT_EQ(flag.rc, 0) << flag.output;
+  EXPECT_NE(flag.output.find(" ring:stages2 "), std::string::npos) << flag.output;
+  const CommandResult rs = run_command(sim + " --op gemm_rs --algo ring:stages2", 60);
+  EXPECT_EQ(rs.rc, 2) << rs.output;
+  EXPECT_NE(rs.output.find("--algo ring:stages2: gemm_rs's ring does not take these options"), std::string::npos)
+      << rs.output;
+}
+
 // The README's demo on a small machine: more ranks than cores. The header says the times are no
 // overlap figures, and no E outside [0, 1] is printed as a number.
 TEST(BenchInputs, RanksSharingCoresAreNoOverlapFigures) {

@@ -318,29 +318,33 @@ TEST(Figures, HostIssueTimesReachTheJson) {
   EXPECT_EQ(quiet.str().find("Paced"), std::string::npos) << quiet.str();
 }
 
-// --algo's configured entries: every label algo_label writes for an algorithm with merge, pieces
-// and piece sizes reads back into the same options; other spellings are refused with the right one.
+// --algo's configured entries: every label algo_label writes for an algorithm with waves (stages of
+// an algorithm without stages of its own), merge, pieces and piece sizes reads back into the same
+// options; other spellings are refused with the right one.
 TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
   int labels = 0;
   for (Algo algo : all_algos())
-    for (int merge : {1, 2, 8})
-      for (int pieces : {1, 2, 5, 64})
-        for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving}) {
-          PlanOptions p;
-          p.algo = algo;
-          p.merge = merge;
-          p.pieces = pieces;
-          p.piece_sizes = pieces > 1 ? sizes : PieceSizes::equal;
-          const std::string label = algo_label(p);
-          const ListedConfig c = parse_listed_config(label);
-          EXPECT_EQ(c.label, label);
-          EXPECT_EQ(c.options.algo, algo) << label;
-          EXPECT_EQ(c.options.merge, merge) << label;
-          EXPECT_EQ(c.options.pieces, pieces) << label;
-          EXPECT_EQ(c.options.piece_sizes, p.piece_sizes) << label;
-          ++labels;
-        }
-  EXPECT_EQ(labels, 4 * 3 * 4 * 2);
+    for (int stages : {0, 2, 7})
+      for (int merge : {1, 2, 8})
+        for (int pieces : {1, 2, 5, 64})
+          for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving}) {
+            PlanOptions p;
+            p.algo = algo;
+            p.stages = algorithm(algo).takes_stages ? 0 : stages;  // pipelined's own stages: no entry's
+            p.merge = merge;
+            p.pieces = pieces;
+            p.piece_sizes = pieces > 1 ? sizes : PieceSizes::equal;
+            const std::string label = algo_label(p);
+            const ListedConfig c = parse_listed_config(label);
+            EXPECT_EQ(c.label, label);
+            EXPECT_EQ(c.options.algo, algo) << label;
+            EXPECT_EQ(c.options.stages, p.stages) << label;
+            EXPECT_EQ(c.options.merge, merge) << label;
+            EXPECT_EQ(c.options.pieces, pieces) << label;
+            EXPECT_EQ(c.options.piece_sizes, p.piece_sizes) << label;
+            ++labels;
+          }
+  EXPECT_EQ(labels, 4 * 3 * 3 * 4 * 2);
   auto refusal = [](const std::string& text) {
     try {
       parse_listed_config(text);
@@ -356,9 +360,13 @@ TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
   EXPECT_NE(refusal("ring:pieces65").find("pieces takes a count 1..64"), std::string::npos);
   EXPECT_NE(refusal("ring:pieces").find("pieces takes a count"), std::string::npos);
   EXPECT_NE(refusal("ring:pieces-2").find("pieces takes a count"), std::string::npos);
-  EXPECT_NE(refusal("ring:stages2").find("unknown option 'stages2'"), std::string::npos);
+  EXPECT_NE(refusal("ring:pieces2:stages2").find("write it as 'ring:stages2:pieces2'"), std::string::npos);
+  EXPECT_NE(refusal("ring:stages1").find("write it as 'ring'"), std::string::npos);
+  EXPECT_NE(refusal("ring:stages0").find("stages takes a count 1..99999"), std::string::npos);
+  EXPECT_NE(refusal("pipelined:stages4").find("an entry's stages are the waves of gemm_ar's ring"), std::string::npos);
+  EXPECT_NE(refusal("ring:waves2").find("unknown option 'waves2'"), std::string::npos);
   EXPECT_NE(refusal("ring:").find("unknown option ''"), std::string::npos);
-  EXPECT_NE(refusal("rings:pieces2").find("unknown algorithm 'rings'"), std::string::npos);
+  EXPECT_NE(refusal("rings:pieces2").find("'rings:pieces2': unknown algorithm 'rings'"), std::string::npos);
   // Per op: gemm_rs takes no merge, sequential no pieces; the ring's options are kept.
   BenchOptions o;
   o.plan.stages = 3;
@@ -370,6 +378,39 @@ TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
   EXPECT_EQ(p.piece_sizes, PieceSizes::halving);
   EXPECT_EQ(p.stages, 0);  // ring takes no stages
   EXPECT_EQ(plan_options_of(o, Op::ag_gemm, parse_listed_config("pipelined")).stages, 3);
+  // gemm_ar's ring in waves: its label (as --stages 2 runs it) is an entry, which no other op takes;
+  // an entry's waves replace --stages.
+  const PlanOptions waves = options_for(Op::gemm_ar, Algo::ring, {.algo = Algo::ring, .stages = 2});
+  EXPECT_EQ(algo_label(waves), "ring:stages2");
+  EXPECT_EQ(plan_options_of(o, Op::gemm_ar, parse_listed_config("ring:stages2")), waves);
+  EXPECT_EQ(plan_options_of(o, Op::gemm_ar, parse_listed_config("ring:pieces2")).stages, 0);
+  EXPECT_THROW(plan_options_of(o, Op::gemm_rs, parse_listed_config("ring:stages2")), UsageError);
+  EXPECT_EQ(algo_label(options_for(Op::ag_gemm, Algo::pipelined, {.algo = Algo::pipelined, .stages = 4})),
+            "pipelined");  // its stages column tells them
+}
+
+// The PyTorch ops' algo: one entry for one op, the rest at defaults; refused where the op's algorithm
+// does not take it, named as typed (no --algo: the ops have none).
+TEST(ListedConfig, EntryOptionsForTheOps) {
+  EXPECT_EQ(entry_options(Op::ag_gemm, "ring"), PlanOptions{.algo = Algo::ring});
+  EXPECT_EQ(entry_options(Op::gemm_rs, "bidir:pieces4h"),
+            (PlanOptions{.algo = Algo::bidir, .pieces = 4, .piece_sizes = PieceSizes::halving}));
+  EXPECT_EQ(entry_options(Op::gemm_ar, "ring:stages2").stages, 2);
+  EXPECT_EQ(entry_options(Op::ag_gemm, "pipelined").stages, 0);
+  auto refusal = [](Op op, const std::string& text) {
+    try {
+      entry_options(op, text);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal(Op::gemm_rs, "ring:merge2"),
+            "'ring:merge2': gemm_rs's ring does not take these options (it would run as ring)");
+  EXPECT_EQ(refusal(Op::ag_gemm, "ring:stages2"),
+            "'ring:stages2': ag_gemm's ring does not take these options (it would run as ring)");
+  EXPECT_NE(refusal(Op::ag_gemm, "auto").find("unknown algorithm 'auto'"), std::string::npos);
+  EXPECT_NE(refusal(Op::ag_gemm, "ring:pieces4:merge2").find("write it as 'ring:merge2:pieces4'"), std::string::npos);
 }
 
 // An executor of one rank whose run() does nothing: the outputs keep whatever poison() left.

@@ -38,8 +38,8 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
              "its best candidates then timed (--auto-measure) and the fastest (a tie within 1% to the fewest host "
              "steps) run as the row auto:<algo>); "
              "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run; an entry "
-             "ALGO:piecesS, ALGO:piecesSh (halving sizes) or ALGO:mergeG runs that algorithm with those options "
-             "as a row of its own, e.g. all,ring:pieces4h,auto")
+             "ALGO:piecesS, ALGO:piecesSh (halving sizes), ALGO:mergeG or ALGO:stagesS (gemm_ar's ring in waves) "
+             "runs that algorithm with those options as a row of its own, e.g. all,ring:pieces4h,auto")
       ->delimiter(',')
       ->capture_default_str();
   app.add_flag_callback(

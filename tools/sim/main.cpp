@@ -231,8 +231,8 @@ int main(int argc, char** argv) {
                  collmm::algorithm_names() +
                      ", all, auto (the model's pick, or the fastest measured one in --tune-cache: the row "
                      "auto:<algo>), or a comma list of these as collmm-bench takes it, e.g. all,ring:pieces4h,auto (an "
-                     "entry ALGO:piecesS, ALGO:piecesSh or ALGO:mergeG: that algorithm with those options as a row of "
-                     "its own)")
+                     "entry ALGO:piecesS, ALGO:piecesSh, ALGO:mergeG or ALGO:stagesS: that algorithm with those "
+                     "options as a row of its own)")
       ->delimiter(',')
       ->capture_default_str();
   const CLI::Validator size = collmm::size_transform();  // as collmm-bench: 8K = 8192
