@@ -27,7 +27,8 @@ CudaExecutor::~CudaExecutor() {
     for (auto g : list)
       if (g) cudaGraphExecDestroy(g);
   ranks_.clear();
-  if (!comms_aborted_)
+  if (call_start_) cudaEventDestroy(call_start_);
+  if (!comms_aborted_ && s_.owns_comms)
     for (auto c : s_.comms) ncclCommDestroy(c);
 }
 
@@ -119,7 +120,7 @@ void CudaExecutor::prepare(const std::vector<Plan>& plans, Dtype dtype) {
       }
   }
   for (size_t i = 0; i < plans.size(); ++i) {
-    ranks_.push_back(std::make_unique<RankDevice>(s_.devices[i], plans[i], dtype, s_.engine));
+    ranks_.push_back(std::make_unique<RankDevice>(s_.devices[i], plans[i], dtype, s_.engine, caller_buffers_));
     if (s_.transport == CudaTransport::nccl) ranks_.back()->reserve_scratch(nccl_scratch_bytes(*ranks_.back()));
   }
 }
@@ -133,7 +134,7 @@ void CudaExecutor::prepare_host(const Plan& plan, Dtype dtype) {
     job.push_back(lower_collectives(q == plan.rank ? plan : make_plan(plan.problem, plan.options, q)).plan);
   Lowered mine = lower_collectives(plan);
   check::PeerTraffic traffic = check::peer_traffic(job, plan.rank);
-  auto rank = std::make_unique<RankDevice>(s_.devices[0], mine.plan, dtype, s_.engine);
+  auto rank = std::make_unique<RankDevice>(s_.devices[0], mine.plan, dtype, s_.engine, caller_buffers_);
   link_ = std::make_unique<HostLink>(*rank, std::move(traffic), arena_, s_.link_copy, s_.engine.comm_high_priority);
   ranks_.push_back(std::move(rank));  // only once every part is made: a throw above leaves nothing prepared
   origin_ = mine.origin;
@@ -198,25 +199,14 @@ void CudaExecutor::poison() {
   if (link_) link_->poison_sent();
 }
 
-void CudaExecutor::issue_rank(size_t i) {
+void CudaExecutor::issue_rank(size_t i, cudaEvent_t origin) {
   RankDevice& r = *ranks_[i];
-  r.begin_iteration(nullptr);
-  const auto& steps = r.plan().steps;
-  for (size_t j = 0; j < steps.size(); ++j) {
-    const int step = static_cast<int>(j);
-    if (r.skipped(step)) continue;
-    if (!is_transfer(steps[j].kind)) {
-      r.issue_local_step(step);
-      continue;
-    }
-    r.open_step(step);
+  r.issue_iteration(origin, [&](int step) {
     if (s_.transport == CudaTransport::host)
       link_->issue(step);
     else
       issue_nccl_step(r, s_.comms[i], step);
-    r.close_step(step);
-  }
-  r.end_iteration();
+  });
 }
 
 void CudaExecutor::issue_local_all() {
@@ -268,6 +258,22 @@ void CudaExecutor::launch_local(StepFilter filter) {
   }
   COLLMM_CUDA(cudaSetDevice(r0.device()));
   COLLMM_CUDA(cudaGraphLaunch(list[0], r0.lane(0)));
+}
+
+void CudaExecutor::bind_device(int buffer, void* data) {
+  if (ranks_.size() != 1) throw UsageError("cuda executor: bind_device() needs one prepared local rank");
+  ranks_[0]->bind(buffer, data);
+}
+
+void CudaExecutor::enqueue(cudaStream_t stream) {
+  if (ranks_.size() != 1 || s_.transport == CudaTransport::local)
+    throw UsageError("cuda executor: enqueue() needs one prepared local rank (nccl or host transport)");
+  RankDevice& r = *ranks_[0];
+  COLLMM_CUDA(cudaSetDevice(r.device()));
+  if (!call_start_) COLLMM_CUDA(cudaEventCreateWithFlags(&call_start_, cudaEventDisableTiming));
+  COLLMM_CUDA(cudaEventRecord(call_start_, stream));
+  issue_rank(0, call_start_);
+  COLLMM_CUDA(cudaStreamWaitEvent(stream, r.finish_event(), 0));
 }
 
 // The vector stays as it is (other issue threads may still read it); the destructor skips

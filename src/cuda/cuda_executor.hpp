@@ -31,7 +31,8 @@ struct CudaSetup {
   int world = 1;
   std::vector<int> ranks;         // ranks driven here, ascending
   std::vector<int> devices;       // GPU of each
-  std::vector<ncclComm_t> comms;  // nccl: one per rank driven here; the executor destroys them
+  std::vector<ncclComm_t> comms;  // nccl: one per rank driven here
+  bool owns_comms = true;         // the executor destroys them (false: the caller's, collmm/device_matmul.hpp)
   std::unique_ptr<HostComm> host;
   EngineSettings engine;
   bool graph = false;
@@ -73,9 +74,20 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   void poison() override;
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override;
 
+  // The API on device memory (collmm/device_matmul.hpp), for one local rank:
+  // Buffers (kBufA, ...) that prepare() leaves to the caller's memory, bound with bind_device.
+  void set_caller_buffers(std::vector<int> buffers) { caller_buffers_ = std::move(buffers); }
+  // Buffer `buffer` of the local rank is the device memory at `data` from now on (nullptr: its own again).
+  void bind_device(int buffer, void* data);
+  // One iteration of the local rank forked from `stream` and joined back to it: no barrier, no wait.
+  void enqueue(cudaStream_t stream);
+  // Waits (bounded by the timeout) for the last iteration; a peer's failure or the timeout aborts
+  // the communicators and throws std::runtime_error.
+  void wait() { wait_all(); }
+
  private:
-  void issue_rank(size_t i);  // one rank's whole iteration, NCCL or host transport
-  void issue_local_all();     // every rank's iteration, local transport
+  void issue_rank(size_t i, cudaEvent_t origin = nullptr);  // one rank's whole iteration, NCCL or host transport
+  void issue_local_all();                                   // every rank's iteration, local transport
   void launch_rank(size_t i, StepFilter filter);
   void prepare_host(const Plan& plan, Dtype dtype);
   RankRun unlowered(const RankRun& run) const;
@@ -98,6 +110,8 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   Dtype dtype_ = Dtype::f32;
   // -g G: the host threads that issue the ranks' steps, one per local rank, made at the first run.
   std::unique_ptr<WorkerPool> issue_threads_;
+  std::vector<int> caller_buffers_;
+  cudaEvent_t call_start_ = nullptr;  // enqueue(): the caller's stream at the call
   std::mutex abort_mutex_;
   bool comms_aborted_ = false;
 };

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ namespace {
 
 class NcclHostComm : public HostComm {
  public:
-  NcclHostComm(ncclComm_t comm, int device, int timeout_s) : comm_(comm), device_(device), timeout_s_(timeout_s) {
+  NcclHostComm(ncclComm_t comm, int device, int timeout_s, bool owned)
+      : comm_(comm), device_(device), timeout_s_(timeout_s), owned_(owned) {
     COLLMM_NCCL(ncclCommUserRank(comm_, &rank_));
     COLLMM_NCCL(ncclCommCount(comm_, &size_));
     COLLMM_CUDA(cudaSetDevice(device_));
@@ -34,7 +36,7 @@ class NcclHostComm : public HostComm {
     cudaFree(send_);
     cudaFree(recv_);
     cudaFreeHost(host_);
-    ncclCommDestroy(comm_);
+    if (owned_) ncclCommDestroy(comm_);
   }
   int proc() const override { return rank_; }
   int procs() const override { return size_; }
@@ -126,14 +128,19 @@ class NcclHostComm : public HostComm {
   }
 
   [[noreturn]] void fail(const std::string& why) {
-    std::cerr << ("collmm cuda: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": in " + phase() +
-                  ": " + why + "; aborting\n")
-              << std::flush;
+    const std::string what =
+        "collmm cuda: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": in " + phase() + ": " + why;
+    if (!owned_) {
+      ncclCommAbort(comm_);
+      throw std::runtime_error(what + "; the NCCL communicator was aborted");
+    }
+    std::cerr << what + "; aborting\n" << std::flush;
     abort(3);
   }
 
   ncclComm_t comm_;
   int device_, timeout_s_, rank_ = 0, size_ = 1;
+  bool owned_;  // the communicator is this object's: destroyed with it, and a failure ends the process
   cudaStream_t stream_ = nullptr;
   void *send_ = nullptr, *recv_ = nullptr, *host_ = nullptr;
   size_t capacity_ = 0;  // bytes per rank the buffers hold
@@ -142,7 +149,11 @@ class NcclHostComm : public HostComm {
 }  // namespace
 
 std::unique_ptr<HostComm> make_nccl_host_comm(ncclComm_t comm, int device, int timeout_s) {
-  return std::make_unique<NcclHostComm>(comm, device, timeout_s);
+  return std::make_unique<NcclHostComm>(comm, device, timeout_s, true);
+}
+
+std::unique_ptr<HostComm> borrow_nccl_host_comm(ncclComm_t comm, int device, int timeout_s) {
+  return std::make_unique<NcclHostComm>(comm, device, timeout_s, false);
 }
 
 }  // namespace collmm::cuda

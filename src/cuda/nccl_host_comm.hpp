@@ -11,7 +11,11 @@
 
 namespace collmm::cuda {
 
-// Takes ownership of `comm` (one rank per process, on GPU `device`).
+// Takes ownership of `comm` (one rank per process, on GPU `device`); a wait that fails aborts it
+// and ends the process (the job's front ends).
 std::unique_ptr<HostComm> make_nccl_host_comm(ncclComm_t comm, int device, int timeout_s);
+// Over the caller's `comm`, never destroyed here; a wait that fails aborts it (so that no peer
+// waits on) and throws std::runtime_error naming the rank and the phase (a library's caller).
+std::unique_ptr<HostComm> borrow_nccl_host_comm(ncclComm_t comm, int device, int timeout_s);
 
 }  // namespace collmm::cuda

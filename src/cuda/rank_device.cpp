@@ -2,6 +2,7 @@
 // copy, add); see rank_device.hpp.
 #include "rank_device.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -23,7 +24,8 @@ struct DeviceGuard {  // sets the device, restores the previous one
 
 }  // namespace
 
-RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings& s)
+RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings& s,
+                       const std::vector<int>& caller_buffers)
     : device_(device), plan_(plan), in_(dtype), out_(output_dtype(GemmLibrary::cublaslt, dtype)) {
   DeviceGuard guard(device_);
   engine_ = std::make_unique<GemmEngine>(device_, s.workspace_bytes);
@@ -35,9 +37,11 @@ RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSe
   for (size_t b = 0; b < plan_.buffers.size(); ++b) {
     void* p = nullptr;
     const size_t n = buffer_bytes(static_cast<int>(b));
-    COLLMM_CUDA(cudaMalloc(&p, n > 0 ? n : 1));
-    buffers_.push_back(p);
+    if (std::find(caller_buffers.begin(), caller_buffers.end(), static_cast<int>(b)) == caller_buffers.end())
+      COLLMM_CUDA(cudaMalloc(&p, n > 0 ? n : 1));
+    own_.push_back(p);
   }
+  buffers_ = own_;
   int least = 0, greatest = 0;
   COLLMM_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   for (int l = 0; l < plan_.lanes; ++l) {
@@ -87,8 +91,14 @@ RankDevice::~RankDevice() {
   engine_.reset();
   for (void* p : workspaces_) cudaFree(p);
   for (auto st : lanes_) cudaStreamDestroy(st);
-  for (void* p : buffers_) cudaFree(p);
+  for (void* p : own_) cudaFree(p);
   if (scratch_) cudaFree(scratch_);
+}
+
+void RankDevice::bind(int buf, void* data) {
+  void* p = data ? data : own_.at(static_cast<size_t>(buf));
+  if (!p) throw UsageError("buffer " + std::to_string(buf) + " of rank " + std::to_string(rank()) + " is the caller's");
+  buffers_.at(static_cast<size_t>(buf)) = p;
 }
 
 void RankDevice::reserve_scratch(size_t bytes) {
@@ -192,6 +202,22 @@ void RankDevice::end_iteration() {
   }
   stamp(t_finish_, lanes_[0]);  // before finish_: what follows finish_ on lane 0 would be unjoined in a capture
   COLLMM_CUDA(cudaEventRecord(finish_, lanes_[0]));
+}
+
+void RankDevice::issue_iteration(cudaEvent_t origin, const std::function<void(int step)>& transfer) {
+  begin_iteration(origin);
+  for (size_t j = 0; j < plan_.steps.size(); ++j) {
+    const int step = static_cast<int>(j);
+    if (skip_[j]) continue;
+    if (!is_transfer(plan_.steps[j].kind)) {
+      issue_local_step(step);
+      continue;
+    }
+    open_step(step);
+    transfer(step);
+    close_step(step);
+  }
+  end_iteration();
 }
 
 RankRun RankDevice::times(bool timestamps) const {

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -40,7 +41,9 @@ struct EngineSettings {
 
 class RankDevice {
  public:
-  RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings&);
+  // `caller_buffers`: the buffers the caller's memory will be bound to (bind), allocated nowhere here.
+  RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings&,
+             const std::vector<int>& caller_buffers = {});
   ~RankDevice();
   RankDevice(const RankDevice&) = delete;
   RankDevice& operator=(const RankDevice&) = delete;
@@ -54,6 +57,9 @@ class RankDevice {
   size_t bytes(const Slice&) const;
   void* buffer(int buf) const { return buffers_[buf]; }
   size_t buffer_bytes(int buf) const;
+  // From now on buffer `buf` is the device memory at `data` (buffer_bytes(buf) of it, on this
+  // rank's device); nullptr: this rank's own allocation again (UsageError where it has none).
+  void bind(int buf, void* data);
   cudaStream_t lane(int l) const { return lanes_[l]; }
   const StepEvents& events(int step) const { return events_[step]; }
   cudaEvent_t begin_event() const { return begin_; }
@@ -72,6 +78,9 @@ class RankDevice {
   void issue_local_step(int step);
   // Lane 0 waits for every lane's last step; records finish.
   void end_iteration();
+  // One iteration of the plan: begin_iteration(origin), every step not skipped in list order (local
+  // steps here, transfers through `transfer(step)` between open_step and close_step), end_iteration.
+  void issue_iteration(cudaEvent_t origin, const std::function<void(int step)>& transfer);
   // After the finish event completed: times relative to begin.
   RankRun times(bool timestamps) const;
 
@@ -87,7 +96,8 @@ class RankDevice {
   int device_;
   Plan plan_;
   Dtype in_, out_;
-  std::vector<void*> buffers_;
+  std::vector<void*> buffers_;  // what the steps use: own_ or the caller's memory
+  std::vector<void*> own_;      // this rank's allocations (nullptr for the caller's buffers)
   std::vector<cudaStream_t> lanes_;
   std::vector<void*> workspaces_;
   std::vector<cudaEvent_t> lane_done_;  // each lane's end of the iteration

@@ -1,0 +1,133 @@
+// device_matmul.cpp: collmm::DeviceMatmul (collmm/device_matmul.hpp): the CUDA executor with one
+// local rank whose A, B and C are the caller's device memory, its iterations forked from and joined
+// back to the caller's stream (CudaExecutor::enqueue); on the caller's NCCL communicator or on
+// collmm's own bootstrap.
+#include "collmm/device_matmul.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "collmm/agreement.hpp"
+#include "collmm/algorithms.hpp"
+#include "collmm/backends.hpp"
+#include "cuda_check.hpp"
+#include "cuda_executor.hpp"
+#include "nccl_host_comm.hpp"
+
+namespace collmm {
+namespace {
+
+int gathered_of(const Plan& plan) {
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].role == Role::gathered) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+DeviceMatmul::DeviceMatmul(ncclComm_t comm, const Problem& problem, const PlanOptions& options, Dtype dtype,
+                           const DeviceMatmulSettings& settings) {
+  if (!comm) throw UsageError("collmm::DeviceMatmul: comm is null");
+  cuda::CudaSetup s;
+  int device = 0, rank = 0, world = 1;
+  COLLMM_NCCL(ncclCommCuDevice(comm, &device));
+  COLLMM_NCCL(ncclCommUserRank(comm, &rank));
+  COLLMM_NCCL(ncclCommCount(comm, &world));
+  s.transport = CudaTransport::nccl;
+  s.world = world;
+  s.ranks = {rank};
+  s.devices = {device};
+  s.comms = {comm};
+  s.owns_comms = false;
+  s.host = cuda::borrow_nccl_host_comm(comm, device, settings.timeout_s);
+  s.engine.gemm_sms = settings.gemm_sms;
+  s.engine.workspace_bytes = settings.workspace_bytes;
+  s.timeout_s = settings.timeout_s;
+  executor_ = std::make_unique<cuda::CudaExecutor>(std::move(s));
+  prepare(problem, options, dtype);
+}
+
+DeviceMatmul::DeviceMatmul(const BackendOptions& backend, const Problem& problem, const PlanOptions& options,
+                           Dtype dtype) {
+  if (backend.backend != Backend::cuda || backend.transport == CudaTransport::local || backend.gpus > 1)
+    throw UsageError("collmm::DeviceMatmul: the cuda backend with one rank per process (nccl or host transport)");
+  executor_ = make_cuda_executor(backend, 0, nullptr);
+  prepare(problem, options, dtype);
+}
+
+DeviceMatmul::~DeviceMatmul() = default;
+
+void DeviceMatmul::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {
+  cuda_ = dynamic_cast<cuda::CudaExecutor*>(executor_.get());
+  if (!cuda_ || executor_->local_ranks().size() != 1)
+    throw UsageError("collmm::DeviceMatmul: needs the cuda executor with one local rank");
+  rank_ = executor_->local_ranks()[0];
+  world_ = executor_->world_size();
+  COLLMM_CUDA(cudaGetDevice(&device_));
+  dtype_ = dtype;
+  // This rank's misfit, then the keys every rank must share: one exchange, the same UsageError on
+  // every rank, before anything is allocated.
+  std::string misfit;
+  if (problem.world != world_)
+    misfit = "problem.world is " + std::to_string(problem.world) + ", the job has " + std::to_string(world_) + " ranks";
+  else if (!executor_->supports(dtype))
+    misfit = to_string(dtype) + " needs a GPU of compute capability 9.0+";
+  else if (dtype == Dtype::fp8_e4m3 && problem.b_layout != BLayout::nk)
+    misfit = "fp8 e4m3 GEMMs (cuBLASLt on Hopper) need B as [N, K]: b_layout nk";
+  if (misfit.empty()) try {
+      validate(problem, options);
+    } catch (const UsageError& e) {
+      misfit = e.what();
+    }
+  executor_->host().set_phase("collmm::DeviceMatmul's agreement");
+  agree_and_gather(executor_->host(), misfit, agreement_keys(problem, options, dtype), {});
+  plan_ = make_plan(problem, options, rank_);
+  cuda_->set_caller_buffers({kBufA, kBufB, kBufC});
+  executor_->prepare({plan_}, dtype);
+}
+
+int DeviceMatmul::rank() const { return rank_; }
+int DeviceMatmul::world_size() const { return world_; }
+int DeviceMatmul::device() const { return device_; }
+const Plan& DeviceMatmul::plan() const { return plan_; }
+Dtype DeviceMatmul::out_dtype() const { return executor_->out_dtype(dtype_); }
+PlayedPeers* DeviceMatmul::played_peers() { return executor_->played_peers(); }
+
+void DeviceMatmul::check_device_memory(const void* p, const char* name) const {
+  if (!p) throw UsageError(std::string("collmm::DeviceMatmul::run: ") + name + " is a null pointer");
+  cudaPointerAttributes at{};
+  const cudaError_t e = cudaPointerGetAttributes(&at, p);
+  if (e != cudaSuccess) cudaGetLastError();
+  const bool on_device = e == cudaSuccess && (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged);
+  if (!on_device || at.device != device_)
+    throw UsageError(std::string("collmm::DeviceMatmul::run: ") + name + " is not device memory of GPU " +
+                     std::to_string(device_) + " (host memory goes to collmm::Context)");
+}
+
+void DeviceMatmul::run(const void* a, const void* b, void* c, cudaStream_t stream, void* gathered) {
+  if (failed_) throw UsageError("collmm::DeviceMatmul::run: an earlier call failed and its communicator was aborted");
+  check_device_memory(a, "a");
+  check_device_memory(b, "b");
+  check_device_memory(c, "c");
+  const int g = gathered_of(plan_);
+  if (gathered && g < 0)
+    throw UsageError("collmm::DeviceMatmul::run: gathered is ag_gemm's output; this is " + to_string(plan_.problem.op));
+  if (gathered) check_device_memory(gathered, "gathered");
+  cuda_->bind_device(kBufA, const_cast<void*>(a));  // only read
+  cuda_->bind_device(kBufB, const_cast<void*>(b));
+  cuda_->bind_device(kBufC, c);
+  if (g >= 0) cuda_->bind_device(g, gathered);
+  cuda_->enqueue(stream);
+}
+
+void DeviceMatmul::synchronize() {
+  if (failed_) throw UsageError("collmm::DeviceMatmul::synchronize: an earlier call failed");
+  try {
+    cuda_->wait();
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+}
+
+}  // namespace collmm

@@ -1,0 +1,319 @@
+// test_device_matmul.cpp: collmm::DeviceMatmul (the C++ API on device memory) on the caller's NCCL
+// communicator, device buffers and stream, checked against the f64 reference:
+//  DeviceMatmulSolo: one process, one rank (ncclCommInitAll on GPU 0);
+//  DeviceMatmulMpi:  under `mpirun -np P`, one rank per process; where the ranks outnumber the GPUs,
+//                    several ranks share one (NCCL told they are separate hosts: NCCL_HOSTID per
+//                    rank, its socket transport over loopback; results are real, timings are not);
+//  DeviceMatmulHostBed: collmm's own bootstrap on the host bed (rank r of P on GPU 0, its peers in
+//                    pinned host memory), what the rank sent its peers checked too.
+// Every op x algo in bf16 and f32; the caller's stream ordering; a call captured in a CUDA graph and
+// replayed on new inputs; no host synchronization in run(); the caller's mistakes refused.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "collmm/backends.hpp"
+#include "collmm/data.hpp"
+#include "collmm/device_matmul.hpp"
+#include "gpu_case.hpp"
+#include "mpi_host.hpp"
+
+namespace collmm {
+namespace {
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+#define CHECK_NCCL(call) ASSERT_EQ((call), ncclSuccess) << #call
+
+// The job's communicator: one rank per process. Made once per process (MPI is initialized once).
+struct Job {
+  std::unique_ptr<HostComm> host;  // MPI, or null for one process
+  ncclComm_t comm = nullptr;
+  int rank = 0, world = 1, device = 0;
+};
+
+Job& job() {
+  static Job j = [] {
+    Job out;
+    std::string why;
+    const int gpus = test::usable_gpus(&why);
+    if (launched_by_mpi()) {
+      out.host = make_mpi_host_comm(MPI_THREAD_MULTIPLE, 120);
+      out.rank = out.host->proc();
+      out.world = out.host->procs();
+      if (out.world > gpus) {  // several ranks on one GPU: NCCL must take them for separate hosts
+        setenv("NCCL_HOSTID", ("h" + std::to_string(out.rank)).c_str(), 1);
+        setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+        setenv("NCCL_IB_DISABLE", "1", 1);
+      }
+    }
+    out.device = gpus > 0 ? out.rank % gpus : 0;
+    if (gpus == 0) return out;
+    cudaSetDevice(out.device);
+    ncclUniqueId id;
+    if (out.rank == 0) ncclGetUniqueId(&id);
+    if (out.host) {
+      const auto all = out.host->allgather(std::string(id.internal, sizeof id.internal));
+      std::memcpy(id.internal, all[0].data(), sizeof id.internal);
+    }
+    ncclCommInitRank(&out.comm, out.world, id, out.rank);
+    return out;
+  }();
+  return j;
+}
+
+// Device memory holding `bytes`, freed at scope exit.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t n = 0;
+  explicit DeviceBuffer(size_t bytes) : n(bytes) { cudaMalloc(&p, bytes ? bytes : 1); }
+  ~DeviceBuffer() { cudaFree(p); }
+  void upload(const std::vector<unsigned char>& h) const { cudaMemcpy(p, h.data(), h.size(), cudaMemcpyHostToDevice); }
+  std::vector<unsigned char> download() const {
+    std::vector<unsigned char> h(n);
+    cudaMemcpy(h.data(), p, n, cudaMemcpyDeviceToHost);
+    return h;
+  }
+};
+
+size_t bytes_of(const BufferSpec& b, Dtype d) { return static_cast<size_t>(b.rows * b.cols) * dtype_size(d); }
+
+// This rank's inputs for `seed`, uploaded into a and b.
+void upload_inputs(const Problem& p, int rank, uint64_t seed, Dtype d, const DeviceBuffer& a, const DeviceBuffer& b) {
+  a.upload(encode(make_local_a(p, rank, seed, d).v, d));
+  b.upload(encode(make_local_b(p, rank, seed, d).v, d));
+}
+
+// C (and the gathered A) against the reference of `seed`: the count of wrong elements.
+int64_t wrong_outputs(const DeviceMatmul& mm, uint64_t seed, Dtype d, const DeviceBuffer& c,
+                      const DeviceBuffer* gathered, std::string* detail) {
+  const Problem& p = mm.plan().problem;
+  const BufferSpec& cs = mm.plan().buffers[kBufC];
+  const auto cb = c.download();
+  const Comparison cmp = compare(decode(cb.data(), static_cast<size_t>(cs.rows * cs.cols), mm.out_dtype()),
+                                 reference_c(p, mm.rank(), seed, d), d, mm.out_dtype(), p.k);
+  int64_t wrong = cmp.wrong;
+  if (cmp.wrong)
+    *detail += std::to_string(cmp.wrong) + " wrong in C (max rel err " + std::to_string(cmp.max_rel_err) + "); ";
+  if (gathered) {
+    const auto gb = gathered->download();
+    const std::vector<double> got = decode(gb.data(), static_cast<size_t>(p.m * p.k), d);
+    const HostMatrix want = make_global_a(p, seed, d);
+    int64_t g = 0;
+    for (size_t e = 0; e < got.size(); ++e) g += !(got[e] == want.v[e]);
+    if (g) *detail += std::to_string(g) + " wrong in the gathered A; ";
+    wrong += g;
+  }
+  return wrong;
+}
+
+Problem uneven(Op op, int P) {
+  Problem p;
+  p.op = op, p.world = P;
+  p.m = 37 * P + 5, p.n = 24 * P + 3, p.k = 40 * P + 7;
+  return p;
+}
+
+// Every op x algo x {bf16, f32}: inputs uploaded, C poisoned, one call on a stream of the caller's
+// that holds other work before it (a memset of C that the call must come after), checked.
+void every_op_and_algo() {
+  Job& j = job();
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (Op op : all_ops())
+    for (Algo algo : all_algos())
+      for (Dtype d : {Dtype::bf16, Dtype::f32}) {
+        const Problem p = uneven(op, j.world);
+        PlanOptions o;
+        o.algo = algo;
+        o.gemm_lanes = 2;
+        DeviceMatmul mm(j.comm, p, o, d);
+        const auto& bufs = mm.plan().buffers;
+        DeviceBuffer a(bytes_of(bufs[kBufA], d)), b(bytes_of(bufs[kBufB], d)), c(bytes_of(bufs[kBufC], mm.out_dtype()));
+        std::unique_ptr<DeviceBuffer> gathered;
+        if (op == Op::ag_gemm)
+          gathered = std::make_unique<DeviceBuffer>(static_cast<size_t>(p.m * p.k) * dtype_size(d));
+        upload_inputs(p, mm.rank(), 11, d, a, b);
+        CHECK_CUDA(cudaMemsetAsync(c.p, 0xff, c.n, stream));  // NaN: C is the call's to write
+        mm.run(a.p, b.p, c.p, stream, gathered ? gathered->p : nullptr);
+        mm.synchronize();
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        std::string detail;
+        EXPECT_EQ(wrong_outputs(mm, 11, d, c, gathered.get(), &detail), 0)
+            << to_string(op) << " " << to_string(algo) << " " << to_string(d) << " P=" << j.world << ": " << detail;
+      }
+  cudaStreamDestroy(stream);
+}
+
+// A call captured in a CUDA graph on the caller's stream, replayed twice on new inputs written into
+// the same buffers (the graph holds the pointers).
+void captured_in_a_graph() {
+  Job& j = job();
+  for (Op op : all_ops()) {
+    const Problem p = uneven(op, j.world);
+    const Dtype d = Dtype::bf16;
+    DeviceMatmul mm(j.comm, p, PlanOptions{}, d);
+    const auto& bufs = mm.plan().buffers;
+    DeviceBuffer a(bytes_of(bufs[kBufA], d)), b(bytes_of(bufs[kBufB], d)), c(bytes_of(bufs[kBufC], mm.out_dtype()));
+    cudaStream_t stream;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    upload_inputs(p, mm.rank(), 21, d, a, b);
+    mm.run(a.p, b.p, c.p, stream);  // outside the capture first
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    mm.run(a.p, b.p, c.p, stream);
+    CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+    CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    for (uint64_t seed : {22u, 23u}) {
+      upload_inputs(p, mm.rank(), seed, d, a, b);
+      CHECK_CUDA(cudaMemset(c.p, 0xff, c.n));
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      std::string detail;
+      EXPECT_EQ(wrong_outputs(mm, seed, d, c, nullptr, &detail), 0)
+          << to_string(op) << " graph replay, seed " << seed << ", P=" << j.world << ": " << detail;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// run() enqueues and returns: with the caller's stream held by a host function that waits for the
+// caller, run() must return while that stream has not moved (a run() that waited for the device
+// would wait out the host function's 10 s).
+void returns_without_waiting() {
+  Job& j = job();
+  const Problem p = uneven(Op::ag_gemm, j.world);
+  DeviceMatmul mm(j.comm, p, PlanOptions{}, Dtype::f32);
+  const auto& bufs = mm.plan().buffers;
+  DeviceBuffer a(bytes_of(bufs[kBufA], Dtype::f32)), b(bytes_of(bufs[kBufB], Dtype::f32)),
+      c(bytes_of(bufs[kBufC], Dtype::f32));
+  upload_inputs(p, mm.rank(), 31, Dtype::f32, a, b);
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  static std::atomic<bool> release{false};
+  release = false;
+  CHECK_CUDA(cudaLaunchHostFunc(
+      stream,
+      [](void*) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!release && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      nullptr));
+  const auto t0 = std::chrono::steady_clock::now();
+  mm.run(a.p, b.p, c.p, stream);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the stream should still be held";
+  release = true;
+  EXPECT_LT(s, 5.0) << "run() waited for the device";
+  mm.synchronize();
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  std::string detail;
+  EXPECT_EQ(wrong_outputs(mm, 31, Dtype::f32, c, nullptr, &detail), 0) << detail;
+  cudaStreamDestroy(stream);
+}
+
+// The caller's mistakes: UsageError before anything is enqueued (null, host memory, another
+// problem than the other ranks', a world that is not the communicator's).
+void refuses_mistakes() {
+  Job& j = job();
+  const Problem p = uneven(Op::gemm_rs, j.world);
+  DeviceMatmul mm(j.comm, p, PlanOptions{}, Dtype::f32);
+  const auto& bufs = mm.plan().buffers;
+  DeviceBuffer a(bytes_of(bufs[kBufA], Dtype::f32)), b(bytes_of(bufs[kBufB], Dtype::f32)),
+      c(bytes_of(bufs[kBufC], Dtype::f32));
+  std::vector<float> host(bufs[kBufC].rows * bufs[kBufC].cols);
+  EXPECT_THROW(mm.run(nullptr, b.p, c.p, nullptr), UsageError);
+  EXPECT_THROW(mm.run(a.p, b.p, host.data(), nullptr), UsageError);
+  EXPECT_THROW(mm.run(a.p, b.p, c.p, nullptr, c.p), UsageError);  // gathered: ag_gemm's only
+  Problem other = p;
+  other.world = j.world + 1;
+  EXPECT_THROW(DeviceMatmul(j.comm, other, PlanOptions{}, Dtype::f32), UsageError);
+  if (j.world > 1) {  // rank 1 asks for another M: every rank hears of it
+    Problem mine = p;
+    if (j.rank == 1) mine.m += 1;
+    try {
+      DeviceMatmul bad(j.comm, mine, PlanOptions{}, Dtype::f32);
+      ADD_FAILURE() << "ranks with different M made a DeviceMatmul";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("disagree on M"), std::string::npos) << e.what();
+    }
+  }
+  // And the handle still works after the refusals.
+  upload_inputs(p, mm.rank(), 41, Dtype::f32, a, b);
+  mm.run(a.p, b.p, c.p, nullptr);
+  mm.synchronize();
+  std::string detail;
+  EXPECT_EQ(wrong_outputs(mm, 41, Dtype::f32, c, nullptr, &detail), 0) << detail;
+}
+
+// The host bed: every op x algo at P = 4 for rank 1 and P = 3 for rank 2, bf16, the gathered A too;
+// the peers' data staged from the same seed as this rank's inputs.
+TEST(DeviceMatmulHostBed, EveryOpAndAlgo) {
+  if (launched_by_mpi()) GTEST_SKIP() << "started by mpirun: DeviceMatmulMpi";
+  COLLMM_NEED_GPUS(1);
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (auto [P, r] : {std::pair{4, 1}, std::pair{3, 2}})
+    for (Op op : all_ops())
+      for (Algo algo : all_algos()) {
+        BackendOptions bed;
+        bed.backend = Backend::cuda;
+        bed.transport = CudaTransport::host;
+        bed.world = P;
+        bed.rank = r;
+        const Dtype d = Dtype::bf16;
+        const Problem p = uneven(op, P);
+        PlanOptions o;
+        o.algo = algo;
+        DeviceMatmul mm(bed, p, o, d);
+        ASSERT_NE(mm.played_peers(), nullptr);
+        const auto& bufs = mm.plan().buffers;
+        DeviceBuffer a(bytes_of(bufs[kBufA], d)), b(bytes_of(bufs[kBufB], d)), c(bytes_of(bufs[kBufC], mm.out_dtype()));
+        std::unique_ptr<DeviceBuffer> gathered;
+        if (op == Op::ag_gemm)
+          gathered = std::make_unique<DeviceBuffer>(static_cast<size_t>(p.m * p.k) * dtype_size(d));
+        upload_inputs(p, r, 51, d, a, b);
+        mm.played_peers()->stage(51);
+        CHECK_CUDA(cudaMemset(c.p, 0xff, c.n));
+        mm.run(a.p, b.p, c.p, stream, gathered ? gathered->p : nullptr);
+        mm.synchronize();
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        std::string detail;
+        EXPECT_EQ(wrong_outputs(mm, 51, d, c, gathered.get(), &detail), 0)
+            << to_string(op) << " " << to_string(algo) << " P=" << P << " rank " << r << ": " << detail;
+        const Comparison sent = mm.played_peers()->check_sent();
+        EXPECT_EQ(sent.wrong, 0) << to_string(op) << " " << to_string(algo) << ": what the rank sent its peers";
+      }
+  cudaStreamDestroy(stream);
+}
+
+TEST(DeviceMatmulSolo, OneRank) {
+  if (launched_by_mpi()) GTEST_SKIP() << "started by mpirun: DeviceMatmulMpi";
+  COLLMM_NEED_GPUS(1);
+  every_op_and_algo();
+  captured_in_a_graph();
+  returns_without_waiting();
+  refuses_mistakes();
+}
+
+TEST(DeviceMatmulMpi, OneRankPerProcess) {
+  if (!launched_by_mpi()) GTEST_SKIP() << "not started by mpirun";
+  COLLMM_NEED_GPUS(1);
+  ASSERT_NE(job().comm, nullptr);
+  every_op_and_algo();
+  captured_in_a_graph();
+  returns_without_waiting();
+  refuses_mistakes();
+}
+
+}  // namespace
+}  // namespace collmm
