@@ -74,6 +74,8 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   void poison() override;
   std::vector<RankRun> run(StepFilter filter, bool timestamps) override;
 
+  int device_of(int i) const { return s_.devices.at(static_cast<size_t>(i)); }  // local rank i's GPU
+
   // The API on device memory (collmm/device_matmul.hpp), for one local rank:
   // Buffers (kBufA, ...) that prepare() leaves to the caller's memory, bound with bind_device.
   void set_caller_buffers(std::vector<int> buffers) { caller_buffers_ = std::move(buffers); }

@@ -63,7 +63,8 @@ void DeviceMatmul::prepare(const Problem& problem, const PlanOptions& options, D
     throw UsageError("collmm::DeviceMatmul: needs the cuda executor with one local rank");
   rank_ = executor_->local_ranks()[0];
   world_ = executor_->world_size();
-  COLLMM_CUDA(cudaGetDevice(&device_));
+  device_ = cuda_->device_of(0);
+  COLLMM_CUDA(cudaSetDevice(device_));
   dtype_ = dtype;
   // This rank's misfit, then the keys every rank must share: one exchange, the same UsageError on
   // every rank, before anything is allocated.
