@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ static void* device_copy(const std::vector<unsigned char>& host) {
   void* p = nullptr;
   CUDA_OK(cudaMalloc(&p, host.size()));
   CUDA_OK(cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize());  // from pageable memory cudaMemcpy may return before the copy lands
   return p;
 }
 
@@ -62,7 +64,9 @@ int main(int argc, char** argv) {
     // The handle: made once per (problem, options, dtype), collectively.
     const collmm::Problem problem{.op = collmm::Op::ag_gemm, .m = m, .n = n, .k = k, .world = world};
     const collmm::Dtype dtype = collmm::Dtype::bf16;
-    collmm::DeviceMatmul mm(comm, problem, {.algo = collmm::Algo::ring}, dtype);
+    auto mm_made =
+        std::make_unique<collmm::DeviceMatmul>(comm, problem, collmm::PlanOptions{.algo = collmm::Algo::ring}, dtype);
+    collmm::DeviceMatmul& mm = *mm_made;
 
     // This rank's A_r [M_r, K] and B_r [K, N_r] (collmm's test data), C_r [M, N_r] of out_dtype().
     const uint64_t seed = 7;
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
     code = cmp.wrong ? 1 : 0;
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+    mm_made.reset();  // the handle before the communicator it uses
     cudaFree(a);
     cudaFree(b);
     cudaFree(c);

@@ -18,7 +18,13 @@
 // The plan runs on lanes (CUDA streams) of its own: each call's lanes wait for what the caller's
 // stream holds when the call is made, and the caller's stream waits for the plan's end; its
 // transfers are NCCL calls on the caller's communicator. Calls on one DeviceMatmul run in the order
-// made; every rank makes the same calls in the same order (they are collective, as NCCL's).
+// made; every rank makes the same calls in the same order (they are collective, as NCCL's). A
+// graph that captured a call holds the handle's own scratch: launch its replays on one stream, in
+// order with every other call of the handle. The caller's current GPU is left as it was.
+//
+// The communicator must outlive the handle and be a blocking one (ncclConfig_t blocking = 1, the
+// default). collmm aborts it (ncclCommAbort: the caller must not use or destroy it afterwards) only
+// where a peer failed or a wait ran past timeout_s, so that no rank waits forever.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,7 +55,8 @@ class DeviceMatmul {
  public:
   // Collective over `comm` (every rank makes it at the same point): checks that every rank gives the
   // same problem, options and dtype, that problem.world is the communicator's size, and that the GPU
-  // takes the dtype; UsageError on every rank otherwise, before anything is allocated. A rank that
+  // takes the dtype; UsageError on every rank otherwise, before anything is allocated (and after, where
+  // a rank could not allocate its buffers). A rank that
   // does not come within timeout_s: std::runtime_error, the communicator aborted (not to be used or
   // destroyed afterwards). The communicator stays the caller's: used, never destroyed here. The
   // GPU is the communicator's (ncclCommCuDevice).
@@ -67,7 +74,7 @@ class DeviceMatmul {
   int world_size() const;
   int device() const;
   const Plan& plan() const;
-  Dtype out_dtype() const;  // C's element type (bf16 and f16 inputs: f32)
+  Dtype out_dtype() const;  // C's element type: the input's (bf16 for fp8 inputs, f32 for tf32)
 
   // Enqueues one call on `stream` and returns: nothing waits for the device. `gathered`: where
   // ag_gemm also writes the gathered A (nullptr: scratch of this object's). Inputs are only read.
@@ -79,8 +86,8 @@ class DeviceMatmul {
   void run(const void* a, const void* b, void* c, cudaStream_t stream, void* gathered = nullptr);
 
   // Waits, bounded by timeout_s, for the last run() to end on the device, watching the
-  // communicator's asynchronous error. A peer's failure or the timeout: std::runtime_error, the
-  // communicator aborted (so that no rank waits forever).
+  // communicator's asynchronous error (the destructor waits so too). A peer's failure or the timeout:
+  // std::runtime_error, the communicator aborted (so that no rank waits forever).
   void synchronize();
 
   // The played peers of the host bed (null on NCCL).

@@ -27,7 +27,8 @@ const char* level_name(int level) {
   return "unknown";
 }
 
-int g_users = 0;  // live MpiHostComm objects; MPI_Finalize when the last goes
+int g_users = 0;         // live MpiHostComm objects; MPI_Finalize when the last goes
+bool g_we_init = false;  // MPI was initialized here (not by the caller, whose MPI stays up)
 
 class MpiHostComm : public HostComm {
  public:
@@ -43,7 +44,7 @@ class MpiHostComm : public HostComm {
   ~MpiHostComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (--g_users > 0 || finalized || std::uncaught_exceptions() > 0) return;
+    if (--g_users > 0 || finalized || !g_we_init || std::uncaught_exceptions() > 0) return;
     set_phase("the end of the job (waiting for every rank before MPI_Finalize)");
     try {
       barrier();
@@ -178,6 +179,7 @@ std::unique_ptr<HostComm> make_mpi_host_comm(int needed, int timeout_s) {
                                   " s (--timeout): another rank of the job did not start or hangs; exiting",
                               [] { std::_Exit(3); });
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    g_we_init = true;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   } else {
     MPI_Query_thread(&provided);

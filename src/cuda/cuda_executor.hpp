@@ -86,6 +86,7 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   // Waits (bounded by the timeout) for the last iteration; a peer's failure or the timeout aborts
   // the communicators and throws std::runtime_error.
   void wait() { wait_all(); }
+  void abort_comms();  // ncclCommAbort on every communicator (once; any thread)
 
  private:
   void issue_rank(size_t i, cudaEvent_t origin = nullptr);  // one rank's whole iteration, NCCL or host transport
@@ -95,7 +96,6 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   RankRun unlowered(const RankRun& run) const;
   void launch_local(StepFilter filter);
   void wait_all();
-  void abort_comms();  // ncclCommAbort on every communicator (once; any thread)
   RankDevice& rank_at(int i, int buffer, size_t nbytes);
 
   CudaSetup s_;

@@ -17,6 +17,15 @@
 namespace collmm {
 namespace {
 
+struct DeviceGuard {  // sets the device, restores the caller's
+  int old = 0;
+  explicit DeviceGuard(int d) {
+    COLLMM_CUDA(cudaGetDevice(&old));
+    COLLMM_CUDA(cudaSetDevice(d));
+  }
+  ~DeviceGuard() { cudaSetDevice(old); }
+};
+
 int gathered_of(const Plan& plan) {
   for (size_t i = 0; i < plan.buffers.size(); ++i)
     if (plan.buffers[i].role == Role::gathered) return static_cast<int>(i);
@@ -33,6 +42,7 @@ DeviceMatmul::DeviceMatmul(ncclComm_t comm, const Problem& problem, const PlanOp
   COLLMM_NCCL(ncclCommCuDevice(comm, &device));
   COLLMM_NCCL(ncclCommUserRank(comm, &rank));
   COLLMM_NCCL(ncclCommCount(comm, &world));
+  const DeviceGuard guard(device);
   s.transport = CudaTransport::nccl;
   s.world = world;
   s.ranks = {rank};
@@ -51,11 +61,25 @@ DeviceMatmul::DeviceMatmul(const BackendOptions& backend, const Problem& problem
                            Dtype dtype) {
   if (backend.backend != Backend::cuda || backend.transport == CudaTransport::local || backend.gpus > 1)
     throw UsageError("collmm::DeviceMatmul: the cuda backend with one rank per process (nccl or host transport)");
-  executor_ = make_cuda_executor(backend, 0, nullptr);
+  BackendOptions o = backend;
+  o.gemm_algo = GemmAlgo::heuristic;  // a timed choice would synchronize inside run()
+  int old = 0;
+  COLLMM_CUDA(cudaGetDevice(&old));
+  executor_ = make_cuda_executor(o, 0, nullptr);
   prepare(problem, options, dtype);
+  cudaSetDevice(old);
 }
 
-DeviceMatmul::~DeviceMatmul() = default;
+// The last call waited for, bounded (a peer that died aborts the communicator instead of hanging
+// here), before the device memory goes.
+DeviceMatmul::~DeviceMatmul() {
+  if (!cuda_ || failed_) return;
+  try {
+    const DeviceGuard guard(device_);
+    cuda_->wait();
+  } catch (...) {
+  }
+}
 
 void DeviceMatmul::prepare(const Problem& problem, const PlanOptions& options, Dtype dtype) {
   cuda_ = dynamic_cast<cuda::CudaExecutor*>(executor_.get());
@@ -64,7 +88,7 @@ void DeviceMatmul::prepare(const Problem& problem, const PlanOptions& options, D
   rank_ = executor_->local_ranks()[0];
   world_ = executor_->world_size();
   device_ = cuda_->device_of(0);
-  COLLMM_CUDA(cudaSetDevice(device_));
+  const DeviceGuard guard(device_);
   dtype_ = dtype;
   // This rank's misfit, then the keys every rank must share: one exchange, the same UsageError on
   // every rank, before anything is allocated.
@@ -84,7 +108,15 @@ void DeviceMatmul::prepare(const Problem& problem, const PlanOptions& options, D
   agree_and_gather(executor_->host(), misfit, agreement_keys(problem, options, dtype), {});
   plan_ = make_plan(problem, options, rank_);
   cuda_->set_caller_buffers({kBufA, kBufB, kBufC});
-  executor_->prepare({plan_}, dtype);
+  // A rank that cannot allocate tells the others, which would otherwise wait for it in their first call.
+  std::string failure;
+  try {
+    executor_->prepare({plan_}, dtype);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  executor_->host().set_phase("collmm::DeviceMatmul's allocation");
+  raise_if_any_process_failed(executor_->host(), failure);
 }
 
 int DeviceMatmul::rank() const { return rank_; }
@@ -118,11 +150,21 @@ void DeviceMatmul::run(const void* a, const void* b, void* c, cudaStream_t strea
   cuda_->bind_device(kBufB, const_cast<void*>(b));
   cuda_->bind_device(kBufC, c);
   if (g >= 0) cuda_->bind_device(g, gathered);
-  cuda_->enqueue(stream);
+  const DeviceGuard guard(device_);
+  // A call that fails part-way leaves its peers inside NCCL calls this rank never made: the
+  // communicator is aborted, so that none waits forever, and the handle is done.
+  try {
+    cuda_->enqueue(stream);
+  } catch (...) {
+    failed_ = true;
+    cuda_->abort_comms();
+    throw;
+  }
 }
 
 void DeviceMatmul::synchronize() {
   if (failed_) throw UsageError("collmm::DeviceMatmul::synchronize: an earlier call failed");
+  const DeviceGuard guard(device_);
   try {
     cuda_->wait();
   } catch (...) {

@@ -72,7 +72,11 @@ struct DeviceBuffer {
   size_t n = 0;
   explicit DeviceBuffer(size_t bytes) : n(bytes) { cudaMalloc(&p, bytes ? bytes : 1); }
   ~DeviceBuffer() { cudaFree(p); }
-  void upload(const std::vector<unsigned char>& h) const { cudaMemcpy(p, h.data(), h.size(), cudaMemcpyHostToDevice); }
+  // Pageable memory: cudaMemcpy may return before the copy lands; the calls run on non-blocking streams.
+  void upload(const std::vector<unsigned char>& h) const {
+    cudaMemcpy(p, h.data(), h.size(), cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
+  }
   std::vector<unsigned char> download() const {
     std::vector<unsigned char> h(n);
     cudaMemcpy(h.data(), p, n, cudaMemcpyDeviceToHost);
@@ -172,7 +176,7 @@ void captured_in_a_graph() {
     CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     for (uint64_t seed : {22u, 23u}) {
       upload_inputs(p, mm.rank(), seed, d, a, b);
-      CHECK_CUDA(cudaMemset(c.p, 0xff, c.n));
+      CHECK_CUDA(cudaMemsetAsync(c.p, 0xff, c.n, stream));
       CHECK_CUDA(cudaGraphLaunch(exec, stream));
       CHECK_CUDA(cudaStreamSynchronize(stream));
       std::string detail;
@@ -283,7 +287,7 @@ TEST(DeviceMatmulHostBed, EveryOpAndAlgo) {
           gathered = std::make_unique<DeviceBuffer>(static_cast<size_t>(p.m * p.k) * dtype_size(d));
         upload_inputs(p, r, 51, d, a, b);
         mm.played_peers()->stage(51);
-        CHECK_CUDA(cudaMemset(c.p, 0xff, c.n));
+        CHECK_CUDA(cudaMemsetAsync(c.p, 0xff, c.n, stream));
         mm.run(a.p, b.p, c.p, stream, gathered ? gathered->p : nullptr);
         mm.synchronize();
         CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -299,20 +303,20 @@ TEST(DeviceMatmulHostBed, EveryOpAndAlgo) {
 TEST(DeviceMatmulSolo, OneRank) {
   if (launched_by_mpi()) GTEST_SKIP() << "started by mpirun: DeviceMatmulMpi";
   COLLMM_NEED_GPUS(1);
-  every_op_and_algo();
-  captured_in_a_graph();
-  returns_without_waiting();
-  refuses_mistakes();
+  ASSERT_NO_FATAL_FAILURE(every_op_and_algo());
+  ASSERT_NO_FATAL_FAILURE(captured_in_a_graph());
+  ASSERT_NO_FATAL_FAILURE(returns_without_waiting());
+  ASSERT_NO_FATAL_FAILURE(refuses_mistakes());
 }
 
 TEST(DeviceMatmulMpi, OneRankPerProcess) {
   if (!launched_by_mpi()) GTEST_SKIP() << "not started by mpirun";
   COLLMM_NEED_GPUS(1);
   ASSERT_NE(job().comm, nullptr);
-  every_op_and_algo();
-  captured_in_a_graph();
-  returns_without_waiting();
-  refuses_mistakes();
+  ASSERT_NO_FATAL_FAILURE(every_op_and_algo());
+  ASSERT_NO_FATAL_FAILURE(captured_in_a_graph());
+  ASSERT_NO_FATAL_FAILURE(returns_without_waiting());
+  ASSERT_NO_FATAL_FAILURE(refuses_mistakes());
 }
 
 }  // namespace
