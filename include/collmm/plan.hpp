@@ -97,6 +97,8 @@ struct Plan {
 
 // Builds rank `rank`'s plan. Validates first (throws UsageError).
 Plan make_plan(const Problem&, const PlanOptions&, int rank);
+// The first buffer of `role` in the plan (ag_gemm's gathered A: Role::gathered); -1 if none.
+int find_buffer(const Plan&, Role);
 
 // One line per step, for humans and golden tests.
 std::string describe(const Plan&);

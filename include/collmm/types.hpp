@@ -146,6 +146,8 @@ std::string out_of_range(const Field&, int64_t v);
 bool operator==(const Problem&, const Problem&);
 bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
+// Field by field, in the field list's order (a key of what is kept per plan).
+std::strong_ordering operator<=>(const PlanOptions&, const PlanOptions&);
 // "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal"
 std::string to_string(const PlanOptions&);
 // "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn"

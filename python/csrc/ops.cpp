@@ -48,8 +48,7 @@ namespace collmm::torch_ext {
 namespace {
 
 int gathered_buffer(const Plan& plan) {
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].role == Role::gathered) return static_cast<int>(i);
+  if (const int g = find_buffer(plan, Role::gathered); g >= 0) return g;
   throw std::runtime_error("collmm: the " + to_string(plan.options.algo) + " plan keeps no gathered A");
 }
 

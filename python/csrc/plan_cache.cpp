@@ -4,7 +4,6 @@
 #include "algo_entries.hpp"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <vector>
 
@@ -25,26 +24,11 @@ namespace {
 // The seed of auto's measured candidates' random inputs (any fixed number: the values do not matter).
 constexpr uint64_t kCandidateSeed = 20240607;
 
-constexpr size_t kOptionFields = [] {
-  PlanOptions o{};
-  size_t n = 0;
-  for_each_field(o, [&](const Field&, const auto&) { ++n; });
-  return n;
-}();
-
-// The options' fields as integers (an enum's value), in their list's order.
-std::array<int64_t, kOptionFields> option_values(const PlanOptions& o) {
-  std::array<int64_t, kOptionFields> values{};
-  size_t i = 0;
-  for_each_field(o, [&](const Field&, const auto& v) { values[i++] = static_cast<int64_t>(v); });
-  return values;
-}
-
 }  // namespace
 
 std::strong_ordering operator<=>(const PlanKey& a, const PlanKey& b) {
   if (const auto c = a.shape <=> b.shape; c != 0) return c;
-  return option_values(a.options) <=> option_values(b.options);
+  return a.options <=> b.options;
 }
 std::string to_string(const PlanKey& key) { return to_string(key.shape) + ' ' + to_string(key.options); }
 

@@ -23,3 +23,19 @@ void upload_now(void* device_dst, const void* host_src, size_t bytes);
 #define COLLMM_CUDA(call) ::collmm::cuda::check_cuda((call), #call, __FILE__, __LINE__)
 #define COLLMM_CUBLAS(call) ::collmm::cuda::check_cublas((call), #call, __FILE__, __LINE__)
 #define COLLMM_NCCL(call) ::collmm::cuda::check_nccl((call), #call, __FILE__, __LINE__)
+
+namespace collmm::cuda {
+
+// Sets the current device for a scope and restores the one before it (the caller's, for the API).
+struct DeviceGuard {
+  int old = 0;
+  explicit DeviceGuard(int device) {
+    COLLMM_CUDA(cudaGetDevice(&old));
+    COLLMM_CUDA(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(old); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+};
+
+}  // namespace collmm::cuda

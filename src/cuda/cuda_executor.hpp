@@ -85,7 +85,7 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   void enqueue(cudaStream_t stream);
   // Waits (bounded by the timeout) for the last iteration; a peer's failure or the timeout aborts
   // the communicators and throws std::runtime_error.
-  void wait() { wait_all(); }
+  void wait_all();
   void abort_comms();  // ncclCommAbort on every communicator (once; any thread)
 
  private:
@@ -95,7 +95,6 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   void prepare_host(const Plan& plan, Dtype dtype);
   RankRun unlowered(const RankRun& run) const;
   void launch_local(StepFilter filter);
-  void wait_all();
   RankDevice& rank_at(int i, int buffer, size_t nbytes);
 
   CudaSetup s_;

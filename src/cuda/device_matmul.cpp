@@ -15,24 +15,8 @@
 #include "nccl_host_comm.hpp"
 
 namespace collmm {
-namespace {
 
-struct DeviceGuard {  // sets the device, restores the caller's
-  int old = 0;
-  explicit DeviceGuard(int d) {
-    COLLMM_CUDA(cudaGetDevice(&old));
-    COLLMM_CUDA(cudaSetDevice(d));
-  }
-  ~DeviceGuard() { cudaSetDevice(old); }
-};
-
-int gathered_of(const Plan& plan) {
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].role == Role::gathered) return static_cast<int>(i);
-  return -1;
-}
-
-}  // namespace
+using cuda::DeviceGuard;
 
 DeviceMatmul::DeviceMatmul(ncclComm_t comm, const Problem& problem, const PlanOptions& options, Dtype dtype,
                            const DeviceMatmulSettings& settings) {
@@ -63,11 +47,11 @@ DeviceMatmul::DeviceMatmul(const BackendOptions& backend, const Problem& problem
     throw UsageError("collmm::DeviceMatmul: the cuda backend with one rank per process (nccl or host transport)");
   BackendOptions o = backend;
   o.gemm_algo = GemmAlgo::heuristic;  // a timed choice would synchronize inside run()
-  int old = 0;
-  COLLMM_CUDA(cudaGetDevice(&old));
+  int caller = 0;
+  COLLMM_CUDA(cudaGetDevice(&caller));
+  const DeviceGuard keep(caller);  // the bootstrap picks this rank's GPU; the caller's stays current
   executor_ = make_cuda_executor(o, 0, nullptr);
   prepare(problem, options, dtype);
-  cudaSetDevice(old);
 }
 
 // The last call waited for, bounded (a peer that died aborts the communicator instead of hanging
@@ -76,7 +60,7 @@ DeviceMatmul::~DeviceMatmul() {
   if (!cuda_ || failed_) return;
   try {
     const DeviceGuard guard(device_);
-    cuda_->wait();
+    cuda_->wait_all();
   } catch (...) {
   }
 }
@@ -142,7 +126,7 @@ void DeviceMatmul::run(const void* a, const void* b, void* c, cudaStream_t strea
   check_device_memory(a, "a");
   check_device_memory(b, "b");
   check_device_memory(c, "c");
-  const int g = gathered_of(plan_);
+  const int g = find_buffer(plan_, Role::gathered);
   if (gathered && g < 0)
     throw UsageError("collmm::DeviceMatmul::run: gathered is ag_gemm's output; this is " + to_string(plan_.problem.op));
   if (gathered) check_device_memory(gathered, "gathered");
@@ -166,7 +150,7 @@ void DeviceMatmul::synchronize() {
   if (failed_) throw UsageError("collmm::DeviceMatmul::synchronize: an earlier call failed");
   const DeviceGuard guard(device_);
   try {
-    cuda_->wait();
+    cuda_->wait_all();
   } catch (...) {
     failed_ = true;
     throw;

@@ -11,19 +11,6 @@
 #include "elementwise.hpp"
 
 namespace collmm::cuda {
-namespace {
-
-struct DeviceGuard {  // sets the device, restores the previous one
-  int old = 0;
-  explicit DeviceGuard(int d) {
-    COLLMM_CUDA(cudaGetDevice(&old));
-    COLLMM_CUDA(cudaSetDevice(d));
-  }
-  ~DeviceGuard() { cudaSetDevice(old); }
-};
-
-}  // namespace
-
 RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSettings& s,
                        const std::vector<int>& caller_buffers)
     : device_(device), plan_(plan), in_(dtype), out_(output_dtype(GemmLibrary::cublaslt, dtype)) {

@@ -35,12 +35,6 @@ std::vector<unsigned char> read_buffer(Executor& ex, int i, const Plan& plan, in
   return bytes;
 }
 
-int find_buffer(const Plan& plan, Role role) {
-  for (size_t b = 0; b < plan.buffers.size(); ++b)
-    if (plan.buffers[b].role == role) return static_cast<int>(b);
-  return -1;
-}
-
 // The slowest rank of each timed iteration, over the whole job (collective).
 std::vector<double> slowest_per_iteration(HostComm& host, const std::vector<double>& slowest_here) {
   const std::vector<double> all = host.allgather(slowest_here);  // iters values per process

@@ -111,8 +111,7 @@ void Context::check_pointers(const char* op, const void* a, const void* b, const
 
 int Context::gathered_buffer() const {
   const Plan& plan = prepared_->plan;
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].role == Role::gathered) return static_cast<int>(i);
+  if (const int g = find_buffer(plan, Role::gathered); g >= 0) return g;
   throw std::runtime_error("collmm::Context: the " + to_string(plan.options.algo) + " plan keeps no gathered A");
 }
 

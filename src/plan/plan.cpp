@@ -18,6 +18,12 @@ std::string to_string(Role r) {
 
 bool written_by_run(Role r) { return r == Role::c || r == Role::gathered || r == Role::work; }
 
+int find_buffer(const Plan& plan, Role role) {
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    if (plan.buffers[b].role == role) return static_cast<int>(b);
+  return -1;
+}
+
 std::string to_string(StepKind k) {
   switch (k) {
     case StepKind::gemm: return "gemm";

@@ -116,12 +116,21 @@ constexpr size_t field_count() {
   return n;
 }
 
-// A key's fields as integers (an enum's value), Problem's in their list's order, then the dtype.
+// A value's fields as integers (an enum's value), in their list's order.
+template <class V>
+std::array<int64_t, field_count<V>()> field_values(const V& value) {
+  std::array<int64_t, field_count<V>()> values{};
+  size_t i = 0;
+  for_each_field(value, [&](const Field&, const auto& v) { values[i++] = static_cast<int64_t>(v); });
+  return values;
+}
+
+// A key's fields as integers: Problem's, then the dtype.
 std::array<int64_t, field_count<Problem>() + 1> key_values(const ProblemKey& key) {
   std::array<int64_t, field_count<Problem>() + 1> values{};
-  size_t i = 0;
-  for_each_field(key.problem, [&](const Field&, const auto& v) { values[i++] = static_cast<int64_t>(v); });
-  values[i] = static_cast<int64_t>(key.dtype);
+  const auto problem = field_values(key.problem);
+  std::copy(problem.begin(), problem.end(), values.begin());
+  values.back() = static_cast<int64_t>(key.dtype);
   return values;
 }
 
@@ -134,6 +143,9 @@ std::string to_string(const ProblemKey& key) { return to_string(key.problem) + "
 bool operator==(const Problem& a, const Problem& b) { return same_fields(a, b); }
 bool operator==(const PlanOptions& a, const PlanOptions& b) { return same_fields(a, b); }
 bool operator!=(const PlanOptions& a, const PlanOptions& b) { return !(a == b); }
+std::strong_ordering operator<=>(const PlanOptions& a, const PlanOptions& b) {
+  return field_values(a) <=> field_values(b);
+}
 
 std::string to_string(const PlanOptions& o) { return fields_text(o); }
 std::string to_string(const Problem& p) { return fields_text(p); }

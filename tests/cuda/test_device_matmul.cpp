@@ -72,6 +72,8 @@ struct DeviceBuffer {
   size_t n = 0;
   explicit DeviceBuffer(size_t bytes) : n(bytes) { cudaMalloc(&p, bytes ? bytes : 1); }
   ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   // Pageable memory: cudaMemcpy may return before the copy lands; the calls run on non-blocking streams.
   void upload(const std::vector<unsigned char>& h) const {
     cudaMemcpy(p, h.data(), h.size(), cudaMemcpyHostToDevice);
@@ -86,25 +88,43 @@ struct DeviceBuffer {
 
 size_t bytes_of(const BufferSpec& b, Dtype d) { return static_cast<size_t>(b.rows * b.cols) * dtype_size(d); }
 
-// This rank's inputs for `seed`, uploaded into a and b.
-void upload_inputs(const Problem& p, int rank, uint64_t seed, Dtype d, const DeviceBuffer& a, const DeviceBuffer& b) {
-  a.upload(encode(make_local_a(p, rank, seed, d).v, d));
-  b.upload(encode(make_local_b(p, rank, seed, d).v, d));
+// One call's device buffers, sized from the handle's plan: A, B, C and (`gathered`, ag_gemm only)
+// the gathered A.
+struct Operands {
+  Dtype d;
+  DeviceBuffer a, b, c;
+  std::unique_ptr<DeviceBuffer> gathered;
+  Operands(const DeviceMatmul& mm, Dtype dtype, bool with_gathered = false)
+      : d(dtype),
+        a(bytes_of(mm.plan().buffers[kBufA], dtype)),
+        b(bytes_of(mm.plan().buffers[kBufB], dtype)),
+        c(bytes_of(mm.plan().buffers[kBufC], mm.out_dtype())) {
+    const Problem& p = mm.plan().problem;
+    if (with_gathered && p.op == Op::ag_gemm)
+      gathered = std::make_unique<DeviceBuffer>(static_cast<size_t>(p.m * p.k) * dtype_size(dtype));
+  }
+  void* gathered_ptr() const { return gathered ? gathered->p : nullptr; }
+};
+
+// This rank's inputs for `seed`, uploaded into A and B.
+void upload_inputs(const DeviceMatmul& mm, uint64_t seed, const Operands& x) {
+  x.a.upload(encode(make_local_a(mm.plan().problem, mm.rank(), seed, x.d).v, x.d));
+  x.b.upload(encode(make_local_b(mm.plan().problem, mm.rank(), seed, x.d).v, x.d));
 }
 
 // C (and the gathered A) against the reference of `seed`: the count of wrong elements.
-int64_t wrong_outputs(const DeviceMatmul& mm, uint64_t seed, Dtype d, const DeviceBuffer& c,
-                      const DeviceBuffer* gathered, std::string* detail) {
+int64_t wrong_outputs(const DeviceMatmul& mm, uint64_t seed, const Operands& x, std::string* detail) {
+  const Dtype d = x.d;
   const Problem& p = mm.plan().problem;
   const BufferSpec& cs = mm.plan().buffers[kBufC];
-  const auto cb = c.download();
+  const auto cb = x.c.download();
   const Comparison cmp = compare(decode(cb.data(), static_cast<size_t>(cs.rows * cs.cols), mm.out_dtype()),
                                  reference_c(p, mm.rank(), seed, d), d, mm.out_dtype(), p.k);
   int64_t wrong = cmp.wrong;
   if (cmp.wrong)
     *detail += std::to_string(cmp.wrong) + " wrong in C (max rel err " + std::to_string(cmp.max_rel_err) + "); ";
-  if (gathered) {
-    const auto gb = gathered->download();
+  if (x.gathered) {
+    const auto gb = x.gathered->download();
     const std::vector<double> got = decode(gb.data(), static_cast<size_t>(p.m * p.k), d);
     const HostMatrix want = make_global_a(p, seed, d);
     int64_t g = 0;
@@ -136,18 +156,14 @@ void every_op_and_algo() {
         o.algo = algo;
         o.gemm_lanes = 2;
         DeviceMatmul mm(j.comm, p, o, d);
-        const auto& bufs = mm.plan().buffers;
-        DeviceBuffer a(bytes_of(bufs[kBufA], d)), b(bytes_of(bufs[kBufB], d)), c(bytes_of(bufs[kBufC], mm.out_dtype()));
-        std::unique_ptr<DeviceBuffer> gathered;
-        if (op == Op::ag_gemm)
-          gathered = std::make_unique<DeviceBuffer>(static_cast<size_t>(p.m * p.k) * dtype_size(d));
-        upload_inputs(p, mm.rank(), 11, d, a, b);
-        CHECK_CUDA(cudaMemsetAsync(c.p, 0xff, c.n, stream));  // NaN: C is the call's to write
-        mm.run(a.p, b.p, c.p, stream, gathered ? gathered->p : nullptr);
+        const Operands x(mm, d, true);
+        upload_inputs(mm, 11, x);
+        CHECK_CUDA(cudaMemsetAsync(x.c.p, 0xff, x.c.n, stream));  // NaN: C is the call's to write
+        mm.run(x.a.p, x.b.p, x.c.p, stream, x.gathered_ptr());
         mm.synchronize();
         CHECK_CUDA(cudaStreamSynchronize(stream));
         std::string detail;
-        EXPECT_EQ(wrong_outputs(mm, 11, d, c, gathered.get(), &detail), 0)
+        EXPECT_EQ(wrong_outputs(mm, 11, x, &detail), 0)
             << to_string(op) << " " << to_string(algo) << " " << to_string(d) << " P=" << j.world << ": " << detail;
       }
   cudaStreamDestroy(stream);
@@ -161,26 +177,25 @@ void captured_in_a_graph() {
     const Problem p = uneven(op, j.world);
     const Dtype d = Dtype::bf16;
     DeviceMatmul mm(j.comm, p, PlanOptions{}, d);
-    const auto& bufs = mm.plan().buffers;
-    DeviceBuffer a(bytes_of(bufs[kBufA], d)), b(bytes_of(bufs[kBufB], d)), c(bytes_of(bufs[kBufC], mm.out_dtype()));
+    const Operands x(mm, d);
     cudaStream_t stream;
     CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    upload_inputs(p, mm.rank(), 21, d, a, b);
-    mm.run(a.p, b.p, c.p, stream);  // outside the capture first
+    upload_inputs(mm, 21, x);
+    mm.run(x.a.p, x.b.p, x.c.p, stream);  // outside the capture first
     CHECK_CUDA(cudaStreamSynchronize(stream));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    mm.run(a.p, b.p, c.p, stream);
+    mm.run(x.a.p, x.b.p, x.c.p, stream);
     CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
     CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     for (uint64_t seed : {22u, 23u}) {
-      upload_inputs(p, mm.rank(), seed, d, a, b);
-      CHECK_CUDA(cudaMemsetAsync(c.p, 0xff, c.n, stream));
+      upload_inputs(mm, seed, x);
+      CHECK_CUDA(cudaMemsetAsync(x.c.p, 0xff, x.c.n, stream));
       CHECK_CUDA(cudaGraphLaunch(exec, stream));
       CHECK_CUDA(cudaStreamSynchronize(stream));
       std::string detail;
-      EXPECT_EQ(wrong_outputs(mm, seed, d, c, nullptr, &detail), 0)
+      EXPECT_EQ(wrong_outputs(mm, seed, x, &detail), 0)
           << to_string(op) << " graph replay, seed " << seed << ", P=" << j.world << ": " << detail;
     }
     cudaGraphExecDestroy(exec);
@@ -196,10 +211,8 @@ void returns_without_waiting() {
   Job& j = job();
   const Problem p = uneven(Op::ag_gemm, j.world);
   DeviceMatmul mm(j.comm, p, PlanOptions{}, Dtype::f32);
-  const auto& bufs = mm.plan().buffers;
-  DeviceBuffer a(bytes_of(bufs[kBufA], Dtype::f32)), b(bytes_of(bufs[kBufB], Dtype::f32)),
-      c(bytes_of(bufs[kBufC], Dtype::f32));
-  upload_inputs(p, mm.rank(), 31, Dtype::f32, a, b);
+  const Operands x(mm, Dtype::f32);
+  upload_inputs(mm, 31, x);
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   static std::atomic<bool> release{false};
@@ -213,7 +226,7 @@ void returns_without_waiting() {
       },
       nullptr));
   const auto t0 = std::chrono::steady_clock::now();
-  mm.run(a.p, b.p, c.p, stream);
+  mm.run(x.a.p, x.b.p, x.c.p, stream);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the stream should still be held";
   release = true;
@@ -221,7 +234,7 @@ void returns_without_waiting() {
   mm.synchronize();
   CHECK_CUDA(cudaStreamSynchronize(stream));
   std::string detail;
-  EXPECT_EQ(wrong_outputs(mm, 31, Dtype::f32, c, nullptr, &detail), 0) << detail;
+  EXPECT_EQ(wrong_outputs(mm, 31, x, &detail), 0) << detail;
   cudaStreamDestroy(stream);
 }
 
@@ -231,13 +244,11 @@ void refuses_mistakes() {
   Job& j = job();
   const Problem p = uneven(Op::gemm_rs, j.world);
   DeviceMatmul mm(j.comm, p, PlanOptions{}, Dtype::f32);
-  const auto& bufs = mm.plan().buffers;
-  DeviceBuffer a(bytes_of(bufs[kBufA], Dtype::f32)), b(bytes_of(bufs[kBufB], Dtype::f32)),
-      c(bytes_of(bufs[kBufC], Dtype::f32));
-  std::vector<float> host(bufs[kBufC].rows * bufs[kBufC].cols);
-  EXPECT_THROW(mm.run(nullptr, b.p, c.p, nullptr), UsageError);
-  EXPECT_THROW(mm.run(a.p, b.p, host.data(), nullptr), UsageError);
-  EXPECT_THROW(mm.run(a.p, b.p, c.p, nullptr, c.p), UsageError);  // gathered: ag_gemm's only
+  const Operands x(mm, Dtype::f32);
+  std::vector<float> host(x.c.n / sizeof(float));
+  EXPECT_THROW(mm.run(nullptr, x.b.p, x.c.p, nullptr), UsageError);
+  EXPECT_THROW(mm.run(x.a.p, x.b.p, host.data(), nullptr), UsageError);
+  EXPECT_THROW(mm.run(x.a.p, x.b.p, x.c.p, nullptr, x.c.p), UsageError);  // gathered: ag_gemm's only
   Problem other = p;
   other.world = j.world + 1;
   EXPECT_THROW(DeviceMatmul(j.comm, other, PlanOptions{}, Dtype::f32), UsageError);
@@ -252,11 +263,11 @@ void refuses_mistakes() {
     }
   }
   // And the handle still works after the refusals.
-  upload_inputs(p, mm.rank(), 41, Dtype::f32, a, b);
-  mm.run(a.p, b.p, c.p, nullptr);
+  upload_inputs(mm, 41, x);
+  mm.run(x.a.p, x.b.p, x.c.p, nullptr);
   mm.synchronize();
   std::string detail;
-  EXPECT_EQ(wrong_outputs(mm, 41, Dtype::f32, c, nullptr, &detail), 0) << detail;
+  EXPECT_EQ(wrong_outputs(mm, 41, x, &detail), 0) << detail;
 }
 
 // The host bed: every op x algo at P = 4 for rank 1 and P = 3 for rank 2, bf16, the gathered A too;
@@ -280,19 +291,15 @@ TEST(DeviceMatmulHostBed, EveryOpAndAlgo) {
         o.algo = algo;
         DeviceMatmul mm(bed, p, o, d);
         ASSERT_NE(mm.played_peers(), nullptr);
-        const auto& bufs = mm.plan().buffers;
-        DeviceBuffer a(bytes_of(bufs[kBufA], d)), b(bytes_of(bufs[kBufB], d)), c(bytes_of(bufs[kBufC], mm.out_dtype()));
-        std::unique_ptr<DeviceBuffer> gathered;
-        if (op == Op::ag_gemm)
-          gathered = std::make_unique<DeviceBuffer>(static_cast<size_t>(p.m * p.k) * dtype_size(d));
-        upload_inputs(p, r, 51, d, a, b);
+        const Operands x(mm, d, true);
+        upload_inputs(mm, 51, x);
         mm.played_peers()->stage(51);
-        CHECK_CUDA(cudaMemsetAsync(c.p, 0xff, c.n, stream));
-        mm.run(a.p, b.p, c.p, stream, gathered ? gathered->p : nullptr);
+        CHECK_CUDA(cudaMemsetAsync(x.c.p, 0xff, x.c.n, stream));
+        mm.run(x.a.p, x.b.p, x.c.p, stream, x.gathered_ptr());
         mm.synchronize();
         CHECK_CUDA(cudaStreamSynchronize(stream));
         std::string detail;
-        EXPECT_EQ(wrong_outputs(mm, 51, d, c, gathered.get(), &detail), 0)
+        EXPECT_EQ(wrong_outputs(mm, 51, x, &detail), 0)
             << to_string(op) << " " << to_string(algo) << " P=" << P << " rank " << r << ": " << detail;
         const Comparison sent = mm.played_peers()->check_sent();
         EXPECT_EQ(sent.wrong, 0) << to_string(op) << " " << to_string(algo) << ": what the rank sent its peers";
