@@ -6,8 +6,10 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 
+# COLLMM_CONFIGURE_ARGS: extra cmake arguments (test.sh passes -DCOLLMM_WERROR=ON).
 configure_and_build() {  # configure_and_build [targets...]
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+  # shellcheck disable=SC2086
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${COLLMM_CONFIGURE_ARGS:-}
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
   cmake --build "$BUILD_DIR" -j"$(nproc)" "${targets[@]}"

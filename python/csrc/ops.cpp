@@ -58,6 +58,9 @@ int gathered_buffer(const Plan& plan) {
 struct AgCall : CallBase {
   static constexpr Op op = Op::ag_gemm;
   static constexpr const char* name = "fused_all_gather_matmul";
+  AgCall(const at::Tensor& a_shard, at::TensorList bs, int64_t gather_dim, bool return_a,
+         std::optional<int64_t> gathered_size)
+      : a_shard(a_shard), bs(bs), gather_dim(gather_dim), return_a(return_a), gathered_size(gathered_size) {}
   const at::Tensor& a_shard;
   at::TensorList bs;
   int64_t gather_dim;
@@ -154,6 +157,8 @@ struct AgCall : CallBase {
 // What gemm_rs and gemm_ar share: A [..., K_r] and B [K_r, N], each rank's K_r its own, summed over
 // the ranks.
 struct SumCall : CallBase {
+  SumCall(const at::Tensor& a_in, const at::Tensor& b, std::string reduce_op)
+      : a_in(a_in), b(b), reduce_op(std::move(reduce_op)) {}
   const at::Tensor& a_in;
   const at::Tensor& b;
   std::string reduce_op;
@@ -203,6 +208,9 @@ struct SumCall : CallBase {
 struct RsCall : SumCall {
   static constexpr Op op = Op::gemm_rs;
   static constexpr const char* name = "fused_matmul_reduce_scatter";
+  RsCall(const at::Tensor& a, const at::Tensor& b, std::string reduce_op, int64_t scatter_dim,
+         std::optional<int64_t> scatter_size)
+      : SumCall(a, b, std::move(reduce_op)), scatter_dim(scatter_dim), scatter_size(scatter_size) {}
   int64_t scatter_dim;
   std::optional<int64_t> scatter_size;
 
@@ -268,6 +276,7 @@ struct RsCall : SumCall {
 struct ArCall : SumCall {
   static constexpr Op op = Op::gemm_ar;
   static constexpr const char* name = "fused_matmul_all_reduce";
+  using SumCall::SumCall;
 
   at::Tensor a;  // A contiguous
   at::IntArrayRef leading;
@@ -312,20 +321,20 @@ std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> all_gather_matmul
                                                                                  c10::string_view group_name,
                                                                                  bool return_a, c10::string_view algo,
                                                                                  std::optional<int64_t> gathered_size) {
-  AgCall call{{}, a_shard, bs, gather_dim, return_a, gathered_size};
+  AgCall call(a_shard, bs, gather_dim, return_a, gathered_size);
   return run_call(call, group_name, a_shard.device(), algo);
 }
 
 at::Tensor matmul_reduce_scatter(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                                  int64_t scatter_dim, c10::string_view group_name, c10::string_view algo,
                                  std::optional<int64_t> scatter_size) {
-  RsCall call{{{}, a, b, std::string(reduce_op)}, scatter_dim, scatter_size};
+  RsCall call(a, b, std::string(reduce_op), scatter_dim, scatter_size);
   return run_call(call, group_name, a.device(), algo);
 }
 
 at::Tensor matmul_all_reduce(const at::Tensor& a, const at::Tensor& b, c10::string_view reduce_op,
                              c10::string_view group_name, c10::string_view algo) {
-  ArCall call{{{}, a, b, std::string(reduce_op)}};
+  ArCall call(a, b, std::string(reduce_op));
   return run_call(call, group_name, a.device(), algo);
 }
 
