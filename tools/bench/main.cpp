@@ -24,8 +24,8 @@ void say(const std::string& message) { std::cerr << ("collmm-bench: " + message 
 int main(int argc, char** argv) {
   using namespace collmm;
   CLI::App app{
-      "collmm-bench: AllGather+GEMM (ag_gemm) and GEMM+ReduceScatter (gemm_rs) with overlapped "
-      "communication, timed and checked.\nRun under mpirun: mpirun -np P collmm-bench --op all --algo all --check",
+      "collmm-bench: AllGather+GEMM (ag_gemm), GEMM+ReduceScatter (gemm_rs) and GEMM+AllReduce "
+      "(gemm_ar) with overlapped communication, timed and checked.\nRun under mpirun: mpirun -np P collmm-bench --op all --algo all --check",
       "collmm-bench"};
   BenchOptions options;
   try {
