@@ -23,16 +23,31 @@ float bf16_to_f32(uint16_t h) {
   return f;
 }
 
+// f16 in software: clang 14 has no _Float16 on x86, and its __fp16 needs compiler-rt's helpers.
+// Round to nearest even; 65520 and above (halfway past 65504) become infinity.
 uint16_t f32_to_f16(float f) {
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  if (std::isnan(f)) return sign | 0x7e00;
+  const float a = std::fabs(f);
+  if (a >= 65520.0f) return sign | 0x7c00;
+  if (a < 0x1p-14f) return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p24f));  // subnormal: steps of 2^-24
+  int e;
+  std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): the f16 exponent is e - 1
+  const uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(a, 11 - e)));  // 1024..2048, ties to even
+  return sign | static_cast<uint16_t>((static_cast<uint32_t>(e + 14) << 10) + (q - 1024));  // 2048 carries
 }
 float f16_to_f32(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return static_cast<float>(h);
+  const int exp = (b >> 10) & 0x1f, man = b & 0x3ff;
+  float mag;
+  if (exp == 0x1f)
+    mag = man ? NAN : INFINITY;
+  else if (exp == 0)
+    mag = std::ldexp(static_cast<float>(man), -24);
+  else
+    mag = std::ldexp(static_cast<float>(man | 0x400), exp - 25);
+  return (b & 0x8000) ? -mag : mag;
 }
 
 // fp8 e4m3 (OCP "E4M3FN"): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities,

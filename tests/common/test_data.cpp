@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "collmm/data.hpp"
 
@@ -29,6 +30,31 @@ TEST(Codec, KnownBitPatterns) {
   const auto b = encode({1.0}, Dtype::fp8_e4m3);
   EXPECT_EQ(b[0], 0x38);
   EXPECT_TRUE(std::isnan(decode("\x7f", 1, Dtype::fp8_e4m3)[0]));
+}
+
+// f16 is encoded in software (clang 14 has no _Float16 on x86): every code decodes and encodes
+// back, halfway values go to the even neighbour, and past 65504 + half a step is infinity.
+TEST(Codec, F16EveryCodeAndEveryHalfway) {
+  for (uint32_t code = 0; code < 0x7c00; ++code) {
+    for (uint16_t sign : {0, 0x8000}) {
+      const uint16_t h = static_cast<uint16_t>(code | sign);
+      const double v = decode(&h, 1, Dtype::f16)[0];
+      const auto bytes = encode({v}, Dtype::f16);
+      uint16_t back;
+      std::memcpy(&back, bytes.data(), 2);
+      ASSERT_EQ(back, h) << v;
+    }
+    const uint16_t down = static_cast<uint16_t>(code), up = static_cast<uint16_t>(code + 1);
+    const double lo = decode(&down, 1, Dtype::f16)[0], hi = decode(&up, 1, Dtype::f16)[0];
+    const double even = (code & 1) ? hi : lo;
+    ASSERT_EQ(round_to(Dtype::f16, (lo + hi) / 2), even) << lo;
+    ASSERT_EQ(round_to(Dtype::f16, -(lo + hi) / 2), -even) << lo;
+  }
+  EXPECT_EQ(round_to(Dtype::f16, 65519.0), 65504.0);
+  EXPECT_TRUE(std::isinf(round_to(Dtype::f16, 65520.0)));
+  EXPECT_TRUE(std::isnan(round_to(Dtype::f16, NAN)));
+  EXPECT_EQ(round_to(Dtype::f16, std::ldexp(1.0, -25)), 0.0);                   // halfway to the least: even
+  EXPECT_EQ(round_to(Dtype::f16, std::ldexp(1.5, -25)), std::ldexp(1.0, -24));  // above halfway
 }
 
 TEST(Data, InputsAreNonZeroAndBounded) {
