@@ -10,8 +10,9 @@ packages=(
   libopenblas-dev                      # GEMMs of the cpu backend and the f64 reference
   libcli11-dev nlohmann-json3-dev      # collmm-bench's command line, JSON and traces
   libgtest-dev                         # tests
-  clang libclang-rt-14-dev             # the fuzz target (libFuzzer), tests/fuzz
+  clang libclang-rt-14-dev             # the fuzz target (libFuzzer), tests/fuzz; clang-check.sh
   clang-format-14                      # the format check (scripts/format-check.sh, .clang-format)
+  python3 python3-venv                 # the demo's shapes and summary; the Python tests' venv
 )
 
 missing=()
