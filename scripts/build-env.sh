@@ -23,3 +23,15 @@ mpirun_cmd() {
   [ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
   echo "${cmd[@]}"
 }
+
+# ctest_skip_reasons [build dir]: ctest lists a skipped test without its reason. This prints, for
+# each test its last run skipped, the reasons its output gave (GoogleTest's GTEST_SKIP messages).
+ctest_skip_reasons() {
+  local log="${1:-$BUILD_DIR}/Testing/Temporary/LastTest.log"
+  [ -f "$log" ] || return 0
+  awk '
+    /^[0-9]+\/[0-9]+ Testing: / { name = $3; why = ""; next }
+    /: Skipped$/ { getline r; if (index(why, r) == 0) why = why (why == "" ? "" : "; ") r; next }
+    /^Skip regular expression found in output/ { print "ctest: " name " skipped: " (why == "" ? "(no reason printed)" : why) }
+  ' "$log"
+}

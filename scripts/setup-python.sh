@@ -9,7 +9,10 @@
 # fails, first the CUDA libraries it links that a machine with a CUDA toolkit lacks (NCCL,
 # cuSPARSELt, NVSHMEM, cuFile, at the wheel's own pins), and last everything it asks for.
 # TORCH_SPEC (default: the version CI runs) picks the wheel. pip keeps no cache (--no-cache-dir):
-# the wheels would double the ~2.3 GB that the venv takes on a disk CI shares.
+# the wheels would double what the venv takes on a disk CI shares. Those steps leave torch's CUDA
+# requirements unmet on purpose, so pip is told not to warn of it (--no-warn-conflicts), and collmm
+# itself goes in with --no-deps: resolving its dependency on torch would fetch them all.
+# numpy goes in before the first `import torch` (torch warns when it cannot load numpy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -28,6 +31,8 @@ py="$VENV/bin/python"
 pip=("$py" -m pip install --disable-pip-version-check --no-cache-dir -q)
 
 torch_imports() { "$py" -c "import torch" >/dev/null 2>&1; }
+
+"$py" -c "import pytest, numpy, scikit_build_core" >/dev/null 2>&1 || "${pip[@]}" pytest numpy scikit-build-core
 
 # The wheel's requirements whose names match $1 (a Python regex), one per line, without markers.
 torch_requirements() {
@@ -51,12 +56,12 @@ if ! torch_imports; then
   fi
   "${pip[@]}" --no-deps "$TORCH_SPEC"
   mapfile -t plain < <(torch_requirements '^(?!nvidia|cuda|triton)')
-  "${pip[@]}" "${plain[@]}"
+  "${pip[@]}" --no-warn-conflicts "${plain[@]}"
 fi
 if ! torch_imports; then
   echo "setup-python: torch does not load yet: adding the CUDA libraries it links that are missing here"
   mapfile -t libs < <(torch_requirements '^(nvidia-nccl|nvidia-cusparselt|nvidia-nvshmem)')
-  "${pip[@]}" --no-deps "${libs[@]}" nvidia-cufile
+  "${pip[@]}" --no-deps --no-warn-conflicts "${libs[@]}" nvidia-cufile
 fi
 if ! torch_imports; then
   echo "setup-python: torch still does not load: installing all its dependencies"
@@ -64,6 +69,6 @@ if ! torch_imports; then
 fi
 "$py" -c "import torch; print('setup-python: torch', torch.__version__)"
 
-"$py" -c "import pytest, numpy, scikit_build_core" >/dev/null 2>&1 || "${pip[@]}" pytest numpy scikit-build-core
-echo "setup-python: building collmm (pip install --no-build-isolation .)"
-"${pip[@]}" --no-build-isolation .
+echo "setup-python: building collmm (pip install --no-build-isolation --no-deps .)"
+"${pip[@]}" --no-build-isolation --no-deps .
+echo "setup-python: $VENV takes $(du -sh "$VENV" | cut -f1)"

@@ -16,6 +16,7 @@ export COLLMM_CONFIGURE_ARGS="-DCOLLMM_WERROR=ON ${COLLMM_CONFIGURE_ARGS:-}"
 configure_and_build
 cpp=0
 (cd "$BUILD_DIR" && ctest --output-on-failure) || cpp=$?
+ctest_skip_reasons "$BUILD_DIR"
 py=0
 { bash scripts/setup-python.sh && "${VENV:-.venv}/bin/python" -m pytest -q python/tests; } || py=$?
 clang=0
