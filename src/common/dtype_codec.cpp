@@ -35,7 +35,7 @@ uint16_t f32_to_f16(float f) {
   if (a < 0x1p-14f) return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p24f));  // subnormal: steps of 2^-24
   int e;
   std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): the f16 exponent is e - 1
-  const uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(a, 11 - e)));  // 1024..2048, ties to even
+  const uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(a, 11 - e)));          // 1024..2048, ties to even
   return sign | static_cast<uint16_t>((static_cast<uint32_t>(e + 14) << 10) + (q - 1024));  // 2048 carries
 }
 float f16_to_f32(uint16_t b) {

@@ -137,6 +137,16 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
       paced += " " + to_string(r.op) + " " + r.label + " (" + fixed(r.issue_us, 1) + " of " + fixed(r.time_us, 1) + ")";
   if (!paced.empty())
     out << "# Paced by the host's issue (issue_us >= " << fixed(kHostPaced, 1) << " x time_us):" << paced << "\n";
+  // A plan runs all the GEMMs of sequential's, so a row faster than those alone was timed under
+  // another load than the baseline (a shared machine's other processes).
+  std::string below;
+  for (const CaseResult& r : results)
+    if (r.algo != Algo::sequential && r.time_us < r.t_gemm_us)
+      below += " " + to_string(r.op) + " " + r.label + " (" + fixed(r.time_us, 1) + " < " + fixed(r.t_gemm_us, 1) + ")";
+  if (!below.empty())
+    out << "# Faster than sequential's GEMMs alone, so timed under another load than the baseline; no overlap "
+           "figures (--rounds R spreads the load over every row):"
+        << below << "\n";
   out << "#\n" << std::flush;
 }
 

@@ -313,9 +313,27 @@ TEST(Figures, HostIssueTimesReachTheJson) {
   EXPECT_NE(out.str().find("# Paced by the host's issue (issue_us >= 0.9 x time_us): ag_gemm ring (261.0 of 274.7)\n"),
             std::string::npos)
       << out.str();
+  EXPECT_EQ(out.str().find("Faster than sequential's GEMMs"), std::string::npos) << out.str();
   std::ostringstream quiet;
   print_table_summary(quiet, {cpu});
   EXPECT_EQ(quiet.str().find("Paced"), std::string::npos) << quiet.str();
+}
+
+// A row faster than the sequential plan's GEMMs alone cannot be an overlap figure: the summary names it.
+TEST(Figures, RowsBelowTheBaselinesGemmsAreNamed) {
+  CaseResult seq, ring, bidir;
+  seq.problem = ring.problem = bidir.problem =
+      Problem{.op = Op::ag_gemm, .m = 64, .n = 64, .k = 64, .world = 2, .b_layout = BLayout::kn};
+  seq.algo = Algo::sequential, ring.algo = Algo::ring, bidir.algo = Algo::bidir;
+  seq.label = "sequential", ring.label = "ring", bidir.label = "bidir";
+  seq.time_us = 200, ring.time_us = 94, bidir.time_us = 180;
+  for (CaseResult* r : {&seq, &ring, &bidir}) r->t_gemm_us = 171, r->t_comm_us = 20;
+  std::ostringstream out;
+  print_table_summary(out, {seq, ring, bidir});
+  EXPECT_NE(out.str().find("(--rounds R spreads the load over every row): ag_gemm ring (94.0 < 171.0)\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(out.str().find("bidir ("), std::string::npos) << out.str();
 }
 
 // --algo's configured entries: every label algo_label writes for an algorithm with waves (stages of

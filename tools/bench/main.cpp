@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   using namespace collmm;
   CLI::App app{
       "collmm-bench: AllGather+GEMM (ag_gemm), GEMM+ReduceScatter (gemm_rs) and GEMM+AllReduce "
-      "(gemm_ar) with overlapped communication, timed and checked.\nRun under mpirun: mpirun -np P collmm-bench --op all --algo all --check",
+      "(gemm_ar) with overlapped communication, timed and checked.\n"
+      "Run under mpirun: mpirun -np P collmm-bench --op all --algo all --check",
       "collmm-bench"};
   BenchOptions options;
   try {
