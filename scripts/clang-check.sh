@@ -8,13 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/build-env.sh
 dir=${CLANG_BUILD_DIR:-build-clang}
-venv_python="${VENV:-.venv}/bin/python"
+venv_python="$(cd "${VENV:-.venv}" 2>/dev/null && pwd)/bin/python"  # absolute: CMake reads it from its tree
 args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
       -DCOLLMM_WERROR=ON -DCMAKE_CXX_COMPILER_LAUNCHER=)
 if [ -x "$venv_python" ] && "$venv_python" -c "import torch" >/dev/null 2>&1; then
   args+=(-DCOLLMM_PYTHON=ON "-DPython_EXECUTABLE=$venv_python")
 else
-  echo "clang-check: $venv_python cannot import torch: the PyTorch extension is not checked"
+  echo "clang-check: ${VENV:-.venv} has no torch (scripts/setup-python.sh): the PyTorch extension is not checked"
 fi
 mkdir -p "$dir"
 cmake -S . -B "$dir" "${args[@]}" >"$dir/configure.log" 2>&1 || {

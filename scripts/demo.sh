@@ -29,7 +29,7 @@ echo "demo 1/3: $ranks MPI ranks on $cores cores (load average $load), 1 BLAS th
 declare -A shape=([ag_gemm]="2048 64 1024" [gemm_rs]="2048 1024 64" [gemm_ar]="2048 1024 64")
 for op in ag_gemm gemm_rs gemm_ar; do
   [ $# -eq 0 ] || break  # the caller's shape
-  for pass in 1 2; do  # the second pass corrects for the GEMM rate at the first pass's shape
+  for pass in 1 2 3; do  # later passes correct for the GEMM rate at the shape before
     read -r m n k <<<"${shape[$op]}"
     bench --op "$op" --algo sequential -m "$m" -n "$n" -k "$k" -w 2 -i 5 --json "out/probe-$op.json" >/dev/null
     shape[$op]=$(python3 scripts/demo-report.py shape "$op" "$m" "$n" "$k" "out/probe-$op.json")

@@ -141,8 +141,9 @@ std::unique_ptr<NcclComm> NcclComm::of(c10d::ProcessGroup& group, c10::Device de
     c10::intrusive_ptr<c10d::Backend> backend = group.getBackend(c10::DeviceType::CUDA);
     // ProcessGroupNCCL itself: not a wrapper that answers "nccl" too (ProcessGroupWrapper, under
     // TORCH_DISTRIBUTED_DEBUG=DETAIL), whose fields are not ProcessGroupNCCL's.
-    if (!backend || std::strcmp(typeid(*backend).name(), "N4c10d16ProcessGroupNCCLE") != 0 ||
-        !pg_nccl()->is_initialized(backend.get()))
+    if (!backend) return nullptr;
+    const c10d::Backend& held = *backend;  // typeid of a plain reference: no call inside typeid
+    if (std::strcmp(typeid(held).name(), "N4c10d16ProcessGroupNCCLE") != 0 || !pg_nccl()->is_initialized(backend.get()))
       return nullptr;
     c10::DeviceGuard guard(device);  // getCommPtr gives the current device's communicator
     void* comm = reinterpret_cast<void*>(pg_nccl()->comm_ptr(backend.get()));
