@@ -2,7 +2,8 @@
 # clang-check.sh: the second compiler's warnings, as CI sees them. Configures a tree with clang++
 # (CLANG_BUILD_DIR, default build-clang; nothing is built) and compiles every C++ translation unit
 # of its compile_commands.json with -fsyntax-only and the build's own -Wall -Wextra -Werror: the
-# libraries, the tools, the tests and, where VENV's Python imports torch, the PyTorch extension.
+# libraries, the tools, the tests and, where VENV's Python imports torch, the PyTorch extension,
+# whose units then go through g++ too (the main build, g++ with -Werror, does not build it).
 # The .cu sources are nvcc's; the main build (g++ as nvcc's host compiler) checks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,14 +32,20 @@ for entry in json.load(open(sys.argv[1])):
     out = [a for i, a in enumerate(argv) if a != "-o" and (i == 0 or argv[i - 1] != "-o")]
     print(entry["directory"] + "\t" + shlex.join(out + ["-fsyntax-only"]))
 PY
+# The extension's units again with g++: the main build (g++, -Werror) leaves the extension out.
+grep -F "/python/csrc/" "$dir/syntax-commands.txt" | sed 's|\t[^ ]*clang++ |\tg++ |' >"$dir/syntax-commands-gxx.txt" || true
 count=$(wc -l <"$dir/syntax-commands.txt")
-echo "clang-check: $(clang++ --version | head -1): $count translation units, -fsyntax-only -Wall -Wextra -Werror"
+gxx=$(wc -l <"$dir/syntax-commands-gxx.txt")
+echo "clang-check: $(clang++ --version | head -1): $count translation units, -fsyntax-only -Wall -Wextra -Werror;" \
+  "then $gxx of the extension with $(g++ --version | head -1)"
 failed=0
-# shellcheck disable=SC2016
-xargs -a "$dir/syntax-commands.txt" -d '\n' -P "$(nproc)" -I{} bash -c \
-  'IFS=$'"'"'\t'"'"' read -r d c <<<"$1"; cd "$d" && eval "$c"' _ {} || failed=1
+for list in "$dir/syntax-commands.txt" "$dir/syntax-commands-gxx.txt"; do
+  # shellcheck disable=SC2016
+  xargs -a "$list" -d '\n' -r -P "$(nproc)" -I{} bash -c \
+    'IFS=$'"'"'\t'"'"' read -r d c <<<"$1"; cd "$d" && eval "$c"' _ {} || failed=1
+done
 if [ $failed -ne 0 ]; then
-  echo "clang-check: FAILED: clang++ found warnings or errors (above)"
+  echo "clang-check: FAILED: the compilers found warnings or errors (above)"
   exit 1
 fi
-echo "clang-check: passed ($count translation units)"
+echo "clang-check: passed ($count translation units with clang++, $gxx with g++)"
