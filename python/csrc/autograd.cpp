@@ -63,6 +63,16 @@ bool grad_needed(std::initializer_list<at::TensorList> lists) {
   return false;
 }
 
+// dB = A^T @ dC (A and dC as 2-D row blocks) in B's layout, as torch's mm backward gives it: where B
+// is column-major (a layer's weight.t()), (dC^T @ A)^T, so that the weight's gradient comes out
+// contiguous. A strided one made torch 2.11's AccumulateGrad gather a DTensor weight's gradient whole
+// (Replicate(), not the weight's Shard).
+at::Tensor grad_of_b(const at::Tensor& a, const at::Tensor& dc, const at::Tensor& b) {
+  const bool column_major = b.dim() == 2 && b.size(0) > 1 && b.size(1) > 1 && b.stride(0) == 1 &&
+                            b.stride(1) == b.size(0);
+  return column_major ? dc.t().mm(a).t() : a.t().mm(dc);
+}
+
 int64_t dim_of(int64_t dim, const at::Tensor& t) { return t.dim() ? (dim % t.dim() + t.dim()) % t.dim() : 0; }
 
 struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
@@ -123,7 +133,7 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
         a = std::get<0>(call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, gathered_rows)).value();
       const at::Tensor flat = at::flatten(a, 0, -2);  // (rows, k); flatten, not reshape: a shard may be 0 wide
       for (size_t i = 0; i < bs.size(); ++i)
-        if (grads[i + 1].defined()) out[i + 1] = flat.t().mm(at::flatten(grads[i + 1], 0, -2));
+        if (grads[i + 1].defined()) out[i + 1] = grad_of_b(flat, at::flatten(grads[i + 1], 0, -2), bs[i]);
     }
     return out;
   }
@@ -155,7 +165,7 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     auto [gathered, da] =
         call_ag(grads[0].contiguous(), {b.t()}, ctx->saved_data["dim"].toInt(), ctx->saved_data["group"].toStringRef(),
                 true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt());
-    at::Tensor db = at::flatten(a, 0, -2).t().mm(at::flatten(*gathered, 0, -2));
+    at::Tensor db = grad_of_b(at::flatten(a, 0, -2), at::flatten(*gathered, 0, -2), b);
     at::Tensor d_a = da[0];
     if (scale != 1.0) d_a = d_a * scale, db = db * scale;
     return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -182,7 +192,7 @@ struct MatmulAllReduce : torch::autograd::Function<MatmulAllReduce> {
     if (ctx->needs_input_grad(0)) d_a = at::matmul(dc, b.t());
     if (ctx->needs_input_grad(1)) {  // reshape, not flatten: A may be 1-D; rows counted: A may be 0 wide
       const int64_t rows = c10::multiply_integers(a.sizes().slice(0, a.dim() - 1));
-      d_b = a.reshape({rows, a.size(-1)}).t().mm(dc.reshape({rows, dc.size(-1)}));
+      d_b = grad_of_b(a.reshape({rows, a.size(-1)}), dc.reshape({rows, dc.size(-1)}), b);
     }
     return {d_a, d_b, at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -11,7 +11,7 @@ from dist_util import run_world
 
 
 def gpu_cases(rank, world, share_gpu):
-    from layer_cases import mlp_cases
+    from layer_cases import mlp_cases, weight_grad_layout_cases
     from ar_cases import autograd_cases
     from op_cases import ag_cases, ar_cases, entry_cases, rs_cases
     from shard_cases import seq_parallel_mlp
@@ -30,6 +30,7 @@ def gpu_cases(rank, world, share_gpu):
     autograd_cases(rank, world, device)  # the all-reduce's
     entry_cases(rank, world, device)
     mlp_cases(rank, world, device)
+    weight_grad_layout_cases(rank, world, device)
     seq_parallel_mlp(rank, world, device)  # uneven [seq, batch, hidden] shards, biases
     trace_on_gpu(rank, world, device)
     kernels_under_ranges(rank, world, device)
