@@ -75,7 +75,9 @@ def set_comm(path: str) -> None:
     c10d has made the group's NCCL communicator, in a shape's first call, every later transfer calls
     that communicator directly, ncclSend/ncclRecv in one ncclGroup per step or one ncclAllGather /
     ncclReduceScatter, on a stream of collmm's: a few us of host time per step where c10d's calls
-    cost tens; a watchdog of collmm's bounds them as c10d's bounds its own) or "c10d" (every transfer
+    cost tens; a watchdog of collmm's bounds them as c10d's bounds its own; a shape's first call runs
+    its transfers once more on scratch memory, so that NCCL connects what they use then, not in a
+    later call) or "c10d" (every transfer
     through the group's c10d calls). ``torch.ops.collmm.last_comm()`` says how the last run went:
     "nccl", "c10d", "nccl+c10d" or "none"; ``torch.ops.collmm.last_plan()`` its plan's options ("algo=ring
     ...": what "auto" picked)."""

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from dist_util import run_world
-from gpu_cases import capture_case, gpu_cases, no_host_sync_case, stopped_peer_case
+from gpu_cases import capture_case, gpu_cases, host_bounded_case, no_host_sync_case, stopped_peer_case
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 
@@ -28,6 +28,11 @@ def test_one_gpu_gloo_and_nccl_no_host_sync():
 @pytest.mark.parametrize("world", [2, 4])
 def test_one_gpu_nccl_only_no_host_sync(world):
     run_world(world, no_host_sync_case, True, backend="nccl", share_gpu=True)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_one_gpu_nccl_only_host_bounded(world):
+    run_world(world, host_bounded_case, True, backend="nccl", share_gpu=True, timeout=150)
 
 
 def test_one_gpu_stopped_peer_watchdog():
