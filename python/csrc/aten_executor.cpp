@@ -337,14 +337,14 @@ class AtenExecutor : public Executor {
       std::function<void(void*)> transfer;
       if (s.kind == StepKind::sendrecv) {
         std::vector<NcclComm::Message> recvs, sends;
-        size_t at = 0;
+        size_t offset = 0;  // each message its own bytes of the scratch
         for (const Transfer& t : s.recvs) {
-          recvs.push_back({t.peer, base + at, message(t).bytes});
-          at += recvs.back().bytes;
+          recvs.push_back({t.peer, base + offset, message(t).bytes});
+          offset += recvs.back().bytes;
         }
         for (const Transfer& t : s.sends) {
-          sends.push_back({t.peer, base + at, message(t).bytes});
-          at += sends.back().bytes;
+          sends.push_back({t.peer, base + offset, message(t).bytes});
+          offset += sends.back().bytes;
         }
         transfer = [&, recvs, sends](void* stream) { nccl_->sendrecv(recvs, sends, stream); };
       } else if (s.kind == StepKind::allgather) {
