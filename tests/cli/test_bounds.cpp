@@ -268,7 +268,7 @@ TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
   r = run_command(
       mpirun(2) + " " + bench() + " --op gemm_rs -m 64 -n 64 -k 64 -w 1 -i 2 --algo auto --tune-cache " + cache, 60);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
+  EXPECT_TRUE(has(r, "tuning cache '" + cache + "': entry 0: its plan options cannot apply")) << r.output;
   // collmm-sim: the same limit on its command line, the same refusal of the entry.
   const std::string sim = COLLMM_SIM;
   r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op ag_gemm --algo ring --merge 2000", 30);
@@ -276,7 +276,7 @@ TEST(OneSetOfLimits, ABadRunCannotPoisonTheTuningCache) {
   EXPECT_TRUE(has(r, "merge 2000 is not 1..1024")) << r.output;
   r = run_command(sim + " -P 2 -m 64 -n 64 -k 64 --op gemm_rs --algo auto --tune-cache " + cache, 30);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "tuning cache " + cache + ": entry 0: its plan options cannot apply")) << r.output;
+  EXPECT_TRUE(has(r, "tuning cache '" + cache + "': entry 0: its plan options cannot apply")) << r.output;
 }
 
 // Every profile field out of range: refused when the profile is read, exit 2, naming the option,
@@ -302,11 +302,11 @@ TEST(OneSetOfLimits, ProfileFieldsAreRangeCheckedBeforeAnyWork) {
     { std::ofstream(path) << text.substr(0, at) + b.to + text.substr(at + std::string(b.from).size()); }
     const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --profile " + path, 60);
     EXPECT_EQ(r.rc, 2) << b.field << "\n" << r.output;
-    EXPECT_TRUE(has(r, std::string("--profile: profile ") + path + ": " + b.field)) << r.output;
+    EXPECT_TRUE(has(r, std::string("--profile: profile '") + path + "': " + b.field)) << r.output;
   }
   const CommandResult r = run_command(mpirun(2) + " " + bench() + kJob + " --algo ring --profile " + dir, 60);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "is a directory, not a profile JSON file")) << r.output;
+  EXPECT_TRUE(has(r, "' cannot be read (it is a directory)")) << r.output;
 }
 
 // A field the model reads left out (the run's dtype's GEMM peak: it failed after the sequential
@@ -326,7 +326,7 @@ TEST(OneSetOfLimits, ProfileFieldsAreRequiredAndKnown) {
   std::string twice = text.dump(2);
   twice.insert(twice.find("\"memory_gbps\""), "\"memory_gbps\": 800,\n  ");
   for (const Bad& b : {Bad{"no-peak", no_peak.dump(2), "missing field gemm.peak_tflops.f32"},
-                       Bad{"unknown", unknown.dump(2), "unknown field links.intra_gpbs"},
+                       Bad{"unknown", unknown.dump(2), "unknown field 'links.intra_gpbs'"},
                        Bad{"twice", twice, "\"memory_gbps\" is given twice"}}) {
     const std::string path = dir + "/" + b.name + ".json";
     { std::ofstream(path) << b.text; }
@@ -335,7 +335,7 @@ TEST(OneSetOfLimits, ProfileFieldsAreRequiredAndKnown) {
       const CommandResult r = run_command(tool + " --profile " + path, 60);
       std::printf("bound: profile %s: exit %d after %.2f s\n", b.name.c_str(), r.rc, r.seconds);
       EXPECT_EQ(r.rc, 2) << b.name << "\n" << r.output;
-      EXPECT_TRUE(has(r, "profile " + path + ": " + b.message)) << r.output;
+      EXPECT_TRUE(has(r, "profile '" + path + "': " + b.message)) << r.output;
       EXPECT_FALSE(has(r, "sequential")) << "a case ran:\n" << r.output;
     }
   }
