@@ -116,7 +116,7 @@ TEST(Outputs, AFifoIsWrittenThroughOrRefusedAtOnce) {
   EXPECT_LT(r.seconds, 10) << r.output;
   r = bench_job("--save " + fifo, 30);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "cannot create directory " + fifo + " (it exists and is not a directory)")) << r.output;
+  EXPECT_TRUE(has(r, "cannot create directory '" + fifo + "' (it exists and is not a directory)")) << r.output;
   const std::string got = dir + "/got";
   r = run_command("sh -c 'cat " + fifo + " > " + got + " & sleep 0.3; " + mpirun(2) + " " + bench() + kJob +
                       " --json " + fifo + "; rc=$?; wait; exit $rc'",
