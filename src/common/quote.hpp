@@ -35,6 +35,26 @@ inline std::string quote(std::string_view text) {
   return out + "'";
 }
 
+// A message made one line: its control characters (a newline, an escape) written as \n, \x1b.
+// The front ends print every error through it, so that a value quoted nowhere (a name in a
+// message built elsewhere) still cannot start a line. Backslashes are kept as they are.
+inline std::string one_line(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) {
+      out += ch;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 // `text` cut to its first `limit` characters, "..." and the count of the rest after them.
 inline std::string cut(std::string_view text, size_t limit = 80) {
   if (text.size() <= limit) return std::string(text);

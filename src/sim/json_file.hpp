@@ -100,8 +100,8 @@ class JsonFileChecks : public nlohmann::json_sax<nlohmann::json> {
 };
 
 // `text` as JSON. UsageError otherwise: "<what> is not valid JSON: parse error at line 2, column
-// 1: ..."; "<what>: \"entries[0]\" is nested deeper than 64 levels (the limit ...)"; a key
-// given twice in one object: "<what>: \"links.intra_gbps\" is given twice".
+// 1: ..."; "<what>: the value at 'entries[0]...' is nested deeper than 64 levels ..."; a key
+// given twice in one object: "<what>: 'links.intra_gbps' is given twice".
 inline nlohmann::json parse_json_file(const std::string& text, const std::string& what) {
   JsonFileChecks checks;
   nlohmann::json::sax_parse(text, &checks);
@@ -109,7 +109,7 @@ inline nlohmann::json parse_json_file(const std::string& text, const std::string
     throw UsageError(what + ": the value at " + quote(checks.too_deep()) + " is nested deeper than " +
                      std::to_string(kMaxJsonDepth) + " levels (the limit of collmm's input files)");
   if (!checks.error().empty()) throw UsageError(what + " is not valid JSON: " + checks.error());
-  if (!checks.duplicate().empty()) throw UsageError(what + ": \"" + checks.duplicate() + "\" is given twice");
+  if (!checks.duplicate().empty()) throw UsageError(what + ": " + quote(checks.duplicate()) + " is given twice");
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

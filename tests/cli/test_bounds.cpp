@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -95,22 +96,38 @@ TEST(BoundedWait, RanksWaitingForAStoppedPeerNap) {
 }
 
 // A run whose own GEMM outlives --timeout: said as such on every rank, never as a dead peer.
+// Whether the ranks that timed out were all inside GEMMs (the watchdog's "inside step" lines name
+// no transfer, and no rank waited in the barrier that starts the run).
+bool stuck_in_gemms_only(const std::string& output) {
+  std::istringstream lines(output);
+  bool gemm = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("in the barrier that starts the run") != std::string::npos) return false;
+    if (line.find("inside step") == std::string::npos) continue;
+    for (const char* comm : {"allgather", "reduce_scatter", "sendrecv", " recv ", " send "})
+      if (line.find(comm) != std::string::npos) return false;
+    gemm = gemm || line.find("gemm") != std::string::npos;
+  }
+  return gemm;
+}
+
 TEST(BoundedWait, AnOwnStepSlowerThanTheTimeoutIsNotAPeersFault) {
-  // The condition of this test is measured, not assumed: both ranks must have reached the run. On
-  // a loaded machine a peer's setup may reach the barrier that starts the run later than the bound
-  // (a peer's lateness, rightly reported as such); the job is then run again with twice the bound.
-  // The GEMM (550 GFLOP on one thread per rank) outlasts every bound tried.
+  // The condition of this test is measured, not assumed: every rank that timed out was inside its
+  // own GEMM. On a loaded machine a rank may instead still be in the all-gather or the barrier
+  // before it, because its peer came late (rightly reported as a peer's lateness); the job is then
+  // run again with twice the bound. The GEMM (137 GFLOP per rank on one thread) grows with the load.
   CommandResult r;
   int timeout = 1;
   for (;; timeout *= 2) {
     r = run_command(mpirun(2) + " " + bench() +
-                        " --op ag_gemm --algo sequential -m 8192 -n 8192 -k 8192 -w 0 -i 1 --threads 1 --timeout " +
+                        " --op ag_gemm --algo sequential -m 8192 -n 8192 -k 2048 -w 0 -i 1 --threads 1 --timeout " +
                         std::to_string(timeout),
                     180);
-    const bool both_ran = !has(r, "in the barrier that starts the run") && !has(r, "no answer from rank");
-    if (both_ran || timeout >= 4) break;
+    if (stuck_in_gemms_only(r.output) || r.rc == 0 || timeout >= 4) break;
   }
   std::printf("bound: an own GEMM longer than --timeout %d: exit %d after %.2f s\n", timeout, r.rc, r.seconds);
+  if (!stuck_in_gemms_only(r.output))  // a GEMM faster than the bound, or ranks too far apart to test
+    GTEST_SKIP() << "no run had every timed-out rank inside its GEMM (the machine's load):\n" << r.output;
   EXPECT_EQ(r.rc, 3) << r.output;
   EXPECT_TRUE(has(r, "this rank's own work is slower than --timeout")) << r.output;
   EXPECT_FALSE(has(r, "no answer from a peer")) << r.output;
@@ -338,7 +355,7 @@ TEST(OneSetOfLimits, ProfileFieldsAreRequiredAndKnown) {
   twice.insert(twice.find("\"memory_gbps\""), "\"memory_gbps\": 800,\n  ");
   for (const Bad& b : {Bad{"no-peak", no_peak.dump(2), "missing field gemm.peak_tflops.f32"},
                        Bad{"unknown", unknown.dump(2), "unknown field 'links.intra_gpbs'"},
-                       Bad{"twice", twice, "\"memory_gbps\" is given twice"}}) {
+                       Bad{"twice", twice, "'memory_gbps' is given twice"}}) {
     const std::string path = dir + "/" + b.name + ".json";
     { std::ofstream(path) << b.text; }
     for (const std::string& tool :

@@ -3,8 +3,9 @@
 //   before): exit 2 naming the file, the field and the limit (kMaxJsonDepth), the message short;
 // - a device that never ends (/dev/zero, or a private node where the test runs as root), a FIFO
 //   and a 4 GiB sparse file as --profile or --tune-cache (read whole before): exit 2 at once;
-// - a newline in an output path (--json $'d/x\ncollmm: all good' printed a forged line): every
-//   message quotes it with escapes, so no line of the output starts with the forged text.
+// - a newline in an output path (--json $'d/x\ncollmm: all good' printed a forged line), an input
+//   path, an --algo name or a key in a file: every message quotes paths with escapes and is printed
+//   on one line, so no line of the output starts with the forged text.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -123,6 +124,13 @@ TEST(CraftedInputs, ANewlineInAPathCannotForgeALine) {
     EXPECT_TRUE(has(r, "'" + dir + "/p\\n" + forged + "'")) << r.output;
     EXPECT_FALSE(a_line_starts_with(r.output, forged)) << r.output;
   }
+  // A name refused by a parser that does not quote it: the front ends print every message on one line.
+  r = run_command(std::string(COLLMM_SIM) + " -P 2 -m 64 -n 64 -k 64 --algo 'ring\n" + forged + "'", 30);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_FALSE(a_line_starts_with(r.output, forged)) << r.output;
+  r = run_command(mpirun(2) + " " + bench() + " --op ag_gemm -m 64 -n 64 -k 64 --algo 'ring\n" + forged + "'", 60);
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_FALSE(a_line_starts_with(r.output, forged)) << r.output;
   // A value inside a file: a key or a name holding a newline.
   write(dir + "/k.json", "{\"name\": \"n\\n" + forged + "\", \"gemm\\n" + forged + "\": 1}");
   r = run_command(kSim + " --profile " + dir + "/k.json", 30);

@@ -317,7 +317,7 @@ TEST(Profile, ADuplicateKeyIsRefused) {
     load_profile(path);
     ADD_FAILURE() << "a duplicate key was accepted";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "profile '" + path + "': \"links.intra_gbps\" is given twice");
+    EXPECT_EQ(std::string(e.what()), "profile '" + path + "': 'links.intra_gbps' is given twice");
   }
   std::remove(path.c_str());
 }

@@ -106,7 +106,7 @@ TEST(TuningCacheFile, BadEntriesNameTheFileAndTheEntry) {
   }
   // A key given twice in one entry (nlohmann alone would keep the last one) is refused.
   EXPECT_EQ(message(R"({"entries":[)" + good.substr(0, good.size() - 1) + R"(,"m":128}]})"),
-            "tuning cache 'c.json': \"entries[0].m\" is given twice");
+            "tuning cache 'c.json': 'entries[0].m' is given twice");
   // An empty file (no bytes, or white space only) is an empty cache, as a missing file is.
   for (const char* empty : {"", " \n\t\r\n"}) {
     EXPECT_EQ(message(empty), "accepted");

@@ -277,16 +277,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "collmm-sim: " << e.what() << "\nRun with --help for more information.\n";
+    std::cerr << "collmm-sim: " << collmm::one_line(e.what()) << "\nRun with --help for more information.\n";
     return 2;
   }
   try {
     return collmm::run(o);
   } catch (const collmm::UsageError& e) {
-    std::cerr << "collmm-sim: " << e.what() << "\n";
+    std::cerr << "collmm-sim: " << collmm::one_line(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "collmm-sim: error: " << e.what() << "\n";
+    std::cerr << "collmm-sim: error: " << collmm::one_line(e.what()) << "\n";
     return 1;
   }
 }
