@@ -34,10 +34,18 @@ void check_dir_writable(const std::string& dir, const std::string& option) {
   if (!std::filesystem::is_directory(dir))
     throw UsageError(option + ": cannot create directory " + quote(dir) + (ec ? " (" + ec.message() + ")" : "") +
                      "; nothing was run");
-  // A file of the save's names ("<op>-<label>-rank<r>-A.npy") that this process could not replace.
-  for (const std::string& name : files_of(dir)) {
-    const bool saved = name.find("-rank") != std::string::npos &&
-                       (name.ends_with("-A.npy") || name.ends_with("-B.npy") || name.ends_with("-C.npy"));
+  // A file of the save's names ("<op>-<label>-rank<r>-A.npy", -B, -C, -gathered) that this process
+  // could not replace.
+  std::vector<std::string> names;
+  try {
+    names = files_of(dir);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(option + ": " + e.what() + "; nothing was run");
+  }
+  for (const std::string& name : names) {
+    const bool saved =
+        name.find("-rank") != std::string::npos && (name.ends_with("-A.npy") || name.ends_with("-B.npy") ||
+                                                    name.ends_with("-C.npy") || name.ends_with("-gathered.npy"));
     if (const std::string why = saved ? why_not_replaceable(dir + "/" + name) : ""; !why.empty())
       throw UsageError(option + ": cannot write " + quote(dir + "/" + name) + " (" + why + "); nothing was run");
   }
