@@ -40,6 +40,9 @@ Megatron's row-parallel linear without sequence parallelism: input h_r [s, ..., 
 dh_r = dy @ W_r with no communication. shard() cuts an input into this rank's block;
 gather_state_dict() and load_full_state_dict() turn a sharded model's state_dict into the unsharded
 model's and back (torch.distributed.checkpoint saves and loads it sharded, at any world size).
+save_checkpoint(state, root, step) and load_checkpoint(state, root) save and load with DCP so that
+a save killed part-way never tears a checkpoint: a new directory per step, an atomic "latest"
+pointer, and the load takes the newest complete step (collmm/checkpoint.py).
 """
 from typing import Dict, Union
 
@@ -49,6 +52,7 @@ from torch import nn
 
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
+from .checkpoint import load_checkpoint, save_checkpoint
 from .ops import block_size, process_group_of
 from .parallel import ColwiseForward, ColwiseParallel, RowwiseForward, RowwiseParallel, checked_algo, mesh_of
 
@@ -171,4 +175,5 @@ def load_full_state_dict(model: nn.Module, state: Dict[str, torch.Tensor]) -> No
 
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear", "ColwiseParallel", "RowwiseParallel", "shard",
+           "save_checkpoint", "load_checkpoint",
            "gather_state_dict", "load_full_state_dict"]

@@ -31,6 +31,7 @@ namespace {
 struct Pending {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   std::function<void()> finish;
+  std::vector<int> peers;  // a transfer's peers (a collective's: none, every rank): named if it stalls
 };
 
 class AtenExecutor : public Executor {
@@ -136,7 +137,9 @@ class AtenExecutor : public Executor {
       if (j < 0) return;
       Pending& p = pending[static_cast<size_t>(j)];
       const bool was_pending = !p.works.empty() || p.finish;
+      stalled_peers_ = p.peers;
       for (auto& w : p.works) wait_for(*w);
+      stalled_peers_.clear();
       p.works.clear();
       if (p.finish) std::exchange(p.finish, nullptr)();
       if (clock && was_pending) clock->end(static_cast<size_t>(j));
@@ -231,7 +234,8 @@ class AtenExecutor : public Executor {
       if (t.defined()) scratch.push_back(t);
     keep_after_give_up(std::move(scratch), std::move(works));
     const int rank = group_->getRank(), size = group_->getSize();
-    const std::string why = wait_failed(rank, size, wait_limit_, waited, "the transfers of " + run_name_, what);
+    const std::string why =
+        wait_failed(rank, size, wait_limit_, waited, "the transfers of " + run_name_, what, stalled_peers_);
     comm_->exchanges->set(why +
                           "; the group's gloo transfers were given up: make a new group for the ops "
                           "(dist.new_group)");
@@ -405,6 +409,7 @@ class AtenExecutor : public Executor {
     for (const Transfer& t : s.recvs) {
       std::vector<at::Tensor> v{rows(t.slice)};
       p.works.push_back(group_->recv(v, t.peer, tags_.next_recv(t.peer)));
+      if (std::find(p.peers.begin(), p.peers.end(), t.peer) == p.peers.end()) p.peers.push_back(t.peer);
     }
     for (const Transfer& t : s.sends) {
       std::vector<at::Tensor> v{rows(t.slice)};
@@ -521,6 +526,7 @@ class AtenExecutor : public Executor {
   std::vector<c10::Event> forks_, dones_;  // per step
   bool connected_ = false;                 // connect_once ran
   std::string run_name_, plan_options_;
+  std::vector<int> stalled_peers_;  // the peers of the transfer being waited for (named if it stalls)
   std::chrono::milliseconds wait_limit_ = c10d::kUnsetTimeout;  // this run's transfers' (CPU: wait_bound)
 };
 
