@@ -1,0 +1,30 @@
+"""collmm.torchtitan on gloo (CPU): its Functions and modules against unsharded references (ports of
+torchtitan 0.3.0's test_distributed_linear.py and test_dist_gemm.py, with uneven splits, biases and
+separate QKV), torchtitan's sharding contracts after parallelize, and the llama3 debug model
+trained at TP 2 through torchtitan's trainer with ``--module collmm.torchtitan``: its losses equal
+torchtitan's own path on the same data, at an even and an uneven sequence length. Skipped where
+torchtitan is not installed (pip install collmm[torchtitan])."""
+import pytest
+
+pytest.importorskip("torchtitan", reason="torchtitan is not installed (pip install 'collmm[torchtitan]')")
+
+from dist_util import run_world  # noqa: E402
+from titan_cases import in_flight_case, linear_cases, module_cases, sharding_case  # noqa: E402
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_linear_functions(world):
+    run_world(world, linear_cases)
+
+
+def test_several_in_flight():
+    run_world(2, in_flight_case)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_modules_match_stock(world):
+    run_world(world, module_cases)
+
+
+def test_parallelize_keeps_the_contracts():
+    run_world(2, sharding_case)
