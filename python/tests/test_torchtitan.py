@@ -9,22 +9,10 @@ import pytest
 pytest.importorskip("torchtitan", reason="torchtitan is not installed (pip install 'collmm[torchtitan]')")
 
 from dist_util import run_world  # noqa: E402
-from titan_cases import in_flight_case, linear_cases, module_cases, sharding_case  # noqa: E402
-
-
-@pytest.mark.parametrize("world", [1, 2, 3])
-def test_linear_functions(world):
-    run_world(world, linear_cases)
-
-
-def test_several_in_flight():
-    run_world(2, in_flight_case)
+from titan_cases import all_cases  # noqa: E402
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_modules_match_stock(world):
-    run_world(world, module_cases)
-
-
-def test_parallelize_keeps_the_contracts():
-    run_world(2, sharding_case)
+def test_functions_and_modules(world):
+    """One group per world for every case: each process imports torchtitan once (seconds)."""
+    run_world(world, all_cases)

@@ -270,3 +270,12 @@ def sharding_case(rank, world):
     # the parameters hold this rank's shard: wqkv's rows, wo's columns
     assert attn.qkv_linear.wqkv.weight.shape[0] == attn_cfg.qkv_linear.wqkv.out_features // world
     assert attn.wo.weight.shape[1] == attn_cfg.wo.in_features // world
+
+
+def all_cases(rank, world):
+    """Every case above on one group (each process imports torchtitan once)."""
+    linear_cases(rank, world)
+    in_flight_case(rank, world)
+    module_cases(rank, world)
+    if world == 2:
+        sharding_case(rank, world)

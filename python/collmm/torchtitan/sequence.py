@@ -45,8 +45,9 @@ def _all_gather(x: torch.Tensor, group: dist.ProcessGroup, total: int) -> torch.
     longest = max(sizes)
     padded = torch.zeros((x.shape[0], longest, *x.shape[2:]), dtype=x.dtype, device=x.device)
     padded[:, : x.shape[1]] = x
-    gathered = torch.empty((group.size(), *padded.shape), dtype=x.dtype, device=x.device)
-    dist.all_gather_into_tensor(gathered, padded, group=group)
+    gathered = torch.empty((group.size() * padded.shape[0], *padded.shape[1:]), dtype=x.dtype, device=x.device)
+    dist.all_gather_into_tensor(gathered, padded, group=group)  # rank q's block is rows q*B .. (q+1)*B
+    gathered = gathered.view(group.size(), *padded.shape)
     return torch.cat([gathered[q, :, : sizes[q]] for q in range(group.size())], dim=1)
 
 
