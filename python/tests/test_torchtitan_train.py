@@ -2,7 +2,7 @@
 ``--module collmm.torchtitan --config llama3_debugmodel_collmm`` and with torchtitan's own
 non-fused path, on the same data and seed (titan_train.py: CPU, SDPA attention, random tokens).
 The losses and gradient norms of every step agree, at an even sequence length (both sequence-
-parallel) and an uneven one (torchtitan refuses it with sequence parallelism: its path runs
+parallel, collmm's under spmd_types' type checker) and an uneven one (torchtitan refuses it with sequence parallelism: its path runs
 without, collmm's with and without). TP alone: FSDP on gloo fails inside torchtitan (PREMUL_SUM).
 Skipped where torchtitan is not installed."""
 import json
@@ -24,6 +24,7 @@ def train(tmp_path, name, *flags):
            os.path.join(HERE, "titan_train.py"), str(out), *flags, "--parallelism.tensor_parallel_degree", "2",
            "--training.steps", str(STEPS), "--training.local_batch_size", "2", "--debug.seed", "42",
            "--dump_folder", str(tmp_path / name)]
+    cmd.sort(key=lambda arg: arg.startswith("activation-checkpoint:"))  # tyro's subcommands come last
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, f"{name}: exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-6000:]}"
     return json.loads(out.read_text())
@@ -48,7 +49,8 @@ def assert_same_losses(got, want, what):
 def test_even_sequence(tmp_path):
     flags = ("--training.seq_len", "32")
     want = stock(tmp_path, "stock", *flags)
-    got = collmm(tmp_path, "collmm", *flags)
+    # with spmd_types' type checker on (it refuses torchtitan's selective AC there: none)
+    got = collmm(tmp_path, "collmm", *flags, "--debug.spmd_typechecking", "activation-checkpoint:none")
     assert (got["model"], got["wo"]) == ("Llama3Config", "RowParallelLinear")
     assert want["wo"] == "Linear"
     assert_same_losses(got, want, "seq 32, sequence-parallel")

@@ -21,6 +21,7 @@ module runs torchtitan's stock forward.
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
+import spmd_types as spmd
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -67,6 +68,25 @@ def _heads(rows: torch.Tensor, batch: int, head_dim: int) -> torch.Tensor:
     return _batch_major(rows, batch).reshape(batch, -1, rows.shape[-1] // head_dim, head_dim).contiguous()
 
 
+# The SPMD types of the outputs, as torchtitan's sharding declares them (decoder_sharding.py), for
+# spmd_types' checker (debug.spmd_typechecking): the bodies run unchecked (local_map), their
+# outputs get these types. q/k/v: the whole sequence, heads sharded; wo, w2: the sequence sharded;
+# without SP: whole on every rank.
+_HEADS = {"dp": spmd.S(0), "cp": spmd.S(1), "tp": spmd.S(2)}
+_SEQUENCE = ({"dp": spmd.V, "cp": spmd.V, "tp": spmd.V}, spmd.PartitionSpec("dp", ("cp", "tp"), None))
+_WHOLE = {"dp": spmd.S(0), "cp": spmd.S(1), "tp": spmd.I}
+
+
+def _unchecked(out_types):
+    """fn run as spmd_types' local region (no type propagation inside), its outputs typed."""
+    def wrap(fn):
+        def body(*args):
+            with spmd.no_typecheck():
+                return fn(*args)
+        return spmd.local_map(out_types=out_types)(body)
+    return wrap
+
+
 def scatter_rows(seq_len: int, batch: int, group: dist.ProcessGroup) -> int:
     """This rank's rows of a sequence-major [seq_len * batch, N] split by sequence."""
     return block_size(seq_len, group.size(), group.rank()) * batch
@@ -83,6 +103,10 @@ class FusedQKV(dist_gemm.AllGatherFusedQKVLinear):
         group = tp_group()
         if group is None:
             return FusedQKVLinear.forward(self, x)
+        return self._fused(x, group)
+
+    @_unchecked((_HEADS,) * 3)
+    def _fused(self, x, group):
         batch = x.shape[0]
         rows = AllGatherLinear.apply(_seq_major(x), self.wqkv.weight, self.wqkv.bias, group, group.group_name)
         qkv = _batch_major(rows, batch).reshape(batch, rows.shape[0] // batch, -1, self.r_dim, self.head_dim)
@@ -103,6 +127,10 @@ class SeparateQKV(QKVLinear):
         group = tp_group()
         if group is None:
             return super().forward(x)
+        return self._fused(x, group)
+
+    @_unchecked((_HEADS,) * 3)
+    def _fused(self, x, group):
         batch = x.shape[0]
         ys = AllGatherLinearMulti.apply(_seq_major(x), self.wq.weight, self.wk.weight, group, group.group_name,
                                         self.wq.bias, self.wk.bias, self.wv.weight, self.wv.bias)
@@ -121,6 +149,10 @@ class RowParallelLinear(dist_gemm.RowParallelLinear):
         group = tp_group()
         if group is None:
             return Linear.forward(self, input)
+        return self._fused(input, group)
+
+    @_unchecked(_SEQUENCE)
+    def _fused(self, input, group):
         batch, seq = input.shape[0], input.shape[1]
         rows = LinearReduceScatter.apply(_seq_major(input), self.weight, self.bias, group, group.group_name,
                                          scatter_rows(seq, batch, group))
@@ -139,6 +171,10 @@ class AllReduceLinear(Linear):
         group = tp_group()
         if group is None:
             return super().forward(input)
+        return self._fused(input, group)
+
+    @_unchecked(_WHOLE)
+    def _fused(self, input, group):
         return LinearAllReduce.apply(input, self.weight, self.bias, group, group.group_name)
 
 
@@ -157,6 +193,10 @@ class FeedForward(dist_gemm.AllGatherFusedFeedForward):
         group = tp_group()
         if group is None:
             return StockFeedForward.forward(self, x)
+        return self._fused(x, group)
+
+    @_unchecked(_SEQUENCE)
+    def _fused(self, x, group):
         batch, seq_r = x.shape[0], x.shape[1]
         h1, h3 = AllGatherLinearMulti.apply(_seq_major(x), self.w1.weight, self.w3.weight, group, group.group_name,
                                             self.w1.bias, self.w3.bias)

@@ -14,8 +14,10 @@ The gather pads every block to the largest (gloo's all_gather takes equal sizes 
 from dataclasses import dataclass
 from typing import Dict, List
 
+import spmd_types as spmd
 import torch
 import torch.distributed as dist
+from torchtitan.models.common.decoder_sharding import dense_activation_placement, dense_sequence_parallel_placement
 from torchtitan.models.common.embedding import Embedding
 from torchtitan.models.common.nn_modules import RMSNorm
 
@@ -56,7 +58,13 @@ def _all_gather(x: torch.Tensor, group: dist.ProcessGroup, total: int) -> torch.
 _scattered_length: Dict[str, int] = {}
 
 
+def _assert_layout(x: torch.Tensor, layout) -> None:
+    spmd.assert_type(x, layout.axis_types, layout.partition_spec)
+
+
+@spmd.register_autograd_function
 class _ScatterSequence(torch.autograd.Function):
+    """Typed as torchtitan types the redistribution it replaces: partial -> sequence-parallel."""
     @staticmethod
     def forward(ctx, x, group):
         ctx.group, ctx.total = group, x.shape[1]
@@ -67,8 +75,17 @@ class _ScatterSequence(torch.autograd.Function):
     def backward(ctx, dy):
         return _all_gather(dy.contiguous(), ctx.group, ctx.total), None
 
+    @staticmethod
+    def typecheck_forward(x, group):
+        _assert_layout(x, dense_activation_placement(tp=spmd.P))
+        y = _ScatterSequence.apply(x, group)
+        _assert_layout(y, dense_sequence_parallel_placement())
+        return y
 
+
+@spmd.register_autograd_function
 class _GatherSequence(torch.autograd.Function):
+    """Typed as torchtitan types the redistribution it replaces: sequence-parallel -> replicated."""
     @staticmethod
     def forward(ctx, x, group, total):
         ctx.group = group
@@ -77,6 +94,13 @@ class _GatherSequence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         return _reduce_scatter(dy.contiguous(), ctx.group), None, None
+
+    @staticmethod
+    def typecheck_forward(x, group, total):
+        _assert_layout(x, dense_sequence_parallel_placement())
+        y = _GatherSequence.apply(x, group, total)
+        _assert_layout(y, dense_activation_placement(tp=spmd.R))
+        return y
 
 
 def scatter_sequence(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
