@@ -1,8 +1,10 @@
 """Test-only launcher: torchtitan 0.3.0's trainer on CPU (gloo), run under torchrun, writing the
 losses of every step to a JSON file (rank 0).
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 titan_train.py OUT.json \
+    python -m torch.distributed.run --standalone --nproc_per_node 2 titan_train.py OUT.json [--cuda] \
         --module collmm.torchtitan --config llama3_debugmodel_collmm [torchtitan's flags]
+
+With --cuda the device is left as torchtitan picks it (one GPU per rank); the rest is the same.
 
 What it changes in torchtitan, for a machine without a GPU and without torchtitan's test assets:
 - the device: torchtitan falls back to "cuda" without an accelerator; here "cpu" (gloo), and
@@ -11,7 +13,8 @@ What it changes in torchtitan, for a machine without a GPU and without torchtita
 - attention: FlexAttention has no CPU backward; here SDPA, causal (no per-document masks);
 - the data: a seeded stream of random tokens (the same on every run and rank) and a tokenizer that
   only knows the vocabulary's size, since torchtitan's wheel ships no c4_test or tokenizer.
-FSDP is not used (dp_shard 1): on gloo it fails inside torchtitan (PREMUL_SUM).
+Data parallelism stays off (dp_shard 1): torchtitan's FSDP over gloo fails ("Cannot use
+ReduceOp.PREMUL_SUM with Gloo").
 """
 import json
 import sys
@@ -20,33 +23,33 @@ from dataclasses import dataclass
 import torch
 import torch._utils
 
-torch._utils._get_available_device_type = lambda: "cpu"  # before torchtitan reads it at import
+CUDA = "--cuda" in sys.argv[2:]  # on the GPUs, as torchtitan runs
+if not CUDA:
+    torch._utils._get_available_device_type = lambda: "cpu"  # before torchtitan reads it at import
 
-import torchtitan.tools.utils as titan_utils  # noqa: E402
+    import torchtitan.tools.utils as titan_utils  # noqa: E402
 
-titan_utils.get_local_device = lambda: torch.device("cpu")
+    titan_utils.get_local_device = lambda: torch.device("cpu")
 
-import torchtitan.components.metrics as titan_metrics  # noqa: E402
+    import torchtitan.components.metrics as titan_metrics  # noqa: E402
 
+    class HostMemoryMonitor:
+        """torchtitan's DeviceMemoryMonitor reads CUDA's allocator; the host has none to read."""
 
-class HostMemoryMonitor:
-    """torchtitan's DeviceMemoryMonitor reads CUDA's allocator; the host has none to read."""
+        device_name, device_capacity_gib = "cpu", 0.0
 
-    device_name, device_capacity_gib = "cpu", 0.0
+        def get_peak_stats(self):
+            return titan_metrics.DeviceMemStats(0.0, 0.0, 0.0, 0.0, 0, 0)
 
-    def get_peak_stats(self):
-        return titan_metrics.DeviceMemStats(0.0, 0.0, 0.0, 0.0, 0, 0)
+        def reset_peak_stats(self):
+            pass
 
-    def reset_peak_stats(self):
-        pass
+    titan_metrics.build_device_memory_monitor = HostMemoryMonitor
 
+    import torchtitan.distributed.utils as titan_dist  # noqa: E402
 
-titan_metrics.build_device_memory_monitor = HostMemoryMonitor
-
-import torchtitan.distributed.utils as titan_dist  # noqa: E402
-
-# After step 1 torchtitan shortens the groups' timeouts behind a barrier on a CUDA device id.
-titan_dist.set_pg_timeouts = lambda timeout, parallel_dims: None
+    # After step 1 torchtitan shortens the groups' timeouts behind a barrier on a CUDA device id.
+    titan_dist.set_pg_timeouts = lambda timeout, parallel_dims: None
 
 import torch.distributed as dist  # noqa: E402
 from torchtitan.components.dataloader import BaseDataLoader  # noqa: E402
@@ -100,7 +103,7 @@ class SizeOnlyTokenizer(BaseTokenizer):
 
 
 def main():
-    out, args = sys.argv[1], sys.argv[2:]
+    out, args = sys.argv[1], [a for a in sys.argv[2:] if a != "--cuda"]
     config = ConfigManager().parse_args(args)
     for layer in config.model_spec.model.layers:
         layer.attention.inner_attention = ScaledDotProductAttention.Config()
