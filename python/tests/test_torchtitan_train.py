@@ -2,9 +2,9 @@
 ``--module collmm.torchtitan --config llama3_debugmodel_collmm`` and with torchtitan's own
 non-fused path, on the same data and seed (titan_train.py: CPU, SDPA attention, random tokens).
 The losses and gradient norms of every step agree, at an even sequence length (both sequence-
-parallel, collmm's under spmd_types' type checker) and an uneven one (torchtitan refuses it with sequence parallelism: its path runs
-without, collmm's with and without). TP alone: FSDP on gloo fails inside torchtitan (PREMUL_SUM).
-Skipped where torchtitan is not installed."""
+parallel, collmm's under spmd_types' type checker) and an uneven one (torchtitan refuses it with
+sequence parallelism: its path runs without, collmm's with and without). TP alone: FSDP over gloo
+fails inside torchtitan (PREMUL_SUM). Skipped where torchtitan is not installed."""
 import json
 import os
 import subprocess

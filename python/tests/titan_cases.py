@@ -200,7 +200,8 @@ def module_cases(rank, world):
                 in_features=D, out_features=(n_heads + 2 * n_kv) * hd, bias=True))
             ours_cls = FusedQKV.Config
         else:
-            stock_cfg = QKVLinear.Config(head_dim=hd, wq=Linear.Config(in_features=D, out_features=n_heads * hd, bias=True),
+            stock_cfg = QKVLinear.Config(head_dim=hd,
+                                         wq=Linear.Config(in_features=D, out_features=n_heads * hd, bias=True),
                                          wkv=Linear.Config(in_features=D, out_features=n_kv * hd, bias=True))
             ours_cls = SeparateQKV.Config
         torch.manual_seed(1)
