@@ -51,6 +51,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tenso
 
 from .ops import block_size, process_group_of
 from .parallel import ColwiseForward, ColwiseParallel, RowwiseForward, RowwiseParallel, checked_algo, mesh_of
+from .shared_gather import SharedGather
 
 Group = Union[None, str, dist.ProcessGroup]
 
@@ -170,5 +171,5 @@ def load_full_state_dict(model: nn.Module, state: Dict[str, torch.Tensor]) -> No
                            if isinstance(v, DTensor) else state[k] for k, v in mine.items()})
 
 
-__all__ = ["ColumnParallelLinear", "RowParallelLinear", "ColwiseParallel", "RowwiseParallel", "shard",
+__all__ = ["ColumnParallelLinear", "RowParallelLinear", "ColwiseParallel", "RowwiseParallel", "SharedGather", "shard",
            "gather_state_dict", "load_full_state_dict"]
