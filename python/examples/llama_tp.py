@@ -39,15 +39,19 @@ class RMSNorm(nn.Module):
 
 
 def rope_frequencies(head_dim: int, max_seq: int, theta: float = 10000.0) -> torch.Tensor:
-    """[max_seq, head_dim / 2] complex rotations (torchtitan's precompute_freqs_cis)."""
+    """[max_seq, head_dim / 2, 2]: the rotations (cos, sin) of torchtitan's precompute_freqs_cis, as
+    real numbers, so that the model's .to(dtype) casts them."""
     freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2).float() / head_dim)
-    return torch.polar(torch.ones(max_seq, head_dim // 2), torch.outer(torch.arange(max_seq).float(), freqs))
+    angles = torch.outer(torch.arange(max_seq).float(), freqs)
+    return torch.stack((angles.cos(), angles.sin()), -1)
 
 
 def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """x [b, s, heads, head_dim] rotated by freqs [s, head_dim / 2]."""
-    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
-    return torch.view_as_real(xc * freqs[None, :, None, :]).flatten(3).type_as(x)
+    """x [b, s, heads, head_dim] rotated by freqs [s, head_dim / 2, 2]."""
+    real = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    xc = torch.view_as_complex(real.reshape(*x.shape[:-1], -1, 2))
+    rotated = xc * torch.view_as_complex(freqs.to(real.dtype).contiguous())[None, :, None, :]
+    return torch.view_as_real(rotated).flatten(3).type_as(x)
 
 
 class Attention(nn.Module):
