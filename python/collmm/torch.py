@@ -128,7 +128,8 @@ class RowParallelLinear(RowwiseForward, _ParallelLinear):
     sequence-parallel (dim 0 split), or whole on every rank with sequence_parallel=False.
 
     Args: in_features, out_features, bias (as nn.Linear: a DTensor Replicate() held whole by every
-    rank, added to this rank's rows after the reduce-scatter; its gradient is summed over the group),
+    rank, added to this rank's rows after the reduce-scatter; its gradient, whole on every rank, comes
+    from the backward's all-gather of dy),
     group (a ProcessGroup, its name, or None), algo, device, dtype, and (keyword) sequence_parallel
     (default True; False: the output whole on every rank, collmm's GEMM + all-reduce).
     forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
