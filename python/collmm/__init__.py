@@ -30,6 +30,7 @@ _ops = torch.ops.collmm  # not `torch.ops` below: importing collmm.torch rebinds
 from .ops import (ALGOS, block_size, fused_all_gather_matmul, fused_matmul_all_reduce,  # noqa: E402
                   fused_matmul_reduce_scatter)
 from . import dtensor as _dtensor  # noqa: E402,F401  (DTensor's dispatch of the ops refuses with what to pass)
+from . import comm_debug as _comm_debug  # noqa: E402,F401  (CommDebugMode counts the ops as collectives)
 
 try:
     __version__ = _metadata.version("collmm")

@@ -55,6 +55,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tenso
 from .checkpoint import load_checkpoint, save_checkpoint
 from .ops import block_size, process_group_of
 from .parallel import ColwiseForward, ColwiseParallel, RowwiseForward, RowwiseParallel, checked_algo, mesh_of
+from .shared_gather import SharedGather
 
 Group = Union[None, str, dist.ProcessGroup]
 
@@ -131,7 +132,8 @@ class RowParallelLinear(RowwiseForward, _ParallelLinear):
     sequence-parallel (dim 0 split), or whole on every rank with sequence_parallel=False.
 
     Args: in_features, out_features, bias (as nn.Linear: a DTensor Replicate() held whole by every
-    rank, added to this rank's rows after the reduce-scatter; its gradient is summed over the group),
+    rank, added to this rank's rows after the reduce-scatter; its gradient, whole on every rank, comes
+    from the backward's all-gather of dy),
     group (a ProcessGroup, its name, or None), algo, device, dtype, and (keyword) sequence_parallel
     (default True; False: the output whole on every rank, collmm's GEMM + all-reduce).
     forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
@@ -174,6 +176,6 @@ def load_full_state_dict(model: nn.Module, state: Dict[str, torch.Tensor]) -> No
                            if isinstance(v, DTensor) else state[k] for k, v in mine.items()})
 
 
-__all__ = ["ColumnParallelLinear", "RowParallelLinear", "ColwiseParallel", "RowwiseParallel", "shard",
+__all__ = ["ColumnParallelLinear", "RowParallelLinear", "ColwiseParallel", "RowwiseParallel", "SharedGather", "shard",
            "save_checkpoint", "load_checkpoint",
            "gather_state_dict", "load_full_state_dict"]

@@ -123,7 +123,8 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     if (dc0.defined()) xs.push_back(dc0), ys.push_back(bs[0].t());
     if (e.defined()) xs.push_back(e), ys.push_back(at::eye(k, a_shard.options()));
     variable_list out(1 + bs.size() + 5);  // A_shard, each B, then the 5 arguments that are not tensors
-    if (!xs.empty())
+    // An A_shard that needs no gradient (a model's first input) gets no reduce-scatter.
+    if (!xs.empty() && ctx->needs_input_grad(0))
       out[0] = call_rs(at::cat(xs, -1).contiguous(), at::cat(ys, 0), "sum", dim, group, algo,
                        ctx->saved_data["shard_size"].toInt());
     bool any_b = false;

@@ -354,10 +354,13 @@ TORCH_LIBRARY(collmm, m) {
     for (const collmm::AlgoRow& row : collmm::algorithm_table()) names.push_back(row.name);
     return names;
   });
-  // What is wrong with an `algo` string as the ops take it, whatever the op ("": nothing): the
-  // styles and layers check theirs when made (collmm.parallel's checked_algo).
-  m.def("algo_misfit(str algo) -> str",
-        [](c10::string_view algo) { return collmm::torch_ext::check_algo(std::string(algo), std::nullopt); });
+  // What is wrong with an `algo` string as the ops take it ("": nothing), for `op` ("ag_gemm",
+  // "gemm_rs", "gemm_ar") or whatever the op: the styles and layers check theirs when made
+  // (collmm.parallel's checked_algo).
+  m.def("algo_misfit(str algo, str? op=None) -> str", [](c10::string_view algo, std::optional<c10::string_view> op) {
+    return collmm::torch_ext::check_algo(
+        std::string(algo), op ? std::optional<collmm::Op>(collmm::parse_op(std::string(*op))) : std::nullopt);
+  });
   // Which executor the ops use for CPU tensors in groups first used after this call: "aten" (the
   // default: ATen GEMMs on the calling thread, the group's comm asynchronous: the executor of CUDA
   // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).
