@@ -141,9 +141,9 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     const int64_t dim = dim_of(scatter_dim, a);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["group"] = std::string(group);
-    ctx->saved_data["algo"] = algorithm_of(std::string(algo));  // its options are this op's
+    ctx->saved_data["algo"] = algorithm_of(std::string(algo));                    // its options are this op's
     ctx->saved_data["full_size"] = dim == a.dim() - 1 ? b.size(1) : a.size(dim);  // the scattered dim's size
-    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();  // collmm.trace's label
+    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();       // collmm.trace's label
     ctx->saved_data["scale"] =
         reduce_op == "avg" ? 1.0 / c10d::resolve_process_group(std::string(group))->getSize() : 1.0;
     ctx->save_for_backward({a, b});

@@ -80,9 +80,9 @@ struct AgCall : CallBase {
   std::optional<int64_t> gathered_size;
 
   int64_t dim = 0, k = 0;
-  bool gather_k = false;  // gather_dim is A's last
-  at::Tensor a;           // A, the gathered dim first (gather_k: A^T, [K_r, M])
-  at::IntArrayRef inner;  // A's dims other than gather_dim and K (gather_k: its dims before K)
+  bool gather_k = false;                // gather_dim is A's last
+  at::Tensor a;                         // A, the gathered dim first (gather_k: A^T, [K_r, M])
+  at::IntArrayRef inner;                // A's dims other than gather_dim and K (gather_k: its dims before K)
   std::optional<RowSplit> split, cols;  // every rank's rows (M) and N_r
   BLayout layout = BLayout::kn;
   bool keep_gathered = false;
@@ -152,14 +152,15 @@ struct AgCall : CallBase {
                        "gather_dim (" + agreed.text() + ") add up to " + std::to_string(agreed.total) + ". " +
                        kGatheredSizeRemedy);
     if (gather_k && bs[0].size(0) != agreed.total)
-      throw UsageError("Bs have " + std::to_string(bs[0].size(0)) + " rows, but the ranks' K (A's last dim, gathered: " +
-                       agreed.text() + ") add up to " + std::to_string(agreed.total));
+      throw UsageError("Bs have " + std::to_string(bs[0].size(0)) +
+                       " rows, but the ranks' K (A's last dim, gathered: " + agreed.text() + ") add up to " +
+                       std::to_string(agreed.total));
     split.emplace(agreed.rows);
     cols.emplace(rank_counts(all, 1));  // each rank's N_r: any split of N
     layout = agreed_layout(all, 2, "Bs[0]");
     rows = split->total;
-    return {.op = op, .m = split->plan_rows(), .n = cols->plan_rows(), .k = width(), .world = world,
-            .b_layout = layout};
+    return {
+        .op = op, .m = split->plan_rows(), .n = cols->plan_rows(), .k = width(), .world = world, .b_layout = layout};
   }
   void bind(Prepared& prepared) {
     Executor& ex = *prepared.executor;
@@ -249,7 +250,8 @@ struct SumCall : CallBase {
   // The three numbers this rank sends (as every op: the exchange has one size for every op, so ranks
   // calling different ops meet in it): the op's `first`, K_r, B's layout.
   std::vector<double> numbers(int64_t first) const {
-    return {static_cast<double>(first), static_cast<double>(k_r), static_cast<double>(ready ? *layout_fit(b_read) : either)};
+    return {static_cast<double>(first), static_cast<double>(k_r),
+            static_cast<double>(ready ? *layout_fit(b_read) : either)};
   }
 };
 
