@@ -3,7 +3,7 @@
 Importing collmm loads its extension, which registers three dispatcher ops, the first two with the
 arguments of torch.ops.symm_mem's fused ops (plus ``algo`` and the sizes one rank cannot know):
 
-    torch.ops.collmm.fused_all_gather_matmul(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
+    torch.ops.collmm.fused_all_gather_matmul(A, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
                                              gathered_size=None)
     torch.ops.collmm.fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name, *, algo="auto",
                                                  scatter_size=None)

@@ -1,5 +1,6 @@
 // autograd.cpp: the ops' autograd kernels. The all-gather and reduce-scatter ops' backward is the other op:
-//   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard))
+//   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard); gathered along
+//                        its last dim, dA_shard is the reduce-scatter of the output's last dim)
 //     dA_shard = this rank's block of sum_q (sum_i dC_i @ B_i^T + dA)   fused_matmul_reduce_scatter
 //     dB_i     = A^T @ dC_i                                              (A: returned, or gathered again)
 //   matmul reduce-scatter  C_r = block r of sum_q A_q @ B_q   (avg: / P)
@@ -105,7 +106,9 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     const at::Tensor& a_shard = saved[0];
     at::Tensor a = saved[1];
     const std::vector<at::Tensor> bs(saved.begin() + 2, saved.end());
-    const int64_t dim = ctx->saved_data["dim"].toInt(), k = a_shard.size(-1);
+    // k: the gathered A's last dim (A's K, or with gather_dim A's last, every rank's K together: Bs' rows).
+    const int64_t dim = ctx->saved_data["dim"].toInt(), k = bs[0].size(0);
+    const bool gather_k = dim == a_shard.dim() - 1;
     const std::string group = ctx->saved_data["group"].toStringRef(), algo = ctx->saved_data["algo"].toStringRef();
     // dA_shard = this rank's block of sum_q (dC_0 @ B_0^T + E), E = dA + sum_{i>=1} dC_i @ B_i^T: one
     // reduce-scatter GEMM of [dC_0, E] @ [B_0^T; I] (its inner size per rank: B_0's columns plus k,
@@ -114,7 +117,7 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     int64_t gathered_rows = -1;
     for (size_t i = 0; i < bs.size(); ++i) {
       if (!grads[i + 1].defined()) continue;
-      gathered_rows = grads[i + 1].size(dim);
+      gathered_rows = gather_k ? k : grads[i + 1].size(dim);
       if (i == 0) continue;
       const at::Tensor term = at::matmul(grads[i + 1], bs[i].t());
       e = e.defined() ? e + term : term;
@@ -149,9 +152,9 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     const int64_t dim = dim_of(scatter_dim, a);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["group"] = std::string(group);
-    ctx->saved_data["algo"] = algorithm_of(std::string(algo));  // its options are this op's
-    ctx->saved_data["full_size"] = a.size(dim);
-    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();  // collmm.trace's label
+    ctx->saved_data["algo"] = algorithm_of(std::string(algo));                    // its options are this op's
+    ctx->saved_data["full_size"] = dim == a.dim() - 1 ? b.size(1) : a.size(dim);  // the scattered dim's size
+    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();       // collmm.trace's label
     ctx->saved_data["scale"] =
         reduce_op == "avg" ? 1.0 / c10d::resolve_process_group(std::string(group))->getSize() : 1.0;
     ctx->save_for_backward({a, b});
