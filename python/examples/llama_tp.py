@@ -1,8 +1,13 @@
 """A torchtitan-style Llama (RoPE, SwiGLU, RMSNorm) trained with tensor and sequence parallelism on
-collmm's styles, beside torch's own plan (CPU, gloo).
+collmm's styles, beside torch's own plan (CPU with gloo, or CUDA with NCCL).
 
     torchrun --nproc-per-node 2 python/examples/llama_tp.py [--seq 512] [--dim 512] [--layers 2]
              [--heads 8] [--hidden 1536] [--vocab 2048] [--batch 1] [--steps 10] [--warmup 2]
+             [--device cpu|cuda] [--dtype f32|bf16]
+
+--device cuda puts rank r on GPU LOCAL_RANK % device_count() with an NCCL group. Ranks that share a
+GPU must each be an NCCL node of their own (NCCL_HOSTID=h<rank> per process, docs/device-notes.md).
+--dtype bf16 casts the model to bf16 (the loss is computed in f32).
 
 The model's layout is torchtitan's (separate wq, wk, wv, wo, w1, w2, w3 nn.Linear modules, their
 state_dict keys unchanged). apply_tp parallelizes it with collmm's styles: one fused all-gather per
@@ -14,6 +19,7 @@ torch's plan runs beside it on the same weights and data: the losses agree, and 
 """
 import argparse
 import copy
+import os
 import statistics
 import time
 
@@ -162,7 +168,7 @@ def full(t: torch.Tensor) -> torch.Tensor:
 
 
 def step(model, opt, tokens, targets) -> float:
-    logits = full(model(tokens))
+    logits = full(model(tokens)).float()
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
     loss.backward()
     opt.step()
@@ -174,10 +180,22 @@ def count_collectives(model, tokens, targets) -> dict:
     """The collectives of one forward and backward, by kind (CommDebugMode), summed over all kinds
     under "total"."""
     with CommDebugMode() as mode:
-        F.cross_entropy(full(model(tokens)).flatten(0, 1), targets.flatten()).backward()
+        F.cross_entropy(full(model(tokens)).float().flatten(0, 1), targets.flatten()).backward()
     model.zero_grad()
     counts = {str(op).split(".")[-1]: n for op, n in mode.get_comm_counts().items()}
     return {**counts, "total": mode.get_total_counts()}
+
+
+def init(device_type: str) -> torch.device:
+    """Joins the torchrun job's group: gloo on CPU; on CUDA an NCCL group, rank r on GPU
+    LOCAL_RANK % device_count()."""
+    if device_type == "cpu":
+        dist.init_process_group("gloo")
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl")
+    return device
 
 
 def main() -> None:
@@ -185,36 +203,45 @@ def main() -> None:
     for name, default in (("seq", 512), ("dim", 512), ("layers", 2), ("heads", 8), ("hidden", 1536),
                           ("vocab", 2048), ("batch", 1), ("steps", 10), ("warmup", 2)):
         p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     args = p.parse_args()
-    dist.init_process_group("gloo")
+    device = init(args.device)
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     rank, world = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh("cpu", (world,))
+    mesh = init_device_mesh(device.type, (world,))
     torch.manual_seed(0)  # the same model and data on every rank
-    base = build_model(args.vocab, args.dim, args.layers, args.heads, args.hidden)
+    base = build_model(args.vocab, args.dim, args.layers, args.heads, args.hidden).to(device, dtype)
     models = {"collmm": apply_tp(copy.deepcopy(base), mesh)}
     if args.seq % world == 0:
         models["torch"] = apply_torch_tp(copy.deepcopy(base), mesh)
     opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-3) for k, m in models.items()}
-    data = torch.randint(args.vocab, (args.steps + args.warmup, args.batch, args.seq + 1))
+    data = torch.randint(args.vocab, (args.steps + args.warmup, args.batch, args.seq + 1)).to(device)
     counts = {k: count_collectives(m, data[0, :, :-1], data[0, :, 1:]) for k, m in models.items()}
+    # The two plans sum in different orders: their losses agree to the dtype's precision.
+    tol = {torch.float32: 1e-3, torch.bfloat16: 3e-2}[dtype]
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     times = {k: [] for k in models}
     for i in range(args.steps + args.warmup):
         tokens, targets = data[i, :, :-1], data[i, :, 1:]
         losses = {}
         for k, m in models.items():
             dist.barrier()
+            sync()
             start = time.perf_counter()
             losses[k] = step(m, opts[k], tokens, targets)
-            took = torch.tensor(time.perf_counter() - start)
+            sync()
+            took = torch.tensor(time.perf_counter() - start, device=device)
             dist.all_reduce(took, op=dist.ReduceOp.MAX)  # the slowest rank's
             if i >= args.warmup:
                 times[k].append(took.item())
         if "torch" in losses:
-            assert abs(losses["collmm"] - losses["torch"]) < 1e-3 * max(1.0, abs(losses["torch"])), losses
+            assert abs(losses["collmm"] - losses["torch"]) < tol * max(1.0, abs(losses["torch"])), losses
         if rank == 0:
             print(f"step {i}: " + ", ".join(f"{k} loss {v:.4f}" for k, v in losses.items()), flush=True)
     if rank == 0:
-        print(f"world {world}, seq {args.seq}, dim {args.dim}, layers {args.layers}, batch {args.batch}:")
+        print(f"world {world}, seq {args.seq}, dim {args.dim}, layers {args.layers}, batch {args.batch}, "
+              f"{device.type} {args.dtype}:")
         for k in models:
             print(f"  {k:6s} step {statistics.median(times[k]) * 1e3:8.1f} ms (median of {args.steps}), "
                   f"collectives per forward+backward: {counts[k]}")

@@ -139,6 +139,19 @@ def kernels_under_ranges(rank, world, device):
         assert any(kind(k["name"]) == "sendrecv" for k in kernels), "no NCCL kernel in the profile"
 
 
+def shared_gather_case(rank, world, share_gpu):
+    """SharedGather on CUDA (the torchtitan-style Llama of python/examples/llama_tp.py, f64): q, k, v
+    and w1, w3 share one gather each, so a forward and backward runs as many collectives of each kind
+    as torch's plan, with its gradients; 3 AdamW steps at an uneven and an even sequence length give
+    the unsharded model's losses and parameters."""
+    import shared_gather_cases as sg
+
+    device = torch.device("cuda", 0 if share_gpu else rank)
+    sg.llama_collectives_vs_torch(rank, world, device)
+    sg.llama_trains_as_unsharded(rank, world, seq=4 * world + 1, device=device)
+    sg.llama_trains_as_unsharded(rank, world, seq=4 * world, device=device)
+
+
 def compiled_case(rank, world, share_gpu):
     """torch.compile(mode="reduce-overhead") of a function of both ops (CUDA graphs by inductor's
     cudagraph trees) after one eager call of the shape: every call equals the eager op's, and
@@ -426,6 +439,8 @@ def main() -> int:
     for w in (1, 2, 3, 4):
         runs.append((f"one GPU, NCCL, world {w}, CUDA graph capture",
                      lambda w=w: run_world(w, capture_case, True, backend="nccl", share_gpu=True, timeout=150)))
+    runs.append(("one GPU, NCCL, world 2, shared gather: Llama against torch's plan",
+                 lambda: run_world(2, shared_gather_case, True, backend="nccl", share_gpu=True, timeout=300)))
     for w in (1, 2):
         runs.append((f"one GPU, NCCL, world {w}, torch.compile reduce-overhead",
                      lambda w=w: run_world(w, compiled_case, True, backend="nccl", share_gpu=True, timeout=300)))
@@ -436,6 +451,8 @@ def main() -> int:
                          lambda w=w: run_world(w, capture_case, False, backend="nccl", timeout=600)))
             runs.append((f"{w} GPUs, NCCL, torch.compile reduce-overhead",
                          lambda w=w: run_world(w, compiled_case, False, backend="nccl", timeout=300)))
+            runs.append((f"{w} GPUs, NCCL, shared gather: Llama against torch's plan",
+                         lambda w=w: run_world(w, shared_gather_case, False, backend="nccl", timeout=300)))
     # GPU_CASES="part|part$": the cases whose names hold a part (one ending in $: whose names end with it).
     only = [part for part in os.environ.get("GPU_CASES", "").split("|") if part]
     runs = [(name, run) for name, run in runs

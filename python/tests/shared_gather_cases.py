@@ -25,24 +25,25 @@ import llama_tp  # noqa: E402
 funcol = torch.ops.c10d_functional
 
 
-def _model(dtype=torch.float64, layers=2):
+def _model(dtype=torch.float64, layers=2, device="cpu"):
     torch.manual_seed(0)
-    return llama_tp.build_model(vocab_size=32, dim=16, n_layers=layers, n_heads=4, hidden_dim=24).to(dtype)
+    return llama_tp.build_model(vocab_size=32, dim=16, n_layers=layers, n_heads=4, hidden_dim=24).to(device, dtype)
 
 
 def _full(t):
     return t.full_tensor() if isinstance(t, DTensor) else t
 
 
-def llama_trains_as_unsharded(rank, world, seq):
+def llama_trains_as_unsharded(rank, world, seq, device="cpu"):
     """apply_tp at any sequence length: 3 AdamW steps give the unsharded model's loss and parameters;
-    the state_dict keys are the unsharded model's."""
-    ref = _model()
-    model = llama_tp.apply_tp(copy.deepcopy(ref), init_device_mesh("cpu", (world,)))
+    the state_dict keys are the unsharded model's (on `device`: CPU with gloo, CUDA with NCCL)."""
+    device = torch.device(device)
+    ref = _model(device=device)
+    model = llama_tp.apply_tp(copy.deepcopy(ref), init_device_mesh(device.type, (world,)))
     assert list(model.state_dict()) == list(ref.state_dict()), "state_dict keys changed"
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, ref)]
     for step in range(3):
-        tokens = torch.randint(32, (2, seq + 1), generator=torch.Generator().manual_seed(step))
+        tokens = torch.randint(32, (2, seq + 1), generator=torch.Generator().manual_seed(step)).to(device)
         losses = []
         for m, opt in zip((model, ref), opts):
             loss = F.cross_entropy(_full(m(tokens[:, :-1])).flatten(0, 1), tokens[:, 1:].flatten())
@@ -61,15 +62,17 @@ def _collectives(model, tokens):
     return dict(mode.get_comm_counts()), mode.get_total_counts()
 
 
-def llama_collectives_vs_torch(rank, world):
+def llama_collectives_vs_torch(rank, world, device="cpu"):
     """At an even length, one forward and backward of collmm's plan runs as many collectives of each
     kind as torch's plan (per block: 2 all-gathers and 2 reduce-scatters forward, as many backward),
-    with the same loss and gradients; without SharedGather, more."""
-    base = _model(layers=2)
-    mesh = init_device_mesh("cpu", (world,))
+    with the same loss and gradients; without SharedGather, more (on `device`: CPU with gloo, CUDA
+    with NCCL)."""
+    device = torch.device(device)
+    base = _model(layers=2, device=device)
+    mesh = init_device_mesh(device.type, (world,))
     ours = llama_tp.apply_tp(copy.deepcopy(base), mesh)
     theirs = llama_tp.apply_torch_tp(copy.deepcopy(base), mesh)
-    tokens = torch.randint(32, (2, 4 * world), generator=torch.Generator().manual_seed(1))
+    tokens = torch.randint(32, (2, 4 * world), generator=torch.Generator().manual_seed(1)).to(device)
     (our_counts, our_total), (their_counts, their_total) = _collectives(ours, tokens), _collectives(theirs, tokens)
     assert our_counts == their_counts, (our_counts, their_counts)
     per_block = {funcol.all_gather_into_tensor: 4, funcol.reduce_scatter_tensor: 4}  # forward + backward
