@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup-python.sh: the Python side of the tests: a virtual environment (VENV, default .venv) with
-# torch, pytest and scikit-build-core, and collmm built into it (`pip install --no-build-isolation
-# .`, python/). Installs only what is missing; the extension is rebuilt incrementally every time.
+# torch, pytest, scikit-build-core and torchtitan 0.3.0 (TORCHTITAN=0: not), and collmm built into
+# it (`pip install --no-build-isolation .`, python/). Installs only what is missing; the extension is rebuilt incrementally every time.
 #
 # torch comes from PyPI. Its Linux wheel is built with CUDA and asks for ~3 GB of nvidia-* and
 # cuda-* packages; for the CPU tests only the libraries that libtorch links must load. So: the
@@ -69,6 +69,17 @@ if ! torch_imports; then
 fi
 "$py" -c "import torch; print('setup-python: torch', torch.__version__)"
 
+# collmm[torchtitan]'s tests (python/tests/test_torchtitan*.py): torchtitan 0.3.0 and spmd_types at its
+# pin, without their dependencies, whose requirement of torch would otherwise be resolved again;
+# then what importing torchtitan's trainer needs, listed here (wandb is not: imported on use).
+# torchtitan imports triton (~1 GB) at import time: torch's own pin of it. TORCHTITAN=0 skips all.
+if [ "${TORCHTITAN:-1}" = 1 ] && ! "$py" -c "import torchtitan.trainer, spmd_types" >/dev/null 2>&1; then
+  echo "setup-python: installing torchtitan 0.3.0 and what its trainer imports"
+  mapfile -t triton < <(torch_requirements '^triton')
+  "${pip[@]}" --no-deps torchtitan==0.3.0 spmd_types==0.2.3 torchdata torch_checkpointing "${triton[@]}"
+  "${pip[@]}" --no-warn-conflicts tyro tensorboard tokenizers "datasets>=3.6.0,<4.8.0" einops safetensors urllib3 requests numpy \
+    typing_extensions
+fi
 echo "setup-python: building collmm (pip install --no-build-isolation --no-deps .)"
 "${pip[@]}" --no-build-isolation --no-deps .
 echo "setup-python: $VENV takes $(du -sh "$VENV" | cut -f1)"

@@ -21,6 +21,10 @@ constexpr int kMaxThreads = 1024;           // --threads: BLAS threads per rank
 constexpr int kMaxIters = 1000000;          // -i and -w: timed and untimed iterations
 constexpr int kMaxTimeout = 7 * 24 * 3600;  // --timeout, seconds
 constexpr int64_t kMaxSeed = INT64_MAX;     // --seed (0 .. 2^63 - 1)
+// The input files a user gives (--profile, --tune-cache): regular files only, at most this size
+// (a 200000-entry cache is 22 MB), and JSON nested at most this deep (the files collmm writes: 4).
+constexpr int64_t kMaxInputFileBytes = int64_t(256) << 20;
+constexpr int kMaxJsonDepth = 64;
 
 // A decimal count with an optional binary suffix K, M, G or T (either case: 8K = 8192, 1M =
 // 1048576). Throws UsageError naming the text for anything else: a sign, spaces, an empty string,

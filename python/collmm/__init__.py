@@ -3,7 +3,7 @@
 Importing collmm loads its extension, which registers three dispatcher ops, the first two with the
 arguments of torch.ops.symm_mem's fused ops (plus ``algo`` and the sizes one rank cannot know):
 
-    torch.ops.collmm.fused_all_gather_matmul(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
+    torch.ops.collmm.fused_all_gather_matmul(A, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
                                              gathered_size=None)
     torch.ops.collmm.fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name, *, algo="auto",
                                                  scatter_size=None)
@@ -30,6 +30,7 @@ _ops = torch.ops.collmm  # not `torch.ops` below: importing collmm.torch rebinds
 from .ops import (ALGOS, block_size, fused_all_gather_matmul, fused_matmul_all_reduce,  # noqa: E402
                   fused_matmul_reduce_scatter)
 from . import dtensor as _dtensor  # noqa: E402,F401  (DTensor's dispatch of the ops refuses with what to pass)
+from . import comm_debug as _comm_debug  # noqa: E402,F401  (CommDebugMode counts the ops as collectives)
 
 try:
     __version__ = _metadata.version("collmm")
@@ -75,7 +76,9 @@ def set_comm(path: str) -> None:
     c10d has made the group's NCCL communicator, in a shape's first call, every later transfer calls
     that communicator directly, ncclSend/ncclRecv in one ncclGroup per step or one ncclAllGather /
     ncclReduceScatter, on a stream of collmm's: a few us of host time per step where c10d's calls
-    cost tens; a watchdog of collmm's bounds them as c10d's bounds its own) or "c10d" (every transfer
+    cost tens; a watchdog of collmm's bounds them as c10d's bounds its own; a shape's first call runs
+    its transfers once more on scratch memory, so that NCCL connects what they use then, not in a
+    later call) or "c10d" (every transfer
     through the group's c10d calls). ``torch.ops.collmm.last_comm()`` says how the last run went:
     "nccl", "c10d", "nccl+c10d" or "none"; ``torch.ops.collmm.last_plan()`` its plan's options ("algo=ring
     ...": what "auto" picked)."""

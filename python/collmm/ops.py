@@ -7,6 +7,7 @@ and FakeTensor tracing. One rank cannot know the other ranks' sizes: the fake al
 (default: collmm's split). Pass them where shards are uneven and the op is compiled. The all-reduce's
 output shape is known locally: A's dims before K, then B's N.
 """
+import contextlib
 import warnings
 from typing import List, Optional, Tuple, Union
 
@@ -66,6 +67,20 @@ def process_group_of(group: Union[None, str, dist.ProcessGroup]) -> dist.Process
     return group
 
 
+@contextlib.contextmanager
+def _counted_if_refused(group):
+    """A wrapper's own checks, which raise on this rank alone: a call they refuse still counts as a call
+    on the group (count_call in python/csrc/call_memo.hpp), so the next exchange names the ranks out of step."""
+    try:
+        yield
+    except Exception:
+        try:
+            torch.ops.collmm.count_call(group_name_of(group))
+        except Exception:  # noqa: BLE001 - no group to count on: the error raised is the user's
+            pass
+        raise
+
+
 def _same_device(a: torch.Tensor, bs: List[torch.Tensor], a_name: str, b_name: str) -> None:
     for i, b in enumerate(bs):
         if b.device != a.device:
@@ -105,16 +120,18 @@ def _key_compile_caches_on(entry: str) -> None:
 
 
 @torch.library.register_fake("collmm::fused_all_gather_matmul")
-def _fused_all_gather_matmul_fake(A_shard, Bs, gather_dim, group_name, *, return_A=True, algo="auto",
-                                  gathered_size=None):
-    _same_device(A_shard, Bs, "A_shard", "Bs")
+def _fused_all_gather_matmul_fake(A, Bs, gather_dim, group_name, *, return_A=True, algo="auto", gathered_size=None):
+    _same_device(A, Bs, "A", "Bs")
     world = process_group_of(group_name).size()
     if gathered_size is None:
         _key_compile_caches_on(f"{group_name}/{world}")
-    d = gather_dim % A_shard.dim()
-    rows = gathered_size if gathered_size is not None else A_shard.shape[d] * world
-    A = _with_first(A_shard, d, rows, A_shard.shape[-1]) if return_A else None
-    return A, [_with_first(A_shard, d, rows, B.shape[1]) for B in Bs]
+    d = gather_dim % A.dim()
+    rows = gathered_size if gathered_size is not None else A.shape[d] * world
+    if d == A.dim() - 1:  # K gathered: contiguous outputs, as torch's
+        gathered = A.new_empty((*A.shape[:-1], rows)) if return_A else None
+        return gathered, [A.new_empty((*A.shape[:-1], B.shape[1])) for B in Bs]
+    gathered = _with_first(A, d, rows, A.shape[-1]) if return_A else None
+    return gathered, [_with_first(A, d, rows, B.shape[1]) for B in Bs]
 
 
 @torch.library.register_fake("collmm::fused_matmul_reduce_scatter")
@@ -123,9 +140,10 @@ def _fused_matmul_reduce_scatter_fake(A, B, reduce_op, scatter_dim, group_name, 
     group = process_group_of(group_name)
     if scatter_size is None:
         _key_compile_caches_on(f"{group_name}/{group.size()}/r{group.rank()}")
+    shape = [*A.shape[:-1], B.shape[1]]  # contiguous, as torch's
     d = scatter_dim % A.dim()
-    rows = scatter_size if scatter_size is not None else block_size(A.shape[d], group.size(), group.rank())
-    return _with_first(A, d, rows, B.shape[1])
+    shape[d] = scatter_size if scatter_size is not None else block_size(shape[d], group.size(), group.rank())
+    return A.new_empty(shape)
 
 
 @torch.library.register_fake("collmm::fused_matmul_all_reduce")
@@ -139,8 +157,8 @@ def _fused_matmul_all_reduce_fake(A, B, reduce_op, group_name, *, algo="auto"):
 
 
 def fused_all_gather_matmul(
-    A_shard: torch.Tensor,
-    Bs: List[torch.Tensor],
+    A: Optional[torch.Tensor] = None,
+    Bs: Optional[List[torch.Tensor]] = None,
     gather_dim: int = 0,
     group: Union[None, str, dist.ProcessGroup] = None,
     *,
@@ -149,23 +167,25 @@ def fused_all_gather_matmul(
     gathered_size: Optional[int] = None,
     pieces: Optional[int] = None,
     piece_sizes: Optional[str] = None,
+    A_shard: Optional[torch.Tensor] = None,
 ) -> Tuple[Optional[torch.Tensor], List[torch.Tensor]]:
-    """All-gather of ``A_shard`` along ``gather_dim`` and its product with each B, the transfers
+    """All-gather of ``A`` along ``gather_dim`` and its product with each B, the transfers
     overlapped with the GEMMs. The result, unfused::
 
-        A = torch.cat(all_gather(A_shard over group), dim=gather_dim)   # every rank's size as it comes
-        return (A if return_A else None), [A @ B for B in Bs]
+        G = torch.cat(all_gather(A over group), dim=gather_dim)   # every rank's size as it comes
+        return (G if return_A else None), [G @ B for B in Bs]
 
     Args:
-        A_shard: this rank's part of A, [..., K]; any size along ``gather_dim`` (each rank its own:
+        A: this rank's shard of A, [..., K]; any size along ``gather_dim`` (each rank its own:
             a sequence of any length sharded any way). Or a DTensor ``Shard(gather_dim)`` on a 1-D
             mesh: then the group and gathered size are its own, Bs may be DTensors (``Shard(1)`` or
             ``Replicate()``), and the results are DTensors (A ``Replicate()``, C ``Shard(-1)``).
         Bs: [K, N_i] matrices, row-major or the transposed view of an ``nn.Linear`` weight
             (``w.t()``, read in place); ``Bs[0]``'s N split over the ranks any way (each rank's
             N_r its own); the others are multiplied after the gather.
-        gather_dim: the dim of A gathered, any but the last. 0, or a dim with only size-1 dims
-            before it, is read in place; another one costs one copy of ``A_shard``.
+        gather_dim: the dim of A gathered. 0, or a dim with only size-1 dims before it, is read in
+            place; another one costs one copy of ``A``. The last (K gathered, each B [sum of the
+            ranks' K, N]): the gather, then the GEMMs (not overlapped); the outputs contiguous.
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
         return_A: return the gathered A (else None, and it stays in collmm's scratch).
         algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
@@ -177,19 +197,29 @@ def fused_all_gather_matmul(
             Under torch.compile, without it: P times this rank's size (checked).
         pieces, piece_sizes: deprecated (a FutureWarning): ``algo="ring", pieces=4,
             piece_sizes="halving"`` is ``algo="ring:pieces4h"``.
-    Autograd: ``dA_shard`` is the reduce-scatter op on the output gradients (with algo's algorithm,
+        A_shard: deprecated (a FutureWarning): the old name of ``A`` (torch's op names it ``A``).
+    Autograd: ``dA`` is the reduce-scatter op on the output gradients (with algo's algorithm,
     without its options), ``dB_i = A^T @ dC_i``.
     """
-    algo = _algo_with_pieces(algo, pieces, piece_sizes, "fused_all_gather_matmul")
-    if isinstance(A_shard, DTensor) or any(isinstance(b, DTensor) for b in Bs):
+    with _counted_if_refused(group):
+        if A_shard is not None:
+            if A is not None:
+                raise TypeError("collmm.fused_all_gather_matmul: pass A (A_shard is its deprecated name), not both")
+            warnings.warn("collmm.fused_all_gather_matmul: A_shard= is deprecated; pass A= (torch's name)",
+                          FutureWarning, stacklevel=3)
+            A = A_shard
+        if A is None or Bs is None:
+            raise TypeError("collmm.fused_all_gather_matmul: missing A or Bs")
+        algo = _algo_with_pieces(algo, pieces, piece_sizes, "fused_all_gather_matmul")
+    if isinstance(A, DTensor) or any(isinstance(b, DTensor) for b in Bs):
         from .dtensor import all_gather_matmul
 
-        return all_gather_matmul(A_shard, Bs, gather_dim, return_A, algo=algo)
+        return all_gather_matmul(A, Bs, gather_dim, return_A, algo=algo)
     if gathered_size is None and torch.compiler.is_compiling():
         # The fake kernel's assumption, passed on: the kernel checks it and names gathered_size.
-        gathered_size = A_shard.shape[gather_dim] * process_group_of(group).size()
+        gathered_size = A.shape[gather_dim] * process_group_of(group).size()
     return torch.ops.collmm.fused_all_gather_matmul(
-        A_shard, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size
+        A, Bs, gather_dim, group_name_of(group), return_A=return_A, algo=algo, gathered_size=gathered_size
     )
 
 
@@ -218,8 +248,9 @@ def fused_matmul_reduce_scatter(
             (torch.chunk's split), the group the mesh's.
         B: [K_r, N], row-major or the transposed view of an ``nn.Linear`` weight (``w.t()``).
         reduce_op: "sum" or "avg".
-        scatter_dim: the dim of the result split over the ranks, any but the last. 0, or a dim with
-            only size-1 dims before it, is read in place; another one costs one copy of A.
+        scatter_dim: the dim of the result split over the ranks. 0, or a dim with only size-1 dims
+            before it, is read in place; another one costs one copy of A. The last (N scattered):
+            the transposed problem, one copy of B. The result is contiguous, as torch's.
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
         algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
             of its own as collmm-bench's ``--algo`` spells them: "ring:pieces4" (the first
@@ -232,7 +263,8 @@ def fused_matmul_reduce_scatter(
     Autograd: ``dA = all_gather(dC) @ B^T``, ``dB = A^T @ all_gather(dC)`` (the all-gather op, with
     algo's algorithm, without its options).
     """
-    algo = _algo_with_pieces(algo, pieces, piece_sizes, "fused_matmul_reduce_scatter")
+    with _counted_if_refused(group):
+        algo = _algo_with_pieces(algo, pieces, piece_sizes, "fused_matmul_reduce_scatter")
     if isinstance(A, DTensor) or isinstance(B, DTensor):
         from .dtensor import matmul_reduce_scatter
 

@@ -31,17 +31,21 @@ from torch.distributed.tensor import DTensor, Placement, Replicate, Shard, distr
 from torch.distributed.tensor.parallel import style as _torch_style
 
 from .dtensor import as_dtensor, chunk_size
+from .fused_linear import colwise_linears, rowwise_linear
 from .ops import process_group_of
 
-# (group name) -> (sequence length, this rank's rows) of the last input a collmm Colwise linear
-# gathered on that group: the split that the Rowwise linears after it give back.
+# (group name) -> (sequence length, this rank's rows, whether the split is torch.chunk's on every
+# rank: the input was a DTensor) of the last input a collmm Colwise linear gathered on that group:
+# the split that the Rowwise linears after it give back.
 _last_split: dict = {}
 
 
-def checked_algo(algo: str, who: str) -> str:
-    """`algo` as the ops take it ("auto", "ring", "ring:pieces4h"), else ValueError. Whether the op a
-    call runs takes its options is checked by the call."""
-    misfit = torch.ops.collmm.algo_misfit(algo) if isinstance(algo, str) else f"algo must be a str (got {algo!r})"
+def checked_algo(algo: str, who: str, op: Optional[str] = None) -> str:
+    """`algo` as the ops take it ("auto", "ring", "ring:pieces4h") and, where `op` is given ("ag_gemm",
+    "gemm_rs", "gemm_ar"), with options that op takes; else ValueError."""
+    if not isinstance(algo, str):
+        raise ValueError(f"collmm: {who}: algo must be a str (got {algo!r})")
+    misfit = torch.ops.collmm.algo_misfit(algo, op)
     if misfit:
         raise ValueError(f"collmm: {who}: {misfit}")
     return algo
@@ -87,11 +91,42 @@ class _Fused:
             x = x.redistribute(self.mesh, [placement])
         return x.to_local(), x.shape[placement.dim]
 
-    def output(self, y: torch.Tensor, placement: Placement, shape) -> torch.Tensor:
-        """`y` (this rank's part, `placement` over the mesh, global `shape`) in the output's layout."""
+    def compiled_size(self, x: torch.Tensor, d: int, total: Optional[int]) -> Optional[int]:
+        """The gathered size to pass under torch.compile (else None: eager calls learn it from the
+        ranks): a DTensor's global one, else the fake kernel's assumption (P times this rank's),
+        made explicit so that the kernel checks it."""
+        if not torch.compiler.is_compiling():
+            return None
+        return total if total is not None else x.shape[d] * self.world
+
+    def record_split(self, total: int, rows: int, chunked: bool) -> None:
+        """Notes this rank's `rows` of a gathered sequence of `total` for the Rowwise linears after it;
+        `chunked`: torch.chunk's split on every rank (a DTensor input)."""
+        _last_split[self.group_name] = (total, rows, chunked)
+
+    def output(self, y: torch.Tensor, placement: Placement, shape, chunked: bool = True,
+               module: Optional[nn.Module] = None) -> torch.Tensor:
+        """`y` (this rank's part, `placement` over the mesh, global `shape`) in the output's layout.
+        `chunked` False: the split along placement's dim may be any; a DTensor (which assumes
+        torch.chunk's) is made only after every rank's size is checked."""
         if self.use_local_output and self.wanted(y.dim()) == _from_front((placement,), y.dim()):
             return y
+        if not chunked:
+            self.check_chunk_split(y.shape[placement.dim], shape[placement.dim], module)
         return self.finish(as_dtensor(y, self.mesh, placement, shape))
+
+    def check_chunk_split(self, rows: int, total: int, module: Optional[nn.Module]) -> None:
+        """ValueError on every rank unless the ranks' `rows` are torch.chunk's split of `total` (one
+        all-gather of the sizes)."""
+        from torch.distributed._functional_collectives import all_gather_tensor
+
+        sizes = all_gather_tensor(torch.tensor([rows], device=self.mesh.device_type), 0, self.mesh).tolist()
+        chunks = [chunk_size(total, self.world, q) for q in range(self.world)]
+        if sizes != chunks:
+            raise ValueError(f"collmm: {_describe(module)}: the output's rows split {total} as {sizes} over the "
+                             f"ranks; a DTensor Shard holds torch.chunk's split {chunks} only. Pass "
+                             "use_local_output=True (local tensors, any split), or split the input as torch.chunk "
+                             "does (a DTensor input)")
 
     def finish(self, out: DTensor) -> torch.Tensor:
         """`out` redistributed to the output's layout, local where the style says so (as torch's styles)."""
@@ -109,29 +144,40 @@ def _from_front(placements: Tuple[Placement, ...], ndim: int) -> Tuple[Placement
 
 
 class ColwiseForward:
-    """The forward of a Colwise linear on a sequence-sharded input (in place of nn.Linear's)."""
+    """The forward of a Colwise linear on a sequence-sharded input (in place of nn.Linear's). With a
+    SharedGather on its parent, siblings reading the same input share one gather."""
 
     _collmm: _Fused
 
     def forward(self, x: torch.Tensor, gathered_size: Optional[int] = None) -> torch.Tensor:
+        shared = getattr(self, "_collmm_shared", None)
+        if shared is not None and gathered_size is None:
+            y = shared.output(self, x)
+            if y is not None:
+                return y
         fused = self._collmm
-        weight = _local(self.weight)
         x, total = fused.input(x, Shard(fused.seq_dim))
         d = fused.dim_of(x, self)
-        if x.shape[-1] != weight.shape[1]:
-            raise ValueError(f"collmm: {_describe(self)}: the input's last dim is {x.shape[-1]}, not in_features "
-                             f"{weight.shape[1]} (pass this rank's rows of the whole input features)")
-        if gathered_size is None and torch.compiler.is_compiling():
-            # The kernel checks the size it is given: a DTensor's global one, else the fake kernel's
-            # assumption (P times this rank's), made explicit. Eager calls learn it from the ranks.
-            gathered_size = total if total is not None else x.shape[d] * fused.world
-        _, (y,) = torch.ops.collmm.fused_all_gather_matmul(x, [weight.t()], d, fused.group_name, return_A=True,
-                                                           algo=fused.algo, gathered_size=gathered_size)
-        _last_split[fused.group_name] = (y.shape[d], x.shape[d])
-        bias = _local(self.bias)
-        if bias is not None:
-            y = y + bias
+        self.check_input(x)
+        if gathered_size is None:
+            gathered_size = fused.compiled_size(x, d, total)
+        (y,) = colwise_linears(x, [self.local_weight()], [self.local_bias()], d, fused.group_name, fused.algo,
+                               gathered_size)
+        fused.record_split(y.shape[d], x.shape[d], total is not None)
         return fused.output(y, Shard(-1), (*y.shape[:-1], self.weight.shape[0]))
+
+    def check_input(self, x: torch.Tensor) -> None:
+        """ValueError unless `x` (local) holds this linear's in_features in its last dim."""
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"collmm: {_describe(self)}: the input's last dim is {x.shape[-1]}, not in_features "
+                             f"{self.in_features} (pass this rank's rows of the whole input features)")
+
+    def local_weight(self) -> torch.Tensor:
+        """This rank's rows of the weight ([N_r, K]; a DTensor's gradient flows back Shard(0))."""
+        return _local(self.weight)
+
+    def local_bias(self) -> Optional[torch.Tensor]:
+        return _local(self.bias)
 
 
 class RowwiseForward:
@@ -159,21 +205,19 @@ class RowwiseForward:
             return fused.output(y, Replicate(), y.shape)
         d = fused.dim_of(h, self)
         total = h.shape[d]
+        chunked = scatter_size is None
         if scatter_size is None:
             seen = _last_split.get(fused.group_name)
-            scatter_size = seen[1] if seen is not None and seen[0] == total else \
-                chunk_size(total, fused.world, fused.rank)
-        y = torch.ops.collmm.fused_matmul_reduce_scatter(h, weight.t(), "sum", d, fused.group_name, algo=fused.algo,
-                                                         scatter_size=scatter_size)
+            if seen is not None and seen[0] == total:
+                scatter_size, chunked = seen[1], seen[2]
+            else:
+                scatter_size = chunk_size(total, fused.world, fused.rank)
+        # The bias, whole on every rank, gets a whole gradient (Replicate(), as torch's style gives it)
+        # from the backward's all-gather of dy: no collective of its own.
+        y = rowwise_linear(h, weight, _local(self.bias), d, fused.group_name, fused.algo, scatter_size)
         shape = list(y.shape)
         shape[d] = total
-        if self.bias is None:
-            return fused.output(y, Shard(d), shape)
-        # The bias every rank holds whole, added as DTensors: its gradient is a Partial DTensor, summed
-        # over the ranks by DTensor where it is used (the optimizer's step), as a SequenceParallel norm's.
-        bias = self.bias if isinstance(self.bias, DTensor) else \
-            DTensor.from_local(self.bias, fused.mesh, [Replicate()], run_check=False)
-        return fused.finish(as_dtensor(y, fused.mesh, Shard(d), shape) + bias)
+        return fused.output(y, Shard(d), shape, chunked, self)
 
 
 _classes: dict = {}
@@ -201,7 +245,7 @@ class ColwiseParallel(_torch_style.ColwiseParallel):
     def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
                  use_local_output: bool = True, algo: str = "auto"):
         super().__init__(input_layouts=input_layouts, output_layouts=output_layouts, use_local_output=use_local_output)
-        self.algo = checked_algo(algo, "ColwiseParallel")
+        self.algo = checked_algo(algo, "ColwiseParallel", "ag_gemm")
 
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
         d = _sequence_dim(self.input_layouts[0])
@@ -224,7 +268,8 @@ class RowwiseParallel(_torch_style.RowwiseParallel):
     def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
                  use_local_output: bool = True, algo: str = "auto"):
         super().__init__(input_layouts=input_layouts, output_layouts=output_layouts, use_local_output=use_local_output)
-        self.algo = checked_algo(algo, "RowwiseParallel")
+        replicated = isinstance(self.output_layouts[0], Replicate)
+        self.algo = checked_algo(algo, "RowwiseParallel", "gemm_ar" if replicated else "gemm_rs")
 
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
         d = _sequence_dim(self.output_layouts[0])

@@ -40,6 +40,9 @@ Megatron's row-parallel linear without sequence parallelism: input h_r [s, ..., 
 dh_r = dy @ W_r with no communication. shard() cuts an input into this rank's block;
 gather_state_dict() and load_full_state_dict() turn a sharded model's state_dict into the unsharded
 model's and back (torch.distributed.checkpoint saves and loads it sharded, at any world size).
+save_checkpoint(state, root, step) and load_checkpoint(state, root) save and load with DCP so that
+a save killed part-way never tears a checkpoint: a new directory per step, an atomic "latest"
+pointer, and the load takes the newest complete step (collmm/checkpoint.py).
 """
 from typing import Dict, Union
 
@@ -49,8 +52,10 @@ from torch import nn
 
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
+from .checkpoint import load_checkpoint, save_checkpoint
 from .ops import block_size, process_group_of
 from .parallel import ColwiseForward, ColwiseParallel, RowwiseForward, RowwiseParallel, checked_algo, mesh_of
+from .shared_gather import SharedGather
 
 Group = Union[None, str, dist.ProcessGroup]
 
@@ -127,7 +132,8 @@ class RowParallelLinear(RowwiseForward, _ParallelLinear):
     sequence-parallel (dim 0 split), or whole on every rank with sequence_parallel=False.
 
     Args: in_features, out_features, bias (as nn.Linear: a DTensor Replicate() held whole by every
-    rank, added to this rank's rows after the reduce-scatter; its gradient is summed over the group),
+    rank, added to this rank's rows after the reduce-scatter; its gradient, whole on every rank, comes
+    from the backward's all-gather of dy),
     group (a ProcessGroup, its name, or None), algo, device, dtype, and (keyword) sequence_parallel
     (default True; False: the output whole on every rank, collmm's GEMM + all-reduce).
     forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
@@ -170,5 +176,6 @@ def load_full_state_dict(model: nn.Module, state: Dict[str, torch.Tensor]) -> No
                            if isinstance(v, DTensor) else state[k] for k, v in mine.items()})
 
 
-__all__ = ["ColumnParallelLinear", "RowParallelLinear", "ColwiseParallel", "RowwiseParallel", "shard",
+__all__ = ["ColumnParallelLinear", "RowParallelLinear", "ColwiseParallel", "RowwiseParallel", "SharedGather", "shard",
+           "save_checkpoint", "load_checkpoint",
            "gather_state_dict", "load_full_state_dict"]

@@ -31,6 +31,7 @@ namespace {
 struct Pending {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   std::function<void()> finish;
+  std::vector<int> peers;  // a transfer's peers (a collective's: none, every rank): named if it stalls
 };
 
 class AtenExecutor : public Executor {
@@ -129,7 +130,6 @@ class AtenExecutor : public Executor {
     std::optional<StepClock> clock;
     if (timestamps) clock.emplace(device_, plan_.steps.size());
     for (size_t i = 0; i < tensors_.size(); ++i) backed(0, static_cast<int>(i));
-    mark_alone(filter);
     std::vector<Pending> pending(plan_.steps.size());
     std::vector<int> last_on_lane(static_cast<size_t>(plan_.lanes), -1);
     wait_limit_ = device_.is_cuda() ? c10d::kUnsetTimeout : wait_bound(*group_);
@@ -137,12 +137,16 @@ class AtenExecutor : public Executor {
       if (j < 0) return;
       Pending& p = pending[static_cast<size_t>(j)];
       const bool was_pending = !p.works.empty() || p.finish;
+      stalled_peers_ = p.peers;
       for (auto& w : p.works) wait_for(*w);
+      stalled_peers_.clear();
       p.works.clear();
       if (p.finish) std::exchange(p.finish, nullptr)();
       if (clock && was_pending) clock->end(static_cast<size_t>(j));
     };
     try {
+      if (nccl_) connect_once();  // this plan's first run on the communicator
+      mark_alone(filter);
       for (size_t i = 0; i < plan_.steps.size(); ++i) {
         const Step& s = plan_.steps[i];
         for (int w : s.waits) settle(w);
@@ -157,6 +161,12 @@ class AtenExecutor : public Executor {
         if (clock && pending[i].works.empty() && !pending[i].finish) clock->end(i);
       }
       for (size_t i = 0; i < pending.size(); ++i) settle(static_cast<int>(i));
+      // The group's first run went through c10d, which made the communicator: connect the later
+      // runs' transfers now, in this call, which was slow anyway.
+      if (!nccl_ && used_c10d_ && device_.is_cuda() && direct_comm_allowed()) {
+        nccl_ = NcclComm::of(*group_, device_);
+        if (nccl_) connect_once();
+      }
     } catch (...) {
       // On CPU, once a transfer was posted, whatever failed leaves it posted into this run's memory.
       if (!device_.is_cuda() && used_c10d_)
@@ -224,7 +234,8 @@ class AtenExecutor : public Executor {
       if (t.defined()) scratch.push_back(t);
     keep_after_give_up(std::move(scratch), std::move(works));
     const int rank = group_->getRank(), size = group_->getSize();
-    const std::string why = wait_failed(rank, size, wait_limit_, waited, "the transfers of " + run_name_, what);
+    const std::string why =
+        wait_failed(rank, size, wait_limit_, waited, "the transfers of " + run_name_, what, stalled_peers_);
     comm_->exchanges->set(why +
                           "; the group's gloo transfers were given up: make a new group for the ops "
                           "(dist.new_group)");
@@ -292,6 +303,67 @@ class AtenExecutor : public Executor {
     return {{}, [this, i] { dones_[i].block(current_stream()); }};
   }
 
+  // NCCL connects a peer (ncclSend/ncclRecv) or a collective's algorithm on its first use
+  // (NCCL_RUNTIME_CONNECT, on by default), inside ncclGroupEnd: a handshake with the peers' hosts,
+  // 12-20 ms per kind on an H100 (docs/perf/log-2026-12.md, issue 48). So a plan's first run that
+  // can reach the communicator issues each of its transfers once more, on scratch memory: the
+  // same peers, sizes, datatypes and streams as its runs, which then never connect. Collectives
+  // the run pads through c10d are issued at the padded size c10d calls NCCL with. Every rank does
+  // this at the same run of the same plan, so the transfers meet. Not under CUDA graph capture: the
+  // graph would replay them.
+  void connect_once() {
+    if (connected_ || stream_capturing(current_stream())) return;
+    connected_ = true;
+    mark_alone(StepFilter::all);
+    const bool was_direct = used_direct_;
+    const size_t world = static_cast<size_t>(world_size()), elem = dtype_size(dtype_);
+    // A collective's part, in bytes: the largest rank's rows (c10d pads to them; equal parts: all).
+    auto part_bytes = [&](const Step& s) {
+      const at::Tensor mine = rows(s.kind == StepKind::allgather ? s.a : s.out);
+      return static_cast<size_t>(part_size(part_rows(s)).most * mine.size(1)) * elem;
+    };
+    auto need = [&](const Step& s) -> size_t {
+      if (s.kind == StepKind::allgather || s.kind == StepKind::reduce_scatter) return (world + 1) * part_bytes(s);
+      size_t bytes = 0;
+      if (s.kind == StepKind::sendrecv)
+        for (const auto* ts : {&s.recvs, &s.sends})
+          for (const Transfer& t : *ts) bytes += message(t).bytes;
+      return bytes;
+    };
+    size_t most = 0;
+    for (const Step& s : plan_.steps) most = std::max(most, need(s));
+    if (most == 0) return;
+    const at::Tensor scratch = at::empty({static_cast<int64_t>(most)}, options().dtype(at::kByte));
+    auto* base = static_cast<unsigned char*>(scratch.data_ptr());
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      const Step& s = plan_.steps[i];
+      if (need(s) == 0 || unwanted(static_cast<int>(i))) continue;
+      std::function<void(void*)> transfer;
+      if (s.kind == StepKind::sendrecv) {
+        std::vector<NcclComm::Message> recvs, sends;
+        size_t offset = 0;  // each message its own bytes of the scratch
+        for (const Transfer& t : s.recvs) {
+          recvs.push_back({t.peer, base + offset, message(t).bytes});
+          offset += recvs.back().bytes;
+        }
+        for (const Transfer& t : s.sends) {
+          sends.push_back({t.peer, base + offset, message(t).bytes});
+          offset += sends.back().bytes;
+        }
+        transfer = [&, recvs, sends](void* stream) { nccl_->sendrecv(recvs, sends, stream); };
+      } else if (s.kind == StepKind::allgather) {
+        const size_t each = part_bytes(s);
+        transfer = [&, each](void* stream) { nccl_->all_gather(base, base + each, each, stream); };
+      } else {
+        const size_t each = part_bytes(s);
+        transfer = [&, each](void* stream) { nccl_->reduce_scatter(base + each, base, each / elem, dtype_, stream); };
+      }
+      if (std::function<void()> finish = direct(i, alone_[i], transfer).finish) finish();  // one at a time
+    }
+    watch_run();
+    used_direct_ = was_direct;  // a run's path says how its own data moved
+  }
+
   // The bound on this run's transfers (comm_watch.hpp): an event after all of them, watched.
   void watch_run() {
     if (stream_capturing(current_stream())) return;
@@ -337,6 +409,7 @@ class AtenExecutor : public Executor {
     for (const Transfer& t : s.recvs) {
       std::vector<at::Tensor> v{rows(t.slice)};
       p.works.push_back(group_->recv(v, t.peer, tags_.next_recv(t.peer)));
+      if (std::find(p.peers.begin(), p.peers.end(), t.peer) == p.peers.end()) p.peers.push_back(t.peer);
     }
     for (const Transfer& t : s.sends) {
       std::vector<at::Tensor> v{rows(t.slice)};
@@ -451,7 +524,9 @@ class AtenExecutor : public Executor {
   bool used_direct_ = false, used_c10d_ = false;  // this run's transfers, by way
   std::optional<c10::Stream> comm_stream_;
   std::vector<c10::Event> forks_, dones_;  // per step
+  bool connected_ = false;                 // connect_once ran
   std::string run_name_, plan_options_;
+  std::vector<int> stalled_peers_;  // the peers of the transfer being waited for (named if it stalls)
   std::chrono::milliseconds wait_limit_ = c10d::kUnsetTimeout;  // this run's transfers' (CPU: wait_bound)
 };
 

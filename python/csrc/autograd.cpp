@@ -1,5 +1,6 @@
 // autograd.cpp: the ops' autograd kernels. The all-gather and reduce-scatter ops' backward is the other op:
-//   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard))
+//   all-gather matmul    C_i = all_gather(A_shard) @ B_i    (and A = all_gather(A_shard); gathered along
+//                        its last dim, dA_shard is the reduce-scatter of the output's last dim)
 //     dA_shard = this rank's block of sum_q (sum_i dC_i @ B_i^T + dA)   fused_matmul_reduce_scatter
 //     dB_i     = A^T @ dC_i                                              (A: returned, or gathered again)
 //   matmul reduce-scatter  C_r = block r of sum_q A_q @ B_q   (avg: / P)
@@ -63,6 +64,16 @@ bool grad_needed(std::initializer_list<at::TensorList> lists) {
   return false;
 }
 
+// dB = A^T @ dC (A and dC as 2-D row blocks) in B's layout, as torch's mm backward gives it: where B
+// is column-major (a layer's weight.t()), (dC^T @ A)^T, so that the weight's gradient comes out
+// contiguous. A strided one made torch 2.11's AccumulateGrad gather a DTensor weight's gradient whole
+// (Replicate(), not the weight's Shard).
+at::Tensor grad_of_b(const at::Tensor& a, const at::Tensor& dc, const at::Tensor& b) {
+  const bool column_major = b.dim() == 2 && b.size(0) > 1 && b.size(1) > 1 && b.stride(0) == 1 &&
+                            b.stride(1) == b.size(0);
+  return column_major ? dc.t().mm(a).t() : a.t().mm(dc);
+}
+
 int64_t dim_of(int64_t dim, const at::Tensor& t) { return t.dim() ? (dim % t.dim() + t.dim()) % t.dim() : 0; }
 
 struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
@@ -95,7 +106,9 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     const at::Tensor& a_shard = saved[0];
     at::Tensor a = saved[1];
     const std::vector<at::Tensor> bs(saved.begin() + 2, saved.end());
-    const int64_t dim = ctx->saved_data["dim"].toInt(), k = a_shard.size(-1);
+    // k: the gathered A's last dim (A's K, or with gather_dim A's last, every rank's K together: Bs' rows).
+    const int64_t dim = ctx->saved_data["dim"].toInt(), k = bs[0].size(0);
+    const bool gather_k = dim == a_shard.dim() - 1;
     const std::string group = ctx->saved_data["group"].toStringRef(), algo = ctx->saved_data["algo"].toStringRef();
     // dA_shard = this rank's block of sum_q (dC_0 @ B_0^T + E), E = dA + sum_{i>=1} dC_i @ B_i^T: one
     // reduce-scatter GEMM of [dC_0, E] @ [B_0^T; I] (its inner size per rank: B_0's columns plus k,
@@ -104,7 +117,7 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     int64_t gathered_rows = -1;
     for (size_t i = 0; i < bs.size(); ++i) {
       if (!grads[i + 1].defined()) continue;
-      gathered_rows = grads[i + 1].size(dim);
+      gathered_rows = gather_k ? k : grads[i + 1].size(dim);
       if (i == 0) continue;
       const at::Tensor term = at::matmul(grads[i + 1], bs[i].t());
       e = e.defined() ? e + term : term;
@@ -113,7 +126,8 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
     if (dc0.defined()) xs.push_back(dc0), ys.push_back(bs[0].t());
     if (e.defined()) xs.push_back(e), ys.push_back(at::eye(k, a_shard.options()));
     variable_list out(1 + bs.size() + 5);  // A_shard, each B, then the 5 arguments that are not tensors
-    if (!xs.empty())
+    // An A_shard that needs no gradient (a model's first input) gets no reduce-scatter.
+    if (!xs.empty() && ctx->needs_input_grad(0))
       out[0] = call_rs(at::cat(xs, -1).contiguous(), at::cat(ys, 0), "sum", dim, group, algo,
                        ctx->saved_data["shard_size"].toInt());
     bool any_b = false;
@@ -123,7 +137,7 @@ struct AllGatherMatmul : torch::autograd::Function<AllGatherMatmul> {
         a = std::get<0>(call_ag(a_shard, {a_shard.new_zeros({k, 1})}, dim, group, true, algo, gathered_rows)).value();
       const at::Tensor flat = at::flatten(a, 0, -2);  // (rows, k); flatten, not reshape: a shard may be 0 wide
       for (size_t i = 0; i < bs.size(); ++i)
-        if (grads[i + 1].defined()) out[i + 1] = flat.t().mm(at::flatten(grads[i + 1], 0, -2));
+        if (grads[i + 1].defined()) out[i + 1] = grad_of_b(flat, at::flatten(grads[i + 1], 0, -2), bs[i]);
     }
     return out;
   }
@@ -138,9 +152,9 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     const int64_t dim = dim_of(scatter_dim, a);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["group"] = std::string(group);
-    ctx->saved_data["algo"] = algorithm_of(std::string(algo));  // its options are this op's
-    ctx->saved_data["full_size"] = a.size(dim);
-    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();  // collmm.trace's label
+    ctx->saved_data["algo"] = algorithm_of(std::string(algo));                    // its options are this op's
+    ctx->saved_data["full_size"] = dim == a.dim() - 1 ? b.size(1) : a.size(dim);  // the scattered dim's size
+    ctx->saved_data["module"] = tracing() ? trace_module() : std::string();       // collmm.trace's label
     ctx->saved_data["scale"] =
         reduce_op == "avg" ? 1.0 / c10d::resolve_process_group(std::string(group))->getSize() : 1.0;
     ctx->save_for_backward({a, b});
@@ -155,7 +169,7 @@ struct MatmulReduceScatter : torch::autograd::Function<MatmulReduceScatter> {
     auto [gathered, da] =
         call_ag(grads[0].contiguous(), {b.t()}, ctx->saved_data["dim"].toInt(), ctx->saved_data["group"].toStringRef(),
                 true, ctx->saved_data["algo"].toStringRef(), ctx->saved_data["full_size"].toInt());
-    at::Tensor db = at::flatten(a, 0, -2).t().mm(at::flatten(*gathered, 0, -2));
+    at::Tensor db = grad_of_b(at::flatten(a, 0, -2), at::flatten(*gathered, 0, -2), b);
     at::Tensor d_a = da[0];
     if (scale != 1.0) d_a = d_a * scale, db = db * scale;
     return {d_a, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
@@ -182,7 +196,7 @@ struct MatmulAllReduce : torch::autograd::Function<MatmulAllReduce> {
     if (ctx->needs_input_grad(0)) d_a = at::matmul(dc, b.t());
     if (ctx->needs_input_grad(1)) {  // reshape, not flatten: A may be 1-D; rows counted: A may be 0 wide
       const int64_t rows = c10::multiply_integers(a.sizes().slice(0, a.dim() - 1));
-      d_b = a.reshape({rows, a.size(-1)}).t().mm(dc.reshape({rows, dc.size(-1)}));
+      d_b = grad_of_b(a.reshape({rows, a.size(-1)}), dc.reshape({rows, dc.size(-1)}), b);
     }
     return {d_a, d_b, at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -113,9 +113,9 @@ c10::Device host_comm_device(c10d::ProcessGroup& group, c10::Device device) {
 }  // namespace
 
 std::string wait_failed(int rank, int size, std::chrono::milliseconds bound, std::chrono::duration<double> waited,
-                        const std::string& what, const std::string& error) {
+                        const std::string& what, const std::string& error, const std::vector<int>& peers) {
   const std::string first_line = error.substr(0, error.find('\n'));
-  if (waited >= bound) return no_answer(rank, size, {}, bound, what) + ": " + first_line;
+  if (waited >= bound) return no_answer(rank, size, peers, bound, what) + ": " + first_line;
   std::ostringstream m;
   m << "collmm: rank " << rank << " of " << size << ": the wait in " << what << " failed after " << waited.count()
     << " s (bound " << static_cast<double>(bound.count()) / 1000 << " s): " << first_line

@@ -83,9 +83,10 @@ void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string
 
 // Why a wait for the other ranks on the group failed after `waited` of its `bound`: "no answer ...
 // within T s" where it ran out, else "... failed after t s: <error's first line> (a peer left ...)"
-// (gloo reports a peer's death at once: connection reset or closed).
+// (gloo reports a peer's death at once: connection reset or closed). `peers`: the ranks the wait
+// was for, where known (a stuck transfer's peers), named as the silent ones; else "the other ranks".
 std::string wait_failed(int rank, int size, std::chrono::milliseconds bound, std::chrono::duration<double> waited,
-                        const std::string& what, const std::string& error);
+                        const std::string& what, const std::string& error, const std::vector<int>& peers = {});
 
 // What a transfer given up leaves to the group's backend: its Works and the memory they read or
 // write (the call's tensors, the plan's scratch), kept until the process ends, so that a transfer

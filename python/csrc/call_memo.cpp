@@ -2,6 +2,7 @@
 #include "call_memo.hpp"
 
 #include <atomic>
+#include <mutex>
 #include <sstream>
 
 #include "collmm/agreement.hpp"
@@ -39,7 +40,7 @@ Agreed CallMemos::agree(const std::string& call, const std::string& misfit, cons
     throw UsageError(call + " under CUDA graph capture with a problem this session never ran eagerly (" +
                      std::to_string(known_.size()) +
                      " known): run one eager call of every shape, dtype, layout and algo before capturing");
-  auto all = agree_and_gather(host_, misfit, keys, mine);
+  auto all = exchange(misfit, keys, mine);
   note_agreed(print, all);
   return all;
 }
@@ -64,7 +65,7 @@ Recalled CallMemos::recall(const CallKey& key) {
     return recalled;
   }
   host_.set_phase(memo.call + "'s agreement");
-  Agreed all = agree_and_gather(host_, "", memo.keys, memo.mine);
+  Agreed all = exchange("", memo.keys, memo.mine);
   // A full known_ is cleared by note_agreed on every rank alike (the exchange of a rank that missed
   // the memo notes its numbers): so here too, and the call goes on as a miss.
   if (all == memo.all && known_.size() < kMaxKnown) {
@@ -78,12 +79,28 @@ Recalled CallMemos::recall(const CallKey& key) {
   return recalled;
 }
 
+Agreed CallMemos::exchange(const std::string& misfit, const Keys& keys, const std::vector<double>& mine) {
+  Keys sent = keys;
+  sent.emplace_back(
+      "the number of collmm calls on this group so far (the ranks are out of step: a call failed on some rank "
+      "alone and its exception was caught, so its next call would pair with another call; make a new group)",
+      std::to_string(number_));
+  return agree_and_gather(host_, misfit, sent, mine);
+}
+
 void CallMemos::remember(const CallKey& key, const Agreed& all, Prepared& prepared) {
   if (memos_.size() >= kMaxKnown) memos_.clear();
   CallMemo memo = making_;
   memo.all = all;
   memo.prepared = &prepared;
   memos_.insert_or_assign(key, std::move(memo));
+}
+
+int64_t count_call(const std::string& group_name) {
+  static std::mutex mutex;
+  static auto& counts = *new std::map<std::string, int64_t>();  // never destroyed, as the sessions
+  std::lock_guard<std::mutex> lock(mutex);
+  return ++counts[group_name];
 }
 
 void set_check(const std::string& check) {

@@ -95,18 +95,30 @@ class CallMemos {
   void forget() { memos_.clear(); }
   // The name of the call being made ("" before the first).
   const std::string& call() const { return making_.call; }
+  // The call being made is this process's `number`-th on the group (count_call): every exchange
+  // carries it, so ranks whose calls are out of step raise on every rank.
+  void set_call_number(int64_t number) { number_ = number; }
 
  private:
   static constexpr size_t kMaxKnown = 256;
   // The exchange's result `all` for fingerprint `print`, noted as agreed.
   void note_agreed(const std::string& print, const Agreed& all);
+  // agree_and_gather with the call number among the keys (not in the fingerprints: they stay per problem).
+  Agreed exchange(const std::string& misfit, const Keys& keys, const std::vector<double>& mine);
 
   HostComm& host_;
   c10::Device device_;
   std::map<std::string, Agreed> known_;  // agreed fingerprints, their gathered numbers
   std::map<CallKey, CallMemo> memos_;    // cleared with known_ and whenever a prepared plan is dropped
   CallMemo making_;                      // the call being made: what its exchange sent (call, print, keys, mine)
+  int64_t number_ = 0;                   // set_call_number's
 };
+
+// Counts a call on the group named `group_name` by this process and returns its number (1, 2, ...).
+// Every op call counts as it starts, before anything can fail on this rank alone; so do the Python
+// wrappers' calls that fail their own checks (torch.ops.collmm.count_call). A rank that skipped a
+// call (its exception caught) is then behind the others, and the next exchange names it.
+int64_t count_call(const std::string& group_name);
 
 // "every" (the default: every call agrees) or "first" (a call whose fingerprint this session agreed
 // before trusts it and exchanges nothing, as torch.ops.symm_mem trusts its callers).

@@ -40,8 +40,13 @@ BLayout agreed_layout(const std::vector<std::vector<double>>& all, size_t at, co
 }
 
 int64_t leading_dim(int64_t dim, int64_t rank) {
+  const int64_t d = any_dim(dim, rank);
+  return d < rank - 1 ? d : -1;
+}
+
+int64_t any_dim(int64_t dim, int64_t rank) {
   const int64_t d = dim < 0 ? dim + rank : dim;
-  return d >= 0 && d < rank - 1 ? d : -1;
+  return d >= 0 && d < rank ? d : -1;
 }
 
 std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name, bool cols_split) {
@@ -53,9 +58,9 @@ std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const ch
     e << name << " " << dims(a.sizes()) << " has no columns";
   else if (!dtype_of(a.scalar_type()))
     e << name << " is " << a.scalar_type() << "; collmm has float32, float64, bfloat16";
-  else if (dim_name && leading_dim(dim, a.dim()) < 0)
-    e << dim_name << " must be a dim of " << name << " other than its last (K); got " << dim << " for "
-      << dims(a.sizes());
+  else if (dim_name && any_dim(dim, a.dim()) < 0)
+    e << dim_name << " must be a dim of " << name << " (" << -a.dim() << " to " << a.dim() - 1 << "); got " << dim
+      << " for " << dims(a.sizes());
   return e.str();
 }
 
@@ -67,7 +72,7 @@ std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string&
     e << name << " is on " << b.device() << ", A on " << a.device();
   else if (b.scalar_type() != a.scalar_type())
     e << name << " is " << b.scalar_type() << ", A is " << a.scalar_type();
-  else if (b.size(0) != k)
+  else if (k >= 0 && b.size(0) != k)
     e << name << " has " << b.size(0) << " rows; A has " << k << " columns";
   else if (!layout_fit(b))
     e << name << " " << dims(b.sizes()) << " with strides " << dims(b.strides())

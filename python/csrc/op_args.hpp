@@ -27,12 +27,15 @@ std::optional<LayoutFit> layout_fit(const at::Tensor& b);
 
 // `dim` of a tensor of `rank` dims in [0, rank - 1) (not the last: K), or -1.
 int64_t leading_dim(int64_t dim, int64_t rank);
+// `dim` of a tensor of `rank` dims in [0, rank) (negative dims count from the end), or -1.
+int64_t any_dim(int64_t dim, int64_t rank);
 
 // One rank's own arguments.
 // `dim_name` null: A has no dim gathered or scattered (gemm_ar), and may have 1 dim.
 // `cols_split`: A's columns are this rank's part of a K split over the ranks (gemm_rs), which may
 // be none (torch.chunk gives the last ranks none where K < P * ceil(K / P) leaves them nothing).
 std::string check_a(const at::Tensor& a, const char* name, int64_t dim, const char* dim_name, bool cols_split);
+// `k` < 0: B's rows are checked later (they are every rank's K, gathered).
 std::string check_b(const at::Tensor& b, const at::Tensor& a, const std::string& name, int64_t k);
 std::string check_reduce_op(const std::string& reduce_op);
 // `algo`: "auto" or an entry of the command lines' --algo ("ring", "ring:pieces4h"; algo_entries.hpp)

@@ -83,8 +83,10 @@ template <class Call>
 auto run_call(Call& call, c10::string_view group_name, c10::Device device, c10::string_view algo_view) {
   return user_errors_as_value_errors([&] {
     const std::string algo(algo_view);
+    const int64_t number = count_call(std::string(group_name));  // first: a failure below is counted
     SessionLock s = session_for(std::string(group_name), device);
     CallMemos& calls = s.session.calls();
+    calls.set_call_number(number);
     call.rank = s.session.rank();
     call.world = s.session.world();
     CallKey key{static_cast<int64_t>(Call::op)};

@@ -8,15 +8,16 @@
 // through the session's executor. A user error raises ValueError("collmm: ...") on every rank before
 // any data moves.
 //
-//   fused_all_gather_matmul(A_shard [..., K], Bs [[K, N_r], ...], gather_dim, group_name,
+//   fused_all_gather_matmul(A [..., K], Bs [[K, N_r], ...], gather_dim, group_name,
 //                           return_A, algo, gathered_size)
-//     A  = cat over ranks q of A_shard_q along gather_dim   (any sizes along it: each rank's own)
-//     returns (A if return_A else None, [A @ B for B in Bs])
+//     G  = cat over ranks q of A_q along gather_dim         (any sizes along it: each rank's own;
+//                                                            gather_dim the last: K gathered, Bs [[sum K_q, N]])
+//     returns (G if return_A else None, [G @ B for B in Bs])
 //   fused_matmul_reduce_scatter(A [..., K_r], B [K_r, N], reduce_op, scatter_dim, group_name, algo,
 //                               scatter_size)
 //     S  = sum over ranks q of A_q @ B_q                    (reduce_op "avg": divided by P)
-//     returns rank r's block of S along scatter_dim: scatter_size rows of it (each rank's own), by
-//     default block_size(A.size(scatter_dim), P, r) (collmm/types.hpp)
+//     returns rank r's block of S along scatter_dim (the last: N), contiguous: scatter_size rows of it
+//     (each rank's own), by default block_size(S.size(scatter_dim), P, r) (collmm/types.hpp)
 //   fused_matmul_all_reduce(A [..., K_r], B [K_r, N], reduce_op, group_name, algo)
 //     returns S = sum over ranks q of A_q @ B_q [..., N] on every rank (reduce_op "avg": divided by P)
 //
@@ -47,6 +48,15 @@
 namespace collmm::torch_ext {
 namespace {
 
+// What to do where gathered_size (given, or under torch.compile taken) is not the ranks' total.
+constexpr const char* kGatheredSizeRemedy =
+    "under torch.compile the gathered size must be known before the ranks meet: collmm takes gathered_size, else a "
+    "DTensor input's global shape, else P times this rank's size. torch's SequenceParallel (DTensor.from_local "
+    "without shape=) also claims P times this rank's size, wrong where P does not divide the sequence. Remedies: pad "
+    "the sequence to a multiple of P; pass the true total as gathered_size (a collmm Colwise module takes it: "
+    "module(x, gathered_size=total)) or a DTensor with its true global shape; or leave this module out of "
+    "torch.compile (eager calls learn the sizes from the ranks)";
+
 int gathered_buffer(const Plan& plan) {
   if (const int g = find_buffer(plan, Role::gathered); g >= 0) return g;
   throw std::runtime_error("collmm: the " + to_string(plan.options.algo) + " plan keeps no gathered A");
@@ -54,7 +64,9 @@ int gathered_buffer(const Plan& plan) {
 
 }  // namespace
 
-// fused_all_gather_matmul. Numbers sent: A_shard's size along gather_dim, Bs[0]'s N_r, its layout.
+// fused_all_gather_matmul. Numbers sent: A's size along gather_dim, Bs[0]'s N_r, its layout. Where
+// gather_dim is A's last (K gathered), the plan gathers the rows of A^T ([K_r, M] on each rank) beside
+// a GEMM of one column, and every B multiplies the gathered A after it (the gather is not overlapped).
 struct AgCall : CallBase {
   static constexpr Op op = Op::ag_gemm;
   static constexpr const char* name = "fused_all_gather_matmul";
@@ -68,13 +80,16 @@ struct AgCall : CallBase {
   std::optional<int64_t> gathered_size;
 
   int64_t dim = 0, k = 0;
-  at::Tensor a;  // A_shard, the gathered dim first
-  at::IntArrayRef inner;
+  bool gather_k = false;                // gather_dim is A's last
+  at::Tensor a;                         // A, the gathered dim first (gather_k: A^T, [K_r, M])
+  at::IntArrayRef inner;                // A's dims other than gather_dim and K (gather_k: its dims before K)
   std::optional<RowSplit> split, cols;  // every rank's rows (M) and N_r
   BLayout layout = BLayout::kn;
   bool keep_gathered = false;
   at::Tensor gathered, c, a_plan, b_plan;  // bound tensors must outlive the run
   std::vector<at::Tensor> bound() const { return {a_plan, b_plan, c, gathered}; }
+  // The plan's K: A's, or (gather_k) its rows.
+  int64_t width() const { return gather_k ? a.size(1) : k; }
 
   void key(CallKey& key) const {
     key.insert(key.end(), {gather_dim, return_a, gathered_size.has_value(), gathered_size.value_or(0)});
@@ -85,56 +100,82 @@ struct AgCall : CallBase {
     k = a_shard.dim() ? a_shard.size(-1) : 0;
     std::string misfit;
     if (check) {
-      misfit = check_a(a_shard, "A_shard", gather_dim, "gather_dim", false);
+      misfit = check_a(a_shard, "A", gather_dim, "gather_dim", false);
+      const bool k_gathered = misfit.empty() && any_dim(gather_dim, a_shard.dim()) == a_shard.dim() - 1;
       if (misfit.empty() && bs.empty()) misfit = "Bs is empty";
       for (size_t i = 0; misfit.empty() && i < bs.size(); ++i)
-        misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k);
+        misfit = check_b(bs[i], a_shard, "Bs[" + std::to_string(i) + "]", k_gathered ? -1 : k);
+      for (size_t i = 1; misfit.empty() && k_gathered && i < bs.size(); ++i)
+        if (bs[i].size(0) != bs[0].size(0))
+          misfit = "Bs[" + std::to_string(i) + "] has " + std::to_string(bs[i].size(0)) + " rows, Bs[0] " +
+                   std::to_string(bs[0].size(0)) + ": every B has K rows (A's last dim, gathered)";
     }
     if (!misfit.empty()) return misfit;
-    dim = leading_dim(gather_dim, a_shard.dim());
-    a = a_shard.movedim(dim, 0).contiguous();
+    dim = any_dim(gather_dim, a_shard.dim());
+    gather_k = dim == a_shard.dim() - 1;
+    if (gather_k) {
+      inner = a_shard.sizes().slice(0, a_shard.dim() - 1);
+      a = a_shard.reshape({c10::multiply_integers(inner), k}).t().contiguous();
+    } else {
+      a = a_shard.movedim(dim, 0).contiguous();
+      inner = a.sizes().slice(1, a.dim() - 2);
+    }
     dtype = *dtype_of(a.scalar_type());
-    inner = a.sizes().slice(1, a.dim() - 2);
     ready = true;
     return {};
   }
   Keys keys() const {
-    return {{"K (A_shard's last dim)", std::to_string(k)},
+    if (gather_k)
+      return {{"gather_dim", std::to_string(dim) + " (A's last: K gathered)"},
+              {"A's dims before K", dims(inner)},
+              {"K (the rows of Bs)", std::to_string(bs[0].size(0))},
+              {"number of Bs", std::to_string(bs.size())},
+              {"return_A", return_a ? "True" : "False"},
+              {std::string("gathered_size (") + kGatheredSizeRemedy + ")", optional_int(gathered_size)}};
+    return {{"K (A's last dim)", std::to_string(k)},
             {"gather_dim", std::to_string(dim)},
-            {"A_shard's dims between gather_dim and K", dims(inner)},
+            {"A's dims other than gather_dim and K", dims(inner)},
             {"number of Bs", std::to_string(bs.size())},
             {"return_A", return_a ? "True" : "False"},
-            {"gathered_size", optional_int(gathered_size)}};
+            {std::string("gathered_size (") + kGatheredSizeRemedy + ")", optional_int(gathered_size)}};
   }
   std::vector<double> mine() const {
     if (!ready) return {0, 0, static_cast<double>(either)};
+    if (gather_k) return {static_cast<double>(a.size(0)), 1, static_cast<double>(either)};
     return {static_cast<double>(a.size(0)), static_cast<double>(bs[0].size(1)),
             static_cast<double>(*layout_fit(bs[0]))};
   }
   Problem problem(const Agreed& all) {
-    const RankSizes agreed = rank_sizes(all, c10::multiply_integers(inner));
+    const RankSizes agreed = rank_sizes(all, gather_k ? 1 : c10::multiply_integers(inner));
     if (gathered_size && *gathered_size != agreed.total)
-      throw UsageError("gathered_size is " + std::to_string(*gathered_size) + ", but the ranks' A_shard sizes along " +
-                       "gather_dim (" + agreed.text() + ") add up to " + std::to_string(agreed.total) +
-                       " (under torch.compile, collmm.fused_all_gather_matmul and collmm's styles take it as P times "
-                       "this rank's size unless given: pass gathered_size, or a DTensor input with its global shape)");
+      throw UsageError("gathered_size is " + std::to_string(*gathered_size) + ", but the ranks' A sizes along " +
+                       "gather_dim (" + agreed.text() + ") add up to " + std::to_string(agreed.total) + ". " +
+                       kGatheredSizeRemedy);
+    if (gather_k && bs[0].size(0) != agreed.total)
+      throw UsageError("Bs have " + std::to_string(bs[0].size(0)) +
+                       " rows, but the ranks' K (A's last dim, gathered: " + agreed.text() + ") add up to " +
+                       std::to_string(agreed.total));
     split.emplace(agreed.rows);
     cols.emplace(rank_counts(all, 1));  // each rank's N_r: any split of N
     layout = agreed_layout(all, 2, "Bs[0]");
     rows = split->total;
-    return {.op = op, .m = split->plan_rows(), .n = cols->plan_rows(), .k = k, .world = world, .b_layout = layout};
+    return {
+        .op = op, .m = split->plan_rows(), .n = cols->plan_rows(), .k = width(), .world = world, .b_layout = layout};
   }
   void bind(Prepared& prepared) {
     Executor& ex = *prepared.executor;
     // The gathered A goes to a new tensor when the caller gets it or more GEMMs read it; else it
     // stays in the executor's scratch, allocated once per plan.
-    keep_gathered = return_a || bs.size() > 1;
-    const int64_t n_r = bs[0].size(1);
-    if (keep_gathered) gathered = at::empty({split->plan_rows(), k}, a.options());
+    keep_gathered = gather_k || return_a || bs.size() > 1;
+    const int64_t n_r = gather_k ? 1 : bs[0].size(1), width = this->width();
+    if (keep_gathered) gathered = at::empty({split->plan_rows(), width}, a.options());
     c = at::empty({split->plan_rows(), cols->collmm_split ? n_r : cols->most}, out_options(a, ex, dtype));
-    const at::Tensor a_rows = a.view({split->rows[static_cast<size_t>(rank)], k});
+    const at::Tensor a_rows = a.view({split->rows[static_cast<size_t>(rank)], width});
     a_plan = split->collmm_split ? a_rows : padded_rows(a_rows, split->most);
-    b_plan = cols->collmm_split ? bs[0] : zero_padded_b(bs[0], 1, cols->most, layout);
+    if (gather_k)  // the GEMM beside the gather: one column of zeros
+      b_plan = at::zeros({width, 1}, a.options());
+    else
+      b_plan = cols->collmm_split ? bs[0] : zero_padded_b(bs[0], 1, cols->most, layout);
     bind_buffer(ex, kBufA, a_plan);
     bind_buffer(ex, kBufB, b_plan);
     bind_buffer(ex, kBufC, c);
@@ -144,6 +185,14 @@ struct AgCall : CallBase {
       ex.bind(0, gathered_buffer(prepared.plan), nullptr, 0);
   }
   std::tuple<std::optional<at::Tensor>, std::vector<at::Tensor>> result() const {
+    if (gather_k) {  // A = cat(A_q, -1), contiguous as torch's; then each A @ B
+      std::vector<int64_t> sizes = inner.vec();
+      sizes.push_back(split->total);
+      const at::Tensor a_all = split->compact(gathered).t().contiguous().view(sizes);
+      std::vector<at::Tensor> outs;
+      for (const at::Tensor& b : bs) outs.push_back(at::matmul(a_all, b));
+      return {return_a ? std::optional<at::Tensor>(a_all) : std::nullopt, outs};
+    }
     const int64_t n_r = bs[0].size(1);
     const at::Tensor a_all = keep_gathered ? split->compact(gathered) : at::Tensor();
     const at::Tensor c_all = cols->collmm_split ? split->compact(c) : split->compact(c.narrow(1, 0, n_r)).contiguous();
@@ -164,6 +213,7 @@ struct SumCall : CallBase {
   std::string reduce_op;
 
   int64_t k_r = 0, n = 0;
+  at::Tensor b_read;             // the B the plan reads: B, or (gemm_rs scattering N) A^T
   at::Tensor c, a_plan, b_plan;  // bound tensors must outlive the run
   std::vector<at::Tensor> bound() const { return {a_plan, b_plan, c}; }
   std::optional<RowSplit> k_split;
@@ -186,7 +236,7 @@ struct SumCall : CallBase {
   // A's rows `a_rows` [plan M, K_r] and B bound as the plan reads them (K padded where it runs padded), and C.
   void bind_ab(Executor& ex, const at::Tensor& a_rows, at::IntArrayRef c_sizes) {
     a_plan = zero_padded(a_rows, 1, k_split->collmm_split ? k_r : k_split->most);
-    b_plan = k_split->collmm_split ? b : zero_padded_b(b, 0, k_split->most, layout);
+    b_plan = k_split->collmm_split ? b_read : zero_padded_b(b_read, 0, k_split->most, layout);
     c = at::empty(c_sizes, out_options(a_in, ex, dtype));
     bind_buffer(ex, kBufA, a_plan);
     bind_buffer(ex, kBufB, b_plan);
@@ -200,11 +250,14 @@ struct SumCall : CallBase {
   // The three numbers this rank sends (as every op: the exchange has one size for every op, so ranks
   // calling different ops meet in it): the op's `first`, K_r, B's layout.
   std::vector<double> numbers(int64_t first) const {
-    return {static_cast<double>(first), static_cast<double>(k_r), static_cast<double>(ready ? *layout_fit(b) : either)};
+    return {static_cast<double>(first), static_cast<double>(k_r),
+            static_cast<double>(ready ? *layout_fit(b_read) : either)};
   }
 };
 
-// fused_matmul_reduce_scatter. Numbers sent: this rank's rows of the result, K_r, B's layout.
+// fused_matmul_reduce_scatter. Numbers sent: this rank's rows of the result, K_r, B's layout. Where
+// scatter_dim is the output's last (N scattered), the plan runs the transpose: C^T = sum_q B_q^T @ A_q^T,
+// its rows (N) scattered; B^T costs one copy, A^T is read in place as the transpose of A's rows.
 struct RsCall : SumCall {
   static constexpr Op op = Op::gemm_rs;
   static constexpr const char* name = "fused_matmul_reduce_scatter";
@@ -215,8 +268,9 @@ struct RsCall : SumCall {
   std::optional<int64_t> scatter_size;
 
   int64_t dim = 0, slices = 0, mine_rows = 0;
-  at::Tensor a;  // A, the scattered dim first
-  at::IntArrayRef inner;
+  bool scatter_n = false;  // scatter_dim is the output's last
+  at::Tensor a;            // A, the scattered dim first (scatter_n: B^T, [N, K_r])
+  at::IntArrayRef inner;   // A's dims other than scatter_dim and K (scatter_n: its dims before K)
   std::optional<RowSplit> split;
 
   void key(CallKey& key) const {
@@ -228,45 +282,66 @@ struct RsCall : SumCall {
   std::string inspect(bool check_args) {
     if (check_args)
       if (std::string misfit = check(scatter_dim, "scatter_dim"); !misfit.empty()) return misfit;
-    dim = leading_dim(scatter_dim, a_in.dim());
-    a = a_in.movedim(dim, 0).contiguous();
+    dim = any_dim(scatter_dim, a_in.dim());
+    scatter_n = dim == a_in.dim() - 1;
+    k_r = a_in.size(-1);
+    if (scatter_n) {
+      inner = a_in.sizes().slice(0, a_in.dim() - 1);
+      a = b.t().contiguous();
+      b_read = a_in.reshape({c10::multiply_integers(inner), k_r}).contiguous().t();
+      n = b_read.size(1);
+    } else {
+      a = a_in.movedim(dim, 0).contiguous();
+      inner = a.sizes().slice(1, a.dim() - 2);
+      b_read = b;
+      n = b.size(1);
+    }
     slices = a.size(0);
     mine_rows = scatter_size ? *scatter_size : block_size(slices, world, rank);
-    k_r = a.size(-1);
-    n = b.size(1);
-    inner = a.sizes().slice(1, a.dim() - 2);
     dtype = *dtype_of(a.scalar_type());
     ready = true;
     if (check_args && (mine_rows < 0 || mine_rows > slices))  // (a memo is of a call that passed it)
-      return "scatter_size is " + std::to_string(mine_rows) + "; A has " + std::to_string(slices) +
-             " along scatter_dim";
+      return "scatter_size is " + std::to_string(mine_rows) + "; " + along() + " has " + std::to_string(slices);
     return {};
   }
+  // What is scattered, for messages.
+  std::string along() const { return scatter_n ? "N (B's columns, scattered)" : "A's size along scatter_dim"; }
   Keys keys() const {
+    if (scatter_n)
+      return {{"scatter_dim", std::to_string(dim) + " (the output's last: N scattered)"},
+              {along(), std::to_string(slices)},
+              {"A's dims before K", dims(inner)},
+              {"reduce_op", reduce_op}};
     return {{"scatter_dim", std::to_string(dim)},
-            {"A's size along scatter_dim", std::to_string(slices)},
-            {"A's dims between scatter_dim and K", dims(inner)},
+            {along(), std::to_string(slices)},
+            {"A's dims other than scatter_dim and K", dims(inner)},
             {"N (B's columns)", std::to_string(n)},
             {"reduce_op", reduce_op}};
   }
   std::vector<double> mine() const { return numbers(mine_rows); }
+  // The plan's rows per slice of the scattered dim.
+  int64_t rest() const { return scatter_n ? 1 : c10::multiply_integers(inner); }
   Problem problem(const Agreed& all) {
-    const RankSizes agreed = rank_sizes(all, c10::multiply_integers(inner));
+    const RankSizes agreed = rank_sizes(all, rest());
     if (agreed.total != slices)
       throw UsageError("scatter_size over the ranks is " + agreed.text() + ": adds up to " +
-                       std::to_string(agreed.total) + ", not A's " + std::to_string(slices) + " along scatter_dim");
+                       std::to_string(agreed.total) + ", not " + along() + ", " + std::to_string(slices));
     const int64_t k = agreed_k(all);
     split.emplace(agreed.rows);
     rows = split->total;
     return {.op = op, .m = split->plan_rows(), .n = n, .k = k, .world = world, .b_layout = layout};
   }
   void bind(Prepared& prepared) {
-    const int64_t rest = c10::multiply_integers(inner);
-    bind_ab(*prepared.executor, split->spread(a.view({slices * rest, k_r})),
+    bind_ab(*prepared.executor, split->spread(a.view({slices * rest(), k_r})),
             {block_size(split->plan_rows(), world, rank), n});
   }
+  // Contiguous, as torch's (out.view works for any scatter_dim).
   at::Tensor result() const {
-    return shaped(reduced(c.narrow(0, 0, split->rows[static_cast<size_t>(rank)])), inner, dim);
+    const at::Tensor mine = reduced(c.narrow(0, 0, split->rows[static_cast<size_t>(rank)]));
+    if (!scatter_n) return shaped(mine, inner, dim).contiguous();
+    std::vector<int64_t> sizes = inner.vec();
+    sizes.push_back(mine.size(0));
+    return mine.t().contiguous().view(sizes);
   }
 };
 
@@ -291,6 +366,7 @@ struct ArCall : SumCall {
     if (check_args)
       if (std::string misfit = check(0, nullptr); !misfit.empty()) return misfit;
     a = a_in.contiguous();
+    b_read = b;
     leading = a.sizes().slice(0, a.dim() - 1);
     rows = c10::multiply_integers(leading);
     plan_m = std::max<int64_t>(rows, world);
@@ -342,22 +418,28 @@ at::Tensor matmul_all_reduce(const at::Tensor& a, const at::Tensor& b, c10::stri
 
 TORCH_LIBRARY(collmm, m) {
   m.def(
-      "fused_all_gather_matmul(Tensor A_shard, Tensor[] Bs, int gather_dim, str group_name, *, "
+      "fused_all_gather_matmul(Tensor A, Tensor[] Bs, int gather_dim, str group_name, *, "
       "bool return_A=True, str algo=\"auto\", int? gathered_size=None) -> (Tensor?, Tensor[])");
   m.def(
       "fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name, *, "
       "str algo=\"auto\", int? scatter_size=None) -> Tensor");
   m.def("fused_matmul_all_reduce(Tensor A, Tensor B, str reduce_op, str group_name, *, str algo=\"auto\") -> Tensor");
+  // Counts a call on the group that failed in Python before reaching the op (call_memo.hpp's count_call).
+  m.def("count_call(str group_name) -> ()",
+        [](c10::string_view group_name) { collmm::torch_ext::count_call(std::string(group_name)); });
   // The algorithms' names, from collmm's table (collmm/algorithms.hpp): collmm.ALGOS reads them.
   m.def("algorithms() -> str[]", [] {
     std::vector<std::string> names;
     for (const collmm::AlgoRow& row : collmm::algorithm_table()) names.push_back(row.name);
     return names;
   });
-  // What is wrong with an `algo` string as the ops take it, whatever the op ("": nothing): the
-  // styles and layers check theirs when made (collmm.parallel's checked_algo).
-  m.def("algo_misfit(str algo) -> str",
-        [](c10::string_view algo) { return collmm::torch_ext::check_algo(std::string(algo), std::nullopt); });
+  // What is wrong with an `algo` string as the ops take it ("": nothing), for `op` ("ag_gemm",
+  // "gemm_rs", "gemm_ar") or whatever the op: the styles and layers check theirs when made
+  // (collmm.parallel's checked_algo).
+  m.def("algo_misfit(str algo, str? op=None) -> str", [](c10::string_view algo, std::optional<c10::string_view> op) {
+    return collmm::torch_ext::check_algo(
+        std::string(algo), op ? std::optional<collmm::Op>(collmm::parse_op(std::string(*op))) : std::nullopt);
+  });
   // Which executor the ops use for CPU tensors in groups first used after this call: "aten" (the
   // default: ATen GEMMs on the calling thread, the group's comm asynchronous: the executor of CUDA
   // tensors) or "host" (OpenBLAS GEMMs on lane threads beside the group's comm).

@@ -24,6 +24,23 @@ def mlp_cases(rank, world, device="cpu"):
                       f"mlp {algo} {shape} rank {rank}/{world}")
 
 
+def weight_grad_layout_cases(rank, world, device="cpu"):
+    """A weight passed as B = w.t(), as the layers pass theirs, gets a contiguous gradient from each
+    op's backward (torch's mm backward gives one in B's layout). A strided one made torch 2.11's
+    AccumulateGrad gather a DTensor weight's gradient whole: d col.weight came back Replicate()."""
+    group = dist.group.WORLD.group_name
+    ops = {"ag": lambda a, b: torch.ops.collmm.fused_all_gather_matmul(a, [b], 0, group, algo="ring")[1][0],
+           "rs": lambda a, b: torch.ops.collmm.fused_matmul_reduce_scatter(a, b, "sum", 0, group, algo="ring"),
+           "ar": lambda a, b: torch.ops.collmm.fused_matmul_all_reduce(a, b, "sum", group, algo="ring")}
+    for name, op in ops.items():
+        w = seeded(16, 5, 6).to(device).requires_grad_()  # [N, K]: B = w.t() is column-major
+        a = seeded(17, 2 * world, 6).to(device).requires_grad_()
+        seen = []
+        w.register_hook(lambda g: seen.append((tuple(g.shape), g.is_contiguous())))
+        op(a, w.t()).sum().backward()
+        assert seen == [((5, 6), True)], f"{name} rank {rank}/{world}: the weight's gradient as it came: {seen}"
+
+
 def compile_cases(rank, world):
     """torch.compile(fullgraph=True) traces the layers (the ops' fake kernels, no graph break) and the
     compiled model's outputs and gradients equal the eager ones."""

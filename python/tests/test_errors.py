@@ -36,7 +36,8 @@ def error_cases(rank, world):
         (lambda: ag(a, [b[:, ::2] if bad else b[:, :3]], 0, group), "neither row-major"),
         (lambda: ag(a, [seeded(24, 5, 5) if bad else b], 0, group), "rows; A has 4 columns"),
         (lambda: ag(a.double() if bad else a, [b.double() if bad else b], 0, group), "disagree on dtype", 2),
-        (lambda: ag(a, [b], 1 if bad else 0, group), "gather_dim must be a dim of A_shard other than its last"),
+        (lambda: ag(a, [b], 2 if bad else 0, group), "gather_dim must be a dim of A (-2 to 1); got 2"),
+        (lambda: rs(a, b, "sum", -3 if bad else 0, group), "scatter_dim must be a dim of A (-2 to 1); got -3"),
         (lambda: ag(a, [], 0, group), "Bs is empty"),
         (lambda: rs(a, b, "max" if bad else "sum", 0, group), "reduce_op"),
         (lambda: rs(a, b.half() if bad else b, "sum", 0, group), "is Half"),
@@ -47,7 +48,7 @@ def error_cases(rank, world):
         (lambda: ag(a, [b], 0, group, gathered_size=1), "gathered_size is 1"),
         (lambda: ag(a, [b.t().contiguous().t() if bad else b], 0, group), "pass the same kind on every rank", 2),
         (lambda: ag(a, [b], 0, "no-such-group"), "no process group is named 'no-such-group'"),
-        (lambda: ag(a, [b.to("meta")], 0, group), "Bs[0] is on meta, A_shard on cpu"),
+        (lambda: ag(a, [b.to("meta")], 0, group), "Bs[0] is on meta, A on cpu"),
         (lambda: rs(a, b[:, :3], "sum", 0, group), ".contiguous()"),
         # the all-reduce: ranks that disagree on M, N, dtype, algo or the op; its own checks
         (lambda: ar(seeded(25, 4, 4) if bad else a, b, "sum", group), "disagree on M (A's dims before K)", 2),

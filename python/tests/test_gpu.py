@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from dist_util import run_world
-from gpu_cases import capture_case, gpu_cases, no_host_sync_case, stopped_peer_case
+from gpu_cases import (capture_case, gpu_cases, host_bounded_case, no_host_sync_case, shared_gather_case,
+                       stopped_peer_case)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 
@@ -30,8 +31,17 @@ def test_one_gpu_nccl_only_no_host_sync(world):
     run_world(world, no_host_sync_case, True, backend="nccl", share_gpu=True)
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_one_gpu_nccl_only_host_bounded(world):
+    run_world(world, host_bounded_case, True, backend="nccl", share_gpu=True, timeout=150)
+
+
 def test_one_gpu_stopped_peer_watchdog():
     run_world(2, stopped_peer_case, True, backend="nccl", share_gpu=True, timeout=150)
+
+
+def test_one_gpu_shared_gather():
+    run_world(2, shared_gather_case, True, backend="nccl", share_gpu=True, timeout=300)
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])

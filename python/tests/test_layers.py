@@ -5,12 +5,17 @@ hidden split, and with [s, b, K] inputs."""
 import pytest
 
 from dist_util import run_world
-from layer_cases import compile_cache_case, compile_cases, group_not_held_case, mlp_cases
+from layer_cases import compile_cache_case, compile_cases, group_not_held_case, mlp_cases, weight_grad_layout_cases
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 def test_mlp_forward_backward(world):
     run_world(world, mlp_cases)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_weight_gradients_contiguous(world):
+    run_world(world, weight_grad_layout_cases)
 
 
 @pytest.mark.parametrize("world", [1, 2])

@@ -69,7 +69,7 @@ def test_trace_on_a_full_disk(tmp_path):
         except OSError:
             pass
         os.close(fd)
-        with pytest.raises(RuntimeError, match=r"cannot write .*step\.json \(No space left on device\)"):
+        with pytest.raises(RuntimeError, match=r"cannot write .*step\.json' \(No space left on device\)"):
             with collmm.trace(str(mnt / "step")):
                 pass
         assert os.listdir(mnt) == ["fill"]

@@ -17,12 +17,14 @@
 #include <stdexcept>
 
 #include "fault_point.hpp"
+#include "quote.hpp"
 
 namespace collmm {
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& why) {
-  throw std::runtime_error("cannot write " + path + " (" + why + ")");
+// `what`: a quoted path, or words naming one.
+[[noreturn]] void fail(const std::string& what, const std::string& why) {
+  throw std::runtime_error("cannot write " + what + " (" + why + ")");
 }
 
 std::string directory_of(const std::string& path) {
@@ -55,11 +57,26 @@ bool names_a_descriptor(std::string path) {
   return false;
 }
 
+// Why this process may not rename a file over `target` (an existing file, `st` its stat) though it
+// may write into it ("" when it may): the sticky bit of its directory (as in /tmp) lets only the
+// file's owner, the directory's owner or root replace or remove it.
+std::string sticky_refusal(const std::string& target, const struct stat& st) {
+  const std::string dir = directory_of(target);
+  struct stat dst {};
+  if (::stat(dir.c_str(), &dst) != 0 || !(dst.st_mode & S_ISVTX)) return "";
+  const uid_t me = ::geteuid();
+  if (me == 0 || st.st_uid == me || dst.st_uid == me) return "";
+  return "it belongs to uid " + std::to_string(st.st_uid) + " in the sticky directory " + quote(dir) +
+         ", where only its owner may replace it, and collmm replaces every file it writes; give a path of this "
+         "user's own";
+}
+
 // A path as the writer finds it: absent (created), a regular file (replaced: `target` is the file
 // itself, a symbolic link resolved), or written through (`fd` open for appending, blocking).
 struct Target {
   std::string target;
   bool exists = false, through = false;
+  std::string refused;  // why the file cannot be replaced though it can be written (sticky_refusal)
   struct stat st {};
   int fd = -1;
 };
@@ -81,7 +98,7 @@ std::string resolve(const std::string& path, Target& t) {
     struct stat st {};
     const bool resolves = ::stat(path.c_str(), &st) == 0;
     if (S_ISLNK(lst.st_mode) && !resolves && err == ENOENT)
-      return "it is a symbolic link to " + link_text(path) + ", which does not exist";
+      return "it is a symbolic link to " + quote(link_text(path)) + ", which does not exist";
     if (resolves && S_ISDIR(st.st_mode)) return "it is a directory";
     if (resolves && S_ISFIFO(st.st_mode) && err == ENXIO) return "it is a FIFO that no process reads";
     if (resolves && S_ISSOCK(st.st_mode)) return "it is a socket";
@@ -92,14 +109,14 @@ std::string resolve(const std::string& path, Target& t) {
   if (S_ISREG(t.st.st_mode) && !names_a_descriptor(path)) {
     ::close(fd);
     t.target = path;
-    if (!S_ISLNK(lst.st_mode)) return "";
+    if (!S_ISLNK(lst.st_mode)) return t.refused = sticky_refusal(path, t.st);
     char real[PATH_MAX];
     struct stat st {};
     if (!::realpath(path.c_str(), real) || ::stat(real, &st) != 0 || st.st_dev != t.st.st_dev ||
         st.st_ino != t.st.st_ino)
       return "its symbolic link changed while it was resolved";
     t.target = real;
-    return "";
+    return t.refused = sticky_refusal(real, t.st);
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   t.through = true;
@@ -195,17 +212,17 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
   if (const int held = take_held(path); held >= 0) {
     t.through = true;
     t.fd = held;
-  } else if (const std::string why = resolve(path, t); !why.empty()) {
-    fail(path, why);
+  } else if (const std::string why = resolve(path, t); !why.empty() && t.refused.empty()) {
+    fail(quote(path), why);
   }
   if (t.through) {
     int err = write_parts(t.fd, parts);
     if (::close(t.fd) != 0 && err == 0) err = errno;
-    if (err) fail(path, std::strerror(err));
+    if (err) fail(quote(path), std::strerror(err));
     return;
   }
   std::string tmp;
-  const int fd = create_temporary(directory_of(t.target), base_of(t.target), t.exists ? 0600 : 0666, tmp, path);
+  const int fd = create_temporary(directory_of(t.target), base_of(t.target), t.exists ? 0600 : 0666, tmp, quote(path));
   if (t.exists) keep_mode_and_owner(fd, t.st);
   fault_point("write");  // tests: a process killed here must leave `path` as it was
   int err = write_parts(fd, parts);
@@ -213,11 +230,20 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err == 0) {
     fault_point("rename");  // tests: so must a process killed here, its temporary whole
-    if (std::rename(tmp.c_str(), t.target.c_str()) == 0) return;
-    err = errno;
+    if (t.refused.empty() && std::rename(tmp.c_str(), t.target.c_str()) == 0) return;
+    // The bytes are whole and flushed: kept under the temporary's name, which the message gives.
+    const std::string why = t.refused.empty() ? std::strerror(errno) : t.refused;
+    fail(quote(path), why + "; what was to be written is kept in " + quote(tmp));
   }
   ::unlink(tmp.c_str());
-  fail(path, std::strerror(err));
+  fail(quote(path), std::strerror(err));
+}
+
+std::string why_not_replaceable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  char real[PATH_MAX];
+  return sticky_refusal(::realpath(path.c_str(), real) ? std::string(real) : path, st);
 }
 
 std::string why_not_writable(const std::string& path) {

@@ -7,7 +7,10 @@
 // character device such as /dev/null, a FIFO with a reader, /dev/stdout) is written through: opened
 // and written in place, never replaced. A symbolic link is followed as open() follows it (the
 // file it names is replaced, the link kept); a dangling one is refused. Nothing else under the
-// target's name is ever created or removed.
+// target's name is ever created or removed. A file this process could write but not replace (its
+// directory's sticky bit, as in /tmp, and another user's file) is refused, by the probe before any
+// work as by the writer. Where the final rename still fails, the written temporary is kept and
+// the error names it.
 #pragma once
 
 #include <string>
@@ -17,8 +20,8 @@
 namespace collmm {
 
 // Writes the parts, one after the other, to `path` (see above). Throws std::runtime_error
-// "cannot write PATH (reason)" with the system's reason (a full disk: "No space left on device");
-// the temporary is removed then.
+// "cannot write 'PATH' (reason)" with the system's reason (a full disk: "No space left on device");
+// the temporary is removed then, unless it is whole and only its rename failed (the reason names it).
 void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts);
 inline void write_file_atomically(const std::string& path, std::string_view text) {
   write_file_atomically(path, std::vector<std::string_view>{text});
@@ -33,9 +36,13 @@ inline void write_file_atomically(const std::string& path, std::string_view text
 // end in between. What the front ends check before any work.
 std::string why_not_writable(const std::string& path);
 
+// Why this process could write an existing regular file `path` but not replace it ("" when it
+// can, or when `path` is not one): the sticky bit of its directory, the file another user's.
+std::string why_not_replaceable(const std::string& path);
+
 // A temporary file created in `dir` as above, named `stem` + ".tmp." + random characters, opened
 // for writing with `mode` (before the umask). Returns its descriptor and sets `name` to its path;
-// throws std::runtime_error "cannot write `what` (reason)".
+// throws std::runtime_error "cannot write `what` (reason)"; `what` is a quoted path or words.
 int create_temporary(const std::string& dir, const std::string& stem, unsigned mode, std::string& name,
                      const std::string& what);
 

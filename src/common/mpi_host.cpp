@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "collmm/types.hpp"
@@ -36,6 +37,17 @@ class MpiHostComm : public HostComm {
     ++g_users;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // The notices' own communicator (a caller's receives on MPI_COMM_WORLD never see them), made
+    // without blocking: a rank that never comes leaves it unmade, and the waits name no rank then.
+    MPI_Request request;
+    if (size_ > 1 && MPI_Comm_idup(MPI_COMM_WORLD, &notices_, &request) == MPI_SUCCESS &&
+        mpi_wait_until(request, std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_))) {
+      arrived_.assign(static_cast<size_t>(size_), 0);
+      inbox_.assign(static_cast<size_t>(size_), 0);
+      receives_.assign(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+      for (int q = 0; q < size_; ++q)
+        if (q != rank_) post_receive(q);
+    }
   }
   // MPI_Finalize waits for every process: a bounded barrier first, so that a process stopped or
   // gone while the others finish ends the job instead of leaving them waiting. Destroyed while an
@@ -44,7 +56,10 @@ class MpiHostComm : public HostComm {
   ~MpiHostComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (--g_users > 0 || finalized || !g_we_init || std::uncaught_exceptions() > 0) return;
+    if (--g_users > 0 || finalized || !g_we_init || std::uncaught_exceptions() > 0) {
+      if (!finalized) stop_notices();
+      return;
+    }
     set_phase("the end of the job (waiting for every rank before MPI_Finalize)");
     try {
       barrier();
@@ -52,6 +67,7 @@ class MpiHostComm : public HostComm {
       std::cerr << ("collmm: rank " + std::to_string(rank_) + ": " + e.what() + "; aborting the job\n") << std::flush;
       abort(3);
     }
+    stop_notices();
     fault_point("mpi_finalize", rank_);
     // MPI_Finalize waits for every process too (Open MPI's closing fence): a rank that stops now
     // would hold the others there forever. MPI can no longer abort the job: this process exits
@@ -118,6 +134,7 @@ class MpiHostComm : public HostComm {
   // saying so, when the work outlives it), so only a stopped or hung rank exhausts it.
   // The message gives the CPU time the wait took, so that tests can tell napping from spinning.
   void wait(MPI_Request& request) {
+    announce();
     const double cpu0 = thread_cpu_seconds();
     const int bound_s = timeout_s_ + local_bound_s();
     const bool done = mpi_wait_until(request, std::chrono::steady_clock::now() + std::chrono::seconds(bound_s));
@@ -129,16 +146,87 @@ class MpiHostComm : public HostComm {
     if (done) return;
     char cpu[64];
     std::snprintf(cpu, sizeof cpu, "%.2f", thread_cpu_seconds() - cpu0);
-    std::cerr << ("collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                  ": no answer from every rank within " + std::to_string(bound_s) + " s" +
+    std::cerr << ("collmm: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": no answer from " +
+                  silent_ranks() + " within " + std::to_string(bound_s) + " s" +
                   (after.empty() ? " (--timeout)" : after) + " in " + phase() +
                   ": a rank died or hangs; aborting the job (this wait took " + cpu + " CPU s)\n")
               << std::flush;
     abort(3);
   }
 
+  // Every collective is announced to every peer (its number, on notices_), so that a wait that
+  // runs out names the ranks whose notice of it never came: "rank 1", "ranks 1, 3".
+  void announce() {
+    if (notices_ == MPI_COMM_NULL) return;
+    ++entered_;
+    take_notices();
+    std::erase_if(sent_, [](Sent& s) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &done, MPI_STATUSES_IGNORE);
+      return done != 0;
+    });
+    sent_.push_back(Sent{std::make_unique<long long>(entered_), {}});
+    Sent& s = sent_.back();
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      s.requests.emplace_back();
+      MPI_Isend(s.count.get(), 1, MPI_LONG_LONG, q, kNoticeTag, notices_, &s.requests.back());
+    }
+  }
+  void post_receive(int q) {
+    MPI_Irecv(&inbox_[static_cast<size_t>(q)], 1, MPI_LONG_LONG, q, kNoticeTag, notices_,
+              &receives_[static_cast<size_t>(q)]);
+  }
+  // Every notice that has come: each peer's latest count.
+  void take_notices() {
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      for (int done = 1; done;) {
+        MPI_Test(&receives_[static_cast<size_t>(q)], &done, MPI_STATUS_IGNORE);
+        if (!done) break;
+        arrived_[static_cast<size_t>(q)] = inbox_[static_cast<size_t>(q)];
+        post_receive(q);
+      }
+    }
+  }
+  // The ranks that have not entered this rank's latest collective, as words ("every rank" when
+  // they cannot be told).
+  std::string silent_ranks() {
+    if (notices_ == MPI_COMM_NULL) return "every rank";
+    take_notices();
+    std::string list;
+    int n = 0;
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_ && arrived_[static_cast<size_t>(q)] < entered_) list += (n++ ? ", " : "") + std::to_string(q);
+    return n == 0 ? "every rank" : (n == 1 ? "rank " : "ranks ") + list;
+  }
+  void stop_notices() {
+    if (notices_ == MPI_COMM_NULL) return;
+    for (MPI_Request& r : receives_)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);  // a cancelled receive completes at once
+      }
+    for (Sent& s : sent_)
+      for (MPI_Request& r : s.requests)
+        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);  // completed by MPI in the background
+    sent_.clear();
+    notices_ = MPI_COMM_NULL;  // not freed: MPI_Comm_free is collective, and a peer may be gone
+  }
+
+  static constexpr int kNoticeTag = 7201;
+  struct Sent {
+    std::unique_ptr<long long> count;  // the number sent, alive until its sends complete
+    std::vector<MPI_Request> requests;
+  };
   int timeout_s_ = 300;
   int rank_ = 0, size_ = 1;
+  MPI_Comm notices_ = MPI_COMM_NULL;
+  long long entered_ = 0;              // collectives this rank has entered
+  std::vector<long long> arrived_;     // per peer: the collectives it has entered, as its notices say
+  std::vector<long long> inbox_;       // per peer: the receive buffer of its next notice
+  std::vector<MPI_Request> receives_;  // per peer: the posted receive of its next notice
+  std::vector<Sent> sent_;
 };
 
 }  // namespace

@@ -12,6 +12,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "atomic_file.hpp"
+#include "quote.hpp"
+
 namespace collmm {
 namespace {
 
@@ -20,10 +23,12 @@ std::string strip_slashes(std::string dir) {
   return dir;
 }
 
+}  // namespace
+
 // The regular files of `dir` (names only).
 std::vector<std::string> files_of(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
-  if (!d) throw std::runtime_error("cannot read " + dir + " (" + std::strerror(errno) + ")");
+  if (!d) throw std::runtime_error("cannot read " + quote(dir) + " (" + std::strerror(errno) + ")");
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
@@ -35,12 +40,10 @@ std::vector<std::string> files_of(const std::string& dir) {
   return names;
 }
 
-}  // namespace
-
 std::string start_save(const std::string& dir) {
   std::string name = strip_slashes(dir) + "/.collmm-save-XXXXXX";
   if (!::mkdtemp(name.data()))
-    throw std::runtime_error("--save: cannot create a directory in " + dir + " (" + std::strerror(errno) + ")");
+    throw std::runtime_error("--save: cannot create a directory in " + quote(dir) + " (" + std::strerror(errno) + ")");
   return name;
 }
 
@@ -52,9 +55,12 @@ void finish_save(const std::string& dir, const std::string& staging) {
     struct stat st {};
     if (::lstat(target.c_str(), &st) != 0) continue;
     if (!S_ISREG(st.st_mode))
-      throw std::runtime_error("--save: cannot write " + target +
+      throw std::runtime_error("--save: cannot write " + quote(target) +
                                " (it exists and is not a regular file: left as it is; this run's files are in " +
-                               staging + ")");
+                               quote(staging) + ")");
+    if (const std::string why = why_not_replaceable(target); !why.empty())
+      throw std::runtime_error("--save: cannot write " + quote(target) + " (" + why + "); this run's files are in " +
+                               quote(staging));
     const std::string staged = staging + "/" + name;
     ::chmod(staged.c_str(), st.st_mode & 07777);
     if (::geteuid() == 0 && ::chown(staged.c_str(), st.st_uid, st.st_gid) == 0)
@@ -62,10 +68,10 @@ void finish_save(const std::string& dir, const std::string& staging) {
   }
   for (const std::string& name : names)
     if (std::rename((staging + "/" + name).c_str(), (into + "/" + name).c_str()) != 0)
-      throw std::runtime_error("--save: cannot move " + staging + "/" + name + " into " + into + " (" +
-                               std::strerror(errno) + ")");
+      throw std::runtime_error("--save: cannot move " + quote(staging + "/" + name) + " into " + quote(into) + " (" +
+                               std::strerror(errno) + "; this run's files are in " + quote(staging) + ")");
   if (::rmdir(staging.c_str()) != 0)
-    throw std::runtime_error("--save: cannot remove " + staging + " (" + std::strerror(errno) + ")");
+    throw std::runtime_error("--save: cannot remove " + quote(staging) + " (" + std::strerror(errno) + ")");
 }
 
 }  // namespace collmm

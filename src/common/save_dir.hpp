@@ -8,16 +8,21 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace collmm {
 
 // Makes DIR's staging directory (mode 0700); returns its path. Throws std::runtime_error.
 std::string start_save(const std::string& dir);
 
+// The regular files of `dir` (names only). Throws std::runtime_error.
+std::vector<std::string> files_of(const std::string& dir);
+
 // Moves every file of `staging` into `dir`, then removes `staging`. A file of the same name in dir
 // is replaced (its mode, and where this process may its owner, kept); one that is not a regular
 // file (a directory, a link, a device) is not: the error names it, before anything is moved, and
-// the save stays in `staging`. Throws std::runtime_error.
+// the save stays in `staging`; so does one this process may not replace (why_not_replaceable).
+// Throws std::runtime_error.
 void finish_save(const std::string& dir, const std::string& staging);
 
 }  // namespace collmm

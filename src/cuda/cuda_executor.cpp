@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
 
+#include "collmm/step_filter.hpp"
 #include "cuda_check.hpp"
 #include "local_transport.hpp"
 #include "nccl_transport.hpp"
@@ -138,7 +140,7 @@ void CudaExecutor::prepare_host(const Plan& plan, Dtype dtype) {
   link_ = std::make_unique<HostLink>(*rank, std::move(traffic), arena_, s_.link_copy, s_.engine.comm_high_priority);
   ranks_.push_back(std::move(rank));  // only once every part is made: a throw above leaves nothing prepared
   origin_ = mine.origin;
-  given_steps_ = plan.steps.size();
+  given_ = plan.steps;
 }
 
 void CudaExecutor::stage(uint64_t seed) {
@@ -156,17 +158,30 @@ Comparison CudaExecutor::check_sent() {
   return link_->check_sent(*inputs_);
 }
 
-// The lowered plan's step times as the given plan's: a collective spans its ring's steps.
-RankRun CudaExecutor::unlowered(const RankRun& run) const {
+// The lowered plan's step times as the given plan's: a collective spans its ring's steps. One
+// with nothing to move (P = 1, or no rows anywhere) lowers to no step: it gets an empty span where
+// it would have run, at the end of what it waits for and of the step before it on its lane.
+RankRun CudaExecutor::unlowered(const RankRun& run, StepFilter filter) const {
   if (run.steps.empty()) return run;
   RankRun out = run;
-  out.steps.assign(given_steps_, StepTime{});
+  out.steps.assign(given_.size(), StepTime{});
   for (size_t i = 0; i < run.steps.size(); ++i) {
     const StepTime& t = run.steps[i];
     if (t.start_us < 0) continue;
     StepTime& o = out.steps[static_cast<size_t>(origin_[i])];
     o.start_us = o.start_us < 0 ? t.start_us : std::min(o.start_us, t.start_us);
     o.end_us = std::max(o.end_us, t.end_us);
+  }
+  std::map<int, double> lane_end;  // the end of the last step so far on each lane of the given plan
+  for (size_t i = 0; i < given_.size(); ++i) {
+    const Step& s = given_[i];
+    StepTime& o = out.steps[i];
+    if (o.start_us < 0 && !skips(filter, s.kind)) {
+      double at = lane_end.count(s.lane) ? lane_end[s.lane] : 0.0;
+      for (int w : s.waits) at = std::max(at, out.steps[static_cast<size_t>(w)].end_us);
+      o = {at, at};
+    }
+    if (o.start_us >= 0) lane_end[s.lane] = std::max(lane_end[s.lane], o.end_us);
   }
   return out;
 }
@@ -343,7 +358,7 @@ std::vector<RankRun> CudaExecutor::run(StepFilter filter, bool timestamps) {
   }
   wait_all();
   std::vector<RankRun> runs;
-  for (auto& r : ranks_) runs.push_back(link_ ? unlowered(r->times(timestamps)) : r->times(timestamps));
+  for (auto& r : ranks_) runs.push_back(link_ ? unlowered(r->times(timestamps), filter) : r->times(timestamps));
   return runs;
 }
 

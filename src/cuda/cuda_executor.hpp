@@ -93,7 +93,7 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   void issue_local_all();                                   // every rank's iteration, local transport
   void launch_rank(size_t i, StepFilter filter);
   void prepare_host(const Plan& plan, Dtype dtype);
-  RankRun unlowered(const RankRun& run) const;
+  RankRun unlowered(const RankRun& run, StepFilter filter) const;
   void launch_local(StepFilter filter);
   RankDevice& rank_at(int i, int buffer, size_t nbytes);
 
@@ -107,7 +107,7 @@ class CudaExecutor final : public Executor, public PlayedPeers, public Calibrati
   std::unique_ptr<HostLink> link_;
   std::unique_ptr<PeerInputs> inputs_;
   std::vector<int> origin_;
-  size_t given_steps_ = 0;
+  std::vector<Step> given_;  // the given plan's steps (what run() reports on)
   Dtype dtype_ = Dtype::f32;
   // -g G: the host threads that issue the ranks' steps, one per local rank, made at the first run.
   std::unique_ptr<WorkerPool> issue_threads_;

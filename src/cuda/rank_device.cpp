@@ -56,6 +56,9 @@ RankDevice::RankDevice(int device, const Plan& plan, Dtype dtype, const EngineSe
   COLLMM_CUDA(cudaEventCreate(&t_begin_));
   COLLMM_CUDA(cudaEventCreate(&t_finish_));
   skip_.assign(plan_.steps.size(), false);
+  caller_binds_ = !caller_buffers.empty();
+  for (size_t i = 0; i < plan_.steps.size(); ++i)
+    unwanted_.push_back(only_fills_output(plan_, static_cast<int>(i)) && plan_.steps[i].out.buf > kBufC);
   waited_.assign(plan_.steps.size(), false);
   for (const Step& s : plan_.steps)
     for (int w : s.waits) waited_[static_cast<size_t>(w)] = true;
@@ -140,7 +143,7 @@ void RankDevice::open_step(int i) {
   COLLMM_CUDA(cudaSetDevice(device_));
   cudaStream_t st = lanes_.at(s.lane);
   for (int w : s.waits)
-    if (!skip_[w]) COLLMM_CUDA(cudaStreamWaitEvent(st, events_[w].end, 0));
+    if (!skipped(w)) COLLMM_CUDA(cudaStreamWaitEvent(st, events_[w].end, 0));
   if (is_transfer(s.kind)) COLLMM_CUDA(cudaEventRecord(events_[i].start, st));
   stamp(events_[i].t_start, st);
 }
@@ -195,7 +198,7 @@ void RankDevice::issue_iteration(cudaEvent_t origin, const std::function<void(in
   begin_iteration(origin);
   for (size_t j = 0; j < plan_.steps.size(); ++j) {
     const int step = static_cast<int>(j);
-    if (skip_[j]) continue;
+    if (skipped(step)) continue;
     if (!is_transfer(plan_.steps[j].kind)) {
       issue_local_step(step);
       continue;
@@ -216,7 +219,7 @@ RankRun RankDevice::times(bool timestamps) const {
   if (!timestamps) return run;
   run.steps.resize(plan_.steps.size());
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
-    if (skip_[i]) continue;
+    if (skipped(static_cast<int>(i))) continue;
     float a = 0, b = 0;
     COLLMM_CUDA(cudaEventElapsedTime(&a, t_begin_, events_[i].t_start));
     COLLMM_CUDA(cudaEventElapsedTime(&b, t_begin_, events_[i].t_end));

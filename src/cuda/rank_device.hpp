@@ -66,9 +66,12 @@ class RankDevice {
   cudaEvent_t finish_event() const { return finish_; }
   cudaEvent_t done_event() const { return t_finish_; }  // completes when the iteration (or its graph) is done
 
-  // Per iteration: which steps are skipped (they count as done at once).
+  // Per iteration: which steps are skipped (they count as done at once): those the filter leaves
+  // out, and where the caller binds the outputs it takes (DeviceMatmul), a copy that only fills a
+  // buffer of this rank's own that the caller does not take (the ag_gemm rings' own chunk into a
+  // gathered A nobody asked for: at P = 1 a copy of all of A).
   void set_filter(StepFilter);
-  bool skipped(int step) const { return skip_[step]; }
+  bool skipped(int step) const { return skip_[step] || (caller_binds_ && unwanted_[step] && unbound(step)); }
 
   // Records the iteration's begin on lane 0 (after `origin`, if given) and makes every lane wait for it.
   void begin_iteration(cudaEvent_t origin);
@@ -103,6 +106,12 @@ class RankDevice {
   std::vector<cudaEvent_t> lane_done_;  // each lane's end of the iteration
   std::vector<StepEvents> events_;
   std::vector<bool> skip_;
+  std::vector<bool> unwanted_;  // per step: a copy that only fills a buffer other than A, B and C
+  bool caller_binds_ = false;   // the caller's memory is bound to some buffers (caller_buffers given)
+  bool unbound(int step) const {
+    const int b = plan_.steps[step].out.buf;
+    return buffers_[b] == own_[b];
+  }
   std::vector<bool> waited_;  // per step: a later step waits for it (its `end` is recorded)
   bool capturing_ = false;    // this iteration is being captured in a CUDA graph (asked once, on lane 0)
   // A timing event: inside a capture an external event-record node (a plain record there only

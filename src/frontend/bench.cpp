@@ -15,6 +15,7 @@
 #include "collmm/agreement.hpp"
 #include "collmm/svg.hpp"
 #include "preflight.hpp"
+#include "quote.hpp"
 #include "report.hpp"
 #include "save_dir.hpp"
 
@@ -63,7 +64,7 @@ void Bench::validate() {
         try {
           check_gemm_rate(profile_, o_.dtype);
         } catch (const UsageError& e) {
-          throw UsageError("profile " + o_.profile + ": " + e.what());
+          throw UsageError("profile " + quote(o_.profile) + ": " + e.what());
         }
       }
     } catch (const UsageError& e) {
@@ -98,7 +99,7 @@ void Bench::validate() {
   }
   // A cache that does not parse would lose this run's rows at the end: refused now.
   if (!o_.tune_cache_path.empty())
-    process0_local_work(host, "the check of tuning cache " + o_.tune_cache_path, [&] {
+    process0_local_work(host, "the check of tuning cache " + quote(o_.tune_cache_path), [&] {
       try {
         if (error.empty() && std::filesystem::exists(o_.tune_cache_path)) load_tuning_cache(o_.tune_cache_path);
       } catch (const UsageError& e) {
@@ -257,7 +258,7 @@ std::vector<CaseResult> Bench::run(std::ostream& out) {
     if (printer) finish_save(o_.save_dir, save_staging_);
   }
   if (!o_.tune_cache_path.empty())
-    process0_local_work(host, "the write of tuning cache " + o_.tune_cache_path + " under its lock", [&] {
+    process0_local_work(host, "the write of tuning cache " + quote(o_.tune_cache_path) + " under its lock", [&] {
       // auto's quick timings first: a row measured with the full -w/-i replaces one of the same configuration.
       if (!auto_timed_.empty()) update_tuning_cache(o_.tune_cache_path, auto_timed_);
       const size_t recorded = record_measurements(o_.tune_cache_path, results);

@@ -20,6 +20,7 @@
 #include "collmm/played_peers.hpp"
 #include "npy.hpp"
 #include "preflight.hpp"
+#include "quote.hpp"
 
 namespace collmm {
 namespace {
@@ -129,7 +130,7 @@ void save_buffers(Executor& ex, const std::vector<Plan>& plans, Dtype dtype, con
                   const std::string& label) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);  // several processes race here; check the result
-  if (!std::filesystem::is_directory(dir)) throw std::runtime_error("--save: cannot create directory " + dir);
+  if (!std::filesystem::is_directory(dir)) throw std::runtime_error("--save: cannot create directory " + quote(dir));
   const Dtype out = ex.out_dtype(dtype);
   for (size_t i = 0; i < plans.size(); ++i) {
     const Plan& plan = plans[i];

@@ -8,6 +8,7 @@
 #include "collmm/algorithms.hpp"
 #include "collmm/sim.hpp"
 #include "deadline.hpp"
+#include "quote.hpp"
 
 namespace collmm {
 
@@ -40,7 +41,7 @@ void process0_local_work(HostComm& host, const std::string& what, const std::fun
 AutoPick choose_on_process0(HostComm& host, const Problem& problem, const BenchOptions& o, GemmLibrary library,
                             std::string& error) {
   std::string mine;  // "<to_json(choice)>\n<source>\n<print(choice)>"
-  process0_local_work(host, "--algo auto's choice, reading tuning cache " + o.tune_cache_path, [&] {
+  process0_local_work(host, "--algo auto's choice, reading tuning cache " + quote(o.tune_cache_path), [&] {
     if (!error.empty()) return;
     try {
       TuningCache cache;

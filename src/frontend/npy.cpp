@@ -8,6 +8,7 @@
 
 #include "atomic_file.hpp"
 #include "collmm/data.hpp"
+#include "quote.hpp"
 
 namespace collmm {
 
@@ -31,7 +32,7 @@ void write_npy(const std::string& path, Dtype dtype, int64_t rows, int64_t cols,
                const std::vector<unsigned char>& bytes) {
   const size_t count = static_cast<size_t>(rows * cols);
   if (bytes.size() != count * dtype_size(dtype))
-    throw std::runtime_error("write_npy " + path + ": " + std::to_string(bytes.size()) + " bytes do not hold " +
+    throw std::runtime_error("write_npy " + quote(path) + ": " + std::to_string(bytes.size()) + " bytes do not hold " +
                              std::to_string(count) + " elements of " + to_string(dtype));
   std::string descr;
   std::vector<unsigned char> body;

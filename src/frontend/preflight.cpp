@@ -8,6 +8,8 @@
 #include <stdexcept>
 
 #include "atomic_file.hpp"
+#include "quote.hpp"
+#include "save_dir.hpp"
 
 namespace collmm {
 namespace {
@@ -15,25 +17,41 @@ namespace {
 void check_file_writable(const std::string& path, const std::string& option) {
   if (path.empty()) return;
   if (const std::string why = why_not_writable(path); !why.empty())
-    throw UsageError(option + " " + path + ": cannot be written (" + why + "); nothing was run");
+    throw UsageError(option + " " + quote(path) + ": cannot be written (" + why + "); nothing was run");
 }
 
 void check_dir_writable(const std::string& dir, const std::string& option) {
   if (dir.empty()) return;
   std::error_code ec;
   if (std::filesystem::is_symlink(dir, ec) && !std::filesystem::exists(dir, ec))
-    throw UsageError(option + ": cannot create directory " + dir + " (it is a symbolic link to " +
-                     std::filesystem::read_symlink(dir, ec).string() + ", which does not exist); nothing was run");
+    throw UsageError(option + ": cannot create directory " + quote(dir) + " (it is a symbolic link to " +
+                     quote(std::filesystem::read_symlink(dir, ec).string()) +
+                     ", which does not exist); nothing was run");
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
-    throw UsageError(option + ": cannot create directory " + dir + " (it exists and is not a directory)" +
+    throw UsageError(option + ": cannot create directory " + quote(dir) + " (it exists and is not a directory)" +
                      "; nothing was run");
   std::filesystem::create_directories(dir, ec);  // several processes race here; check the result
   if (!std::filesystem::is_directory(dir))
-    throw UsageError(option + ": cannot create directory " + dir + (ec ? " (" + ec.message() + ")" : "") +
+    throw UsageError(option + ": cannot create directory " + quote(dir) + (ec ? " (" + ec.message() + ")" : "") +
                      "; nothing was run");
+  // A file of the save's names ("<op>-<label>-rank<r>-A.npy", -B, -C, -gathered) that this process
+  // could not replace.
+  std::vector<std::string> names;
+  try {
+    names = files_of(dir);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(option + ": " + e.what() + "; nothing was run");
+  }
+  for (const std::string& name : names) {
+    const bool saved =
+        name.find("-rank") != std::string::npos && (name.ends_with("-A.npy") || name.ends_with("-B.npy") ||
+                                                    name.ends_with("-C.npy") || name.ends_with("-gathered.npy"));
+    if (const std::string why = saved ? why_not_replaceable(dir + "/" + name) : ""; !why.empty())
+      throw UsageError(option + ": cannot write " + quote(dir + "/" + name) + " (" + why + "); nothing was run");
+  }
   try {  // a temporary of an unpredictable name, as the save's own files will be written
     std::string probe;
-    ::close(create_temporary(dir, ".collmm-probe", 0600, probe, "into " + dir));
+    ::close(create_temporary(dir, ".collmm-probe", 0600, probe, "into " + quote(dir)));
     ::unlink(probe.c_str());
   } catch (const std::runtime_error& e) {
     throw UsageError(option + ": " + e.what() + "; nothing was run");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collmm/types.hpp"
+#include "json_file.hpp"
 
 namespace collmm {
 
@@ -25,7 +26,7 @@ Int json_integer(const nlohmann::json& j, const char* key) {
         x <= static_cast<int64_t>(std::numeric_limits<Int>::max()))
       return static_cast<Int>(x);
   }
-  throw UsageError(std::string("\"") + key + "\": " + v.dump() + " is not an integer of this range");
+  throw UsageError(std::string("\"") + key + "\": " + json_brief(v) + " is not an integer of this range");
 }
 
 template <class Int>

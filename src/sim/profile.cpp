@@ -2,14 +2,14 @@
 // nlohmann-json). Numbers marked "lead" are estimates to be replaced by a calibration run.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "atomic_file.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/sizes.hpp"
+#include "input_file.hpp"
 #include "json_file.hpp"
 #include "json_number.hpp"
+#include "quote.hpp"
 
 namespace collmm {
 namespace {
@@ -139,7 +139,7 @@ Profile builtin_profile(const std::string& name) {
   if (name == "h200-ib") return h200_ib();
   if (name == "h200-host") return h200_host();
   if (name == "cpu-2core") return cpu_2core();
-  std::string msg = "unknown built-in profile '" + name + "' (expected a JSON file or one of:";
+  std::string msg = "unknown built-in profile " + quote(cut(name)) + " (expected a JSON file or one of:";
   for (auto& n : builtin_profile_names()) msg += " " + n;
   throw UsageError(msg + ")");
 }
@@ -191,11 +191,11 @@ namespace {
 class Section {
  public:
   Section(const json& j, std::string where, const std::vector<std::string>& keys) : j_(j), where_(std::move(where)) {
-    if (!j.is_object()) throw UsageError(name_or_top() + " is not an object (got " + j.dump() + ")");
+    if (!j.is_object()) throw UsageError(name_or_top() + " is not an object (got " + json_brief(j) + ")");
     for (const auto& item : j.items())
       if (std::find(keys.begin(), keys.end(), item.key()) == keys.end())
-        throw UsageError("unknown field " + field(item.key()) + " (a misspelt name? the fields are those that " +
-                         "collmm-sim --save-profile writes)");
+        throw UsageError("unknown field " + quote(cut(field(item.key()))) +
+                         " (a misspelt name? the fields are those that " + "collmm-sim --save-profile writes)");
   }
   bool has(const char* key) const { return j_.contains(key); }
   const json& at(const char* key) const {
@@ -213,7 +213,7 @@ class Section {
   }
   double number(const std::string& key) const {
     const json& v = at(key.c_str());
-    if (!v.is_number()) throw UsageError(field(key) + ": " + v.dump() + " is not a number");
+    if (!v.is_number()) throw UsageError(field(key) + ": " + json_brief(v) + " is not a number");
     return v.get<double>();
   }
   template <class Int>
@@ -250,7 +250,7 @@ Profile read_profile_fields(const json& j) {
   for (const auto& item : peaks.items())
     p.gemm.peak_tflops.push_back({parse_dtype(item.key()), peak.number(item.key())});
   const json& table = g.at("table");
-  if (!table.is_array()) throw UsageError("gemm.table is not a list (got " + table.dump() + ")");
+  if (!table.is_array()) throw UsageError("gemm.table is not a list (got " + json_brief(table) + ")");
   for (size_t i = 0; i < table.size(); ++i) {
     const Section e(table[i], "gemm.table[" + std::to_string(i) + "]", {"dtype", "m", "n", "k", "tflops"});
     p.gemm.table.push_back({parse_dtype(e.get<std::string>("dtype")), e.integer<int64_t>("m"), e.integer<int64_t>("n"),
@@ -301,7 +301,7 @@ Profile profile_from_json(const json& j) {
     return p;
   } catch (const UsageError& e) {
     const bool named = j.is_object() && j.contains("name") && j.at("name").is_string();
-    throw UsageError("profile '" + (named ? j.at("name").get<std::string>() : "unnamed") + "': " + e.what());
+    throw UsageError("profile " + quote(cut(named ? j.at("name").get<std::string>() : "unnamed")) + ": " + e.what());
   }
 }
 
@@ -309,19 +309,18 @@ Profile load_profile(const std::string& name_or_path) {
   for (auto& n : builtin_profile_names())
     if (n == name_or_path) return builtin_profile(n);
   std::error_code ec;
-  if (std::filesystem::is_directory(name_or_path, ec))
-    throw UsageError("profile " + name_or_path + " is a directory, not a profile JSON file");
-  std::ifstream in(name_or_path);
-  if (!in) return builtin_profile(name_or_path);  // neither: the message lists the built-in names
-  std::ostringstream text;
-  text << in.rdbuf();
-  const json j = parse_json_file(text.str(), "profile " + name_or_path);
+  if (!std::filesystem::exists(name_or_path, ec)) return builtin_profile(name_or_path);  // the message lists the names
+  const std::string what = "profile " + quote(name_or_path);
+  std::string text;  // a regular file up to kMaxInputFileBytes (input_file.hpp)
+  if (const std::string why = read_input_file(name_or_path, kMaxInputFileBytes, text); !why.empty())
+    throw UsageError(what + " cannot be read (" + why + ")");
+  const json j = parse_json_file(text, what);
   try {
     Profile p = read_profile_fields(j);
     check_ranges(p, true);
     return p;
   } catch (const UsageError& e) {
-    throw UsageError("profile " + name_or_path + ": " + e.what());
+    throw UsageError(what + ": " + e.what());
   }
 }
 

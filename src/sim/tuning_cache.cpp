@@ -10,17 +10,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "atomic_file.hpp"
 #include "collmm/sizes.hpp"
 #include "collmm/tuning.hpp"
+#include "input_file.hpp"
 #include "json_file.hpp"
 #include "json_number.hpp"
 #include "poll.hpp"
+#include "quote.hpp"
 
 namespace collmm {
 namespace {
@@ -58,14 +58,14 @@ void fields_to_json(const V& value, json& j) {
 }
 
 TuningEntry entry_from_json(const json& e) {
-  if (!e.is_object()) throw UsageError("not an object (got " + e.dump() + ")");
+  if (!e.is_object()) throw UsageError("not an object (got " + json_brief(e) + ")");
   TuningEntry t;
   fields_from_json(e, t.problem);
   t.dtype = parse_dtype(json_string(e, "dtype"));
   t.options = plan_options_from_json(e);
   t.time_us = json_double(e, "time_us");
   if (e.contains("source")) t.source = json_string(e, "source");
-  need(t.source == "bench" || t.source == "auto", "source must be bench or auto (got " + t.source + ")");
+  need(t.source == "bench" || t.source == "auto", "source must be bench or auto (got " + quote(cut(t.source)) + ")");
   need(std::isfinite(t.time_us) && t.time_us > 0, "time_us must be a number > 0");
   // What collmm-bench would refuse for this shape is refused here too (the one check, validate):
   // an entry no run could have measured must not be picked later.
@@ -78,12 +78,12 @@ TuningEntry entry_from_json(const json& e) {
   return t;
 }
 
+// The cache's text: a regular file up to kMaxInputFileBytes (input_file.hpp).
 std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot read tuning cache " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::string text;
+  if (const std::string why = read_input_file(path, kMaxInputFileBytes, text); !why.empty())
+    throw UsageError("cannot read tuning cache " + quote(path) + " (" + why + ")");
+  return text;
 }
 
 // An exclusive flock on `path`, released (and the descriptor closed) when it goes.
@@ -93,7 +93,7 @@ class FileLock {
     // Read-only is enough for flock, so every user who can read a shared cache's lock can take it;
     // never through a symbolic link.
     fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd_ < 0) throw std::runtime_error("cannot open lock file " + path + ": " + std::strerror(errno));
+    if (fd_ < 0) throw std::runtime_error("cannot open lock file " + quote(path) + ": " + std::strerror(errno));
     const bool locked = poll_until(
         [&] {
           if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
@@ -110,7 +110,7 @@ class FileLock {
  private:
   [[noreturn]] void fail(const std::string& why) {
     ::close(fd_);
-    throw std::runtime_error("cannot lock " + path_ + ": " + why);
+    throw std::runtime_error("cannot lock " + quote(path_) + ": " + why);
   }
   std::string path_;
   int fd_ = -1;
@@ -166,17 +166,17 @@ void TuningCache::record(const TuningEntry& e) {
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path) {
   TuningCache cache;
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return cache;  // an empty file: nothing measured yet
-  const json j = parse_json_file(text, "tuning cache " + path);
+  const json j = parse_json_file(text, "tuning cache " + quote(path));
   if (!j.is_object() || !j.contains("entries") || !j.at("entries").is_array())
-    throw UsageError("tuning cache " + path + ": no \"entries\" list");
+    throw UsageError("tuning cache " + quote(path) + ": no \"entries\" list");
   size_t i = 0;
   for (const json& e : j.at("entries")) {
     try {
       cache.entries.push_back(entry_from_json(e));
     } catch (const json::exception& x) {
-      throw UsageError("tuning cache " + path + ": entry " + std::to_string(i) + ": " + json_error_text(x));
+      throw UsageError("tuning cache " + quote(path) + ": entry " + std::to_string(i) + ": " + json_error_text(x));
     } catch (const UsageError& x) {
-      throw UsageError("tuning cache " + path + ": entry " + std::to_string(i) + ": " + x.what());
+      throw UsageError("tuning cache " + quote(path) + ": entry " + std::to_string(i) + ": " + x.what());
     }
     ++i;
   }

@@ -135,7 +135,7 @@ TEST(BenchErrors, AnErrorOnOneRankEndsTheJob) {
       run_command(mpirun(1) + " " + bench() + args + " : -np 1 " + bench() + args + " --save /dev/null/collmm", 90);
   EXPECT_NE(r.rc, 0) << r.output;
   EXPECT_NE(r.rc, 124) << "the job had to be stopped from outside:\n" << r.output;
-  EXPECT_NE(r.output.find("rank 1: --save: cannot create directory /dev/null/collmm"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1: --save: cannot create directory '/dev/null/collmm"), std::string::npos) << r.output;
 }
 
 TEST(BenchErrors, AKilledRankEndsTheJob) {

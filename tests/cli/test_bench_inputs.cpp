@@ -57,19 +57,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"-m 64K -n 64K -k 64K --dtype f64", "of host memory per process"},
         BadInput{"--gemm-lanes 100000", "--gemm-lanes: Value 100000 not in range 1 to 64"},
         BadInput{"-m 64 -n 64 -k 64 --algo auto --tune-cache DIR/lanes.json",
-                 "tuning cache DIR/lanes.json: entry 0: gemm_lanes 100000 is not 1..64"},
+                 "tuning cache 'DIR/lanes.json': entry 0: gemm_lanes 100000 is not 1..64"},
         BadInput{"-m 64 -n 64 -k 64 --algo ring --tune-cache DIR/corrupt.json",
-                 "tuning cache DIR/corrupt.json is not valid JSON"},
-        BadInput{"-m 64 -n 64 -k 64 --json /nonexistent/r.json", "--json /nonexistent/r.json: cannot be written"},
-        BadInput{"-m 64 -n 64 -k 64 --trace DIR", "--trace DIR: cannot be written (it is a directory)"},
-        BadInput{"-m 64 -n 64 -k 64 --timeline /nonexistent/t.svg", "--timeline /nonexistent/t.svg: cannot be written"},
+                 "tuning cache 'DIR/corrupt.json' is not valid JSON"},
+        BadInput{"-m 64 -n 64 -k 64 --json /nonexistent/r.json", "--json '/nonexistent/r.json': cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --trace DIR", "--trace 'DIR': cannot be written (it is a directory)"},
+        BadInput{"-m 64 -n 64 -k 64 --timeline /nonexistent/t.svg",
+                 "--timeline '/nonexistent/t.svg': cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --op all --algo all --timeline DIR/t.svg",
-                 "--timeline DIR/t-gemm_rs-ring.svg: cannot be written (it is a directory)"},
+                 "--timeline 'DIR/t-gemm_rs-ring.svg': cannot be written (it is a directory)"},
         BadInput{"-m 64 -n 64 -k 64 --tune-cache /nonexistent/c.json",
-                 "--tune-cache /nonexistent/c.json: cannot be written"},
+                 "--tune-cache '/nonexistent/c.json': cannot be written"},
         BadInput{"-m 64 -n 64 -k 64 --calibrate /nonexistent/p.json -i 20",
-                 "--calibrate /nonexistent/p.json: cannot be written"},
-        BadInput{"-m 64 -n 64 -k 64 --save /dev/null/x", "--save: cannot create directory /dev/null/x"},
+                 "--calibrate '/nonexistent/p.json': cannot be written"},
+        BadInput{"-m 64 -n 64 -k 64 --save /dev/null/x", "--save: cannot create directory '/dev/null/x'"},
         BadInput{"-m 64 -n 64 -k 64 --calibrate DIR/p.json", "--calibrate needs -i >= 10 (got 2)"},
         BadInput{"-m 64 -n 64 -k 64 --algo ring,rign,auto", "--algo: unknown algorithm 'rign'"}));
 
@@ -153,8 +154,8 @@ TEST(SimAlgoList, RowsAndFilesAreNamedAsTheBenchNamesThem) {
   }
   const CommandResult missing = run_command(sim + " --timeline " + dir + "/missing/t.svg", 60);
   EXPECT_EQ(missing.rc, 2) << missing.output;
-  EXPECT_NE(missing.output.find("collmm-sim: --timeline " + dir +
-                                "/missing/t-ag_gemm-ring.svg: cannot be written (No such file or directory); nothing "
+  EXPECT_NE(missing.output.find("collmm-sim: --timeline '" + dir +
+                                "/missing/t-ag_gemm-ring.svg': cannot be written (No such file or directory); nothing "
                                 "was simulated\n"),
             std::string::npos)
       << missing.output;

@@ -59,13 +59,16 @@ INSTANTIATE_TEST_SUITE_P(
     PerPhase, BenchFault,
     ::testing::Values(
         Fault{"die", "init", "rank 1 failing on purpose (--debug-die-rank, --debug-phase init)"},
-        Fault{"hang", "init", "within 3 s (--timeout) in setup: the ranks' agreement on the options"},
+        Fault{"hang", "init",
+              "no answer from rank 1 within 3 s (--timeout) in setup: the ranks' agreement on the options"},
         Fault{"die", "setup", "process rank 1"}, Fault{"die", "run", "process rank 1"},
         Fault{"die", "output", "process rank 1"},
-        Fault{"hang", "setup",
-              "within 3 s (--timeout) in the setup of ag_gemm sequential (the ranks' agreement on its plan)"},
+        Fault{
+            "hang", "setup",
+            "no answer from rank 1 within 3 s (--timeout) in the setup of ag_gemm sequential (the ranks' agreement on "
+            "its plan)"},
         Fault{"hang", "run", "the run of ag_gemm sequential timed out after 3 s"},
-        Fault{"hang", "output", "within 3 s (--timeout) in the end of the job"}),
+        Fault{"hang", "output", "no answer from rank 1 within 3 s (--timeout) in the end of the job"}),
     [](const ::testing::TestParamInfo<Fault>& info) { return std::string(info.param.kind) + "_" + info.param.phase; });
 
 // The output phase of a job whose rank 1 stops there: process 0 still writes its results, and the

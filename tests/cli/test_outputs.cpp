@@ -101,7 +101,7 @@ TEST(Outputs, ACharacterDeviceIsWrittenThroughNeverReplaced) {
   r = bench_job("--json " + full);
   std::printf("outputs: --json %s: exit %d\n", full.c_str(), r.rc);
   EXPECT_EQ(r.rc, 1) << r.output;
-  EXPECT_TRUE(has(r, "cannot write " + full + " (No space left on device)")) << r.output;
+  EXPECT_TRUE(has(r, "cannot write '" + full + "' (No space left on device)")) << r.output;
   EXPECT_TRUE(S_ISCHR(stat_of(full).st_mode)) << full << " was replaced";
 }
 
@@ -112,11 +112,11 @@ TEST(Outputs, AFifoIsWrittenThroughOrRefusedAtOnce) {
   CommandResult r = bench_job("--json " + fifo, 30);
   std::printf("outputs: --json FIFO without a reader: exit %d after %.2f s\n", r.rc, r.seconds);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "--json " + fifo + ": cannot be written (it is a FIFO that no process reads)")) << r.output;
+  EXPECT_TRUE(has(r, "--json '" + fifo + "': cannot be written (it is a FIFO that no process reads)")) << r.output;
   EXPECT_LT(r.seconds, 10) << r.output;
   r = bench_job("--save " + fifo, 30);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "cannot create directory " + fifo + " (it exists and is not a directory)")) << r.output;
+  EXPECT_TRUE(has(r, "cannot create directory '" + fifo + "' (it exists and is not a directory)")) << r.output;
   const std::string got = dir + "/got";
   r = run_command("sh -c 'cat " + fifo + " > " + got + " & sleep 0.3; " + mpirun(2) + " " + bench() + kJob +
                       " --json " + fifo + "; rc=$?; wait; exit $rc'",
@@ -199,11 +199,11 @@ TEST(Outputs, ARewriteKeepsModeOwnerAndLinks) {
   ASSERT_EQ(::symlink("nowhere/r.json", dangling.c_str()), 0);
   r = bench_job("--json " + dangling);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "it is a symbolic link to nowhere/r.json, which does not exist")) << r.output;
+  EXPECT_TRUE(has(r, "it is a symbolic link to 'nowhere/r.json', which does not exist")) << r.output;
   EXPECT_FALSE(has(r, "File exists")) << r.output;
   r = bench_job("--save " + dangling);
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_TRUE(has(r, "it is a symbolic link to nowhere/r.json, which does not exist")) << r.output;
+  EXPECT_TRUE(has(r, "it is a symbolic link to 'nowhere/r.json', which does not exist")) << r.output;
 }
 
 // The PID of a stopped process whose command line holds `text`; -1 if none.
@@ -278,7 +278,7 @@ TEST(Outputs, AFullFileSystemIsAnErrorNamingTheFile) {
   const CommandResult r = bench_job("--json " + out);
   std::printf("outputs: --json on a full tmpfs: exit %d after %.2f s\n", r.rc, r.seconds);
   EXPECT_EQ(r.rc, 1) << r.output;
-  EXPECT_TRUE(has(r, "cannot write " + out + " (No space left on device)")) << r.output;
+  EXPECT_TRUE(has(r, "cannot write '" + out + "' (No space left on device)")) << r.output;
   EXPECT_EQ(read_file(out), "previous");
   EXPECT_EQ(count_named(mnt, "r.json.tmp."), 0);
 }

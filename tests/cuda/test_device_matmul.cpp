@@ -7,7 +7,8 @@
 //  DeviceMatmulHostBed: collmm's own bootstrap on the host bed (rank r of P on GPU 0, its peers in
 //                    pinned host memory), what the rank sent its peers checked too.
 // Every op x algo in bf16 and f32; the caller's stream ordering; a call captured in a CUDA graph and
-// replayed on new inputs; no host synchronization in run(); the caller's mistakes refused.
+// replayed on new inputs; the gathered A's own-chunk copy left out where the caller does not take
+// it; no host synchronization in run(); the caller's mistakes refused.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -204,6 +205,73 @@ void captured_in_a_graph() {
   }
 }
 
+// The memcpy nodes of one call captured on `stream` (after one call outside the capture).
+int copies_in_a_call(DeviceMatmul& mm, const Operands& x, cudaStream_t stream, bool with_gathered) {
+  void* g = with_gathered ? x.gathered_ptr() : nullptr;
+  mm.run(x.a.p, x.b.p, x.c.p, stream, g);
+  if (cudaStreamSynchronize(stream) != cudaSuccess) return -1;
+  cudaGraph_t graph;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+  mm.run(x.a.p, x.b.p, x.c.p, stream, g);
+  if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) return -1;
+  size_t n = 0;
+  cudaGraphGetNodes(graph, nullptr, &n);
+  std::vector<cudaGraphNode_t> nodes(n);
+  cudaGraphGetNodes(graph, nodes.data(), &n);
+  int copies = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    cudaGraphNodeGetType(node, &type);
+    copies += type == cudaGraphNodeTypeMemcpy;
+  }
+  cudaGraphDestroy(graph);
+  return copies;
+}
+
+// The ag_gemm rings copy this rank's own chunk into the gathered A only when the caller takes the
+// gathered A: without it, one copy fewer, and at one rank none (there it would copy all of A
+// beside the one GEMM, which made a world-1 call slower than torch.matmul).
+void copies_only_what_the_caller_takes() {
+  Job& j = job();
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (Algo algo : {Algo::ring, Algo::bidir}) {
+    const Problem p = uneven(Op::ag_gemm, j.world);
+    PlanOptions o;
+    o.algo = algo;
+    DeviceMatmul mm(j.comm, p, o, Dtype::bf16);
+    const Operands x(mm, Dtype::bf16, true);
+    upload_inputs(mm, 61, x);
+    const int without = copies_in_a_call(mm, x, stream, false), with = copies_in_a_call(mm, x, stream, true);
+    EXPECT_GE(without, 0) << to_string(algo);
+    EXPECT_EQ(without + 1, with) << to_string(algo) << " P=" << j.world << ": memcpy nodes without / with gathered";
+    if (j.world == 1) {
+      EXPECT_EQ(without, 0) << to_string(algo) << " at one rank";
+    }
+    for (uint64_t seed : {62u, 63u}) {  // and the results are right both ways, in either order
+      upload_inputs(mm, seed, x);
+      CHECK_CUDA(cudaMemsetAsync(x.c.p, 0xff, x.c.n, stream));
+      CHECK_CUDA(cudaMemsetAsync(x.gathered->p, 0xff, x.gathered->n, stream));
+      mm.run(x.a.p, x.b.p, x.c.p, stream, seed == 62 ? nullptr : x.gathered_ptr());
+      if (seed == 62) {  // the gathered A was not asked for: only C is checked
+        mm.synchronize();
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        const BufferSpec& cs = mm.plan().buffers[kBufC];
+        const auto cb = x.c.download();
+        const Comparison cmp = compare(decode(cb.data(), static_cast<size_t>(cs.rows * cs.cols), mm.out_dtype()),
+                                       reference_c(p, mm.rank(), seed, Dtype::bf16), Dtype::bf16, mm.out_dtype(), p.k);
+        EXPECT_EQ(cmp.wrong, 0) << to_string(algo) << " without the gathered A";
+        continue;
+      }
+      mm.synchronize();
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      std::string detail;
+      EXPECT_EQ(wrong_outputs(mm, seed, x, &detail), 0) << to_string(algo) << " with the gathered A: " << detail;
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
 // run() enqueues and returns: with the caller's stream held by a host function that waits for the
 // caller, run() must return while that stream has not moved (a run() that waited for the device
 // would wait out the host function's 10 s).
@@ -312,6 +380,7 @@ TEST(DeviceMatmulSolo, OneRank) {
   COLLMM_NEED_GPUS(1);
   ASSERT_NO_FATAL_FAILURE(every_op_and_algo());
   ASSERT_NO_FATAL_FAILURE(captured_in_a_graph());
+  ASSERT_NO_FATAL_FAILURE(copies_only_what_the_caller_takes());
   ASSERT_NO_FATAL_FAILURE(returns_without_waiting());
   ASSERT_NO_FATAL_FAILURE(refuses_mistakes());
 }
@@ -322,6 +391,7 @@ TEST(DeviceMatmulMpi, OneRankPerProcess) {
   ASSERT_NE(job().comm, nullptr);
   ASSERT_NO_FATAL_FAILURE(every_op_and_algo());
   ASSERT_NO_FATAL_FAILURE(captured_in_a_graph());
+  ASSERT_NO_FATAL_FAILURE(copies_only_what_the_caller_takes());
   ASSERT_NO_FATAL_FAILURE(returns_without_waiting());
   ASSERT_NO_FATAL_FAILURE(refuses_mistakes());
 }

@@ -203,11 +203,11 @@ TEST(Profile, ABadFileIsNamedWithThePlaceOfItsError) {
     }
     return std::string("accepted");
   };
-  EXPECT_EQ(message("{\"name\":\n"), "profile " + path +
+  EXPECT_EQ(message("{\"name\":\n"), "profile '" + path + "'" +
                                          " is not valid JSON: parse error at line 2, column 1: syntax error while "
                                          "parsing value - unexpected end of input; expected '[', '{', or a literal");
   const std::string wrong_type = message(R"({"name": 3})");
-  EXPECT_EQ(wrong_type.rfind("profile " + path + ": name: ", 0), 0u) << wrong_type;
+  EXPECT_EQ(wrong_type.rfind("profile '" + path + "': name: ", 0), 0u) << wrong_type;
   EXPECT_EQ(wrong_type.find("json.exception"), std::string::npos) << wrong_type;
   std::remove(path.c_str());
 }
@@ -256,13 +256,13 @@ TEST(Profile, UnknownFieldsAreRefused) {
   };
   nlohmann::json j = good;
   j["device"] = {{"ranks", 8}};
-  EXPECT_NE(refusal(j).find("unknown field device"), std::string::npos) << refusal(j);
+  EXPECT_NE(refusal(j).find("unknown field 'device'"), std::string::npos) << refusal(j);
   j = good;
   j["gemm"]["table"][0]["device_tflops"] = 900;
-  EXPECT_NE(refusal(j).find("unknown field gemm.table[0].device_tflops"), std::string::npos) << refusal(j);
+  EXPECT_NE(refusal(j).find("unknown field 'gemm.table[0].device_tflops'"), std::string::npos) << refusal(j);
   j = good;
   j["links"]["intra_gpbs"] = 100;
-  EXPECT_NE(refusal(j).find("unknown field links.intra_gpbs"), std::string::npos) << refusal(j);
+  EXPECT_NE(refusal(j).find("unknown field 'links.intra_gpbs'"), std::string::npos) << refusal(j);
 }
 
 // Every field the model reads is required: each one taken out of a whole profile is refused, naming
@@ -317,7 +317,7 @@ TEST(Profile, ADuplicateKeyIsRefused) {
     load_profile(path);
     ADD_FAILURE() << "a duplicate key was accepted";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "profile " + path + ": \"links.intra_gbps\" is given twice");
+    EXPECT_EQ(std::string(e.what()), "profile '" + path + "': 'links.intra_gbps' is given twice");
   }
   std::remove(path.c_str());
 }

@@ -80,33 +80,33 @@ TEST(TuningCacheFile, BadEntriesNameTheFileAndTheEntry) {
   };
   EXPECT_EQ(message(R"({"entries":[)" + good + "]}"), "accepted");
   EXPECT_EQ(message(R"({"entries":[)" + good + "," + with("gemm_lanes", "100000") + "]}"),
-            "tuning cache c.json: entry 1: gemm_lanes 100000 is not 1..64");
-  EXPECT_NE(message(R"({"entries":[{"op":"ag_gemm"}]})").find("tuning cache c.json: entry 0: "), std::string::npos);
-  EXPECT_EQ(message("[]"), "tuning cache c.json: no \"entries\" list");
+            "tuning cache 'c.json': entry 1: gemm_lanes 100000 is not 1..64");
+  EXPECT_NE(message(R"({"entries":[{"op":"ag_gemm"}]})").find("tuning cache 'c.json': entry 0: "), std::string::npos);
+  EXPECT_EQ(message("[]"), "tuning cache 'c.json': no \"entries\" list");
   EXPECT_NE(message(R"({"entries":[)" + with("world_size", "0") + "]}").find("world_size 0"), std::string::npos);
   // Text that is not JSON: the place of the first error, in nlohmann's words without its code.
   EXPECT_EQ(message("{\"entries\": [ {"),
-            "tuning cache c.json is not valid JSON: parse error at line 1, column 16: syntax error while parsing "
+            "tuning cache 'c.json' is not valid JSON: parse error at line 1, column 16: syntax error while parsing "
             "object key - unexpected end of input; expected string literal");
   // A value of the wrong type names its key; an absent key is named too; no nlohmann code anywhere.
   const std::string no_k = R"({"op":"ag_gemm","m":64,"n":64,"world_size":2,"dtype":"f32","algo":"ring","time_us":5})";
   for (const auto& [text, want] :
-       {std::pair{R"({"entries":[)" + no_k + "]}", std::string("tuning cache c.json: entry 0: key 'k' not found")},
+       {std::pair{R"({"entries":[)" + no_k + "]}", std::string("tuning cache 'c.json': entry 0: key 'k' not found")},
         std::pair{std::string(R"({"entries":[{"op":"ag_gemm","m":64,"n":64,"k":64,"world_size":2,"dtype":7,)"
                               R"("algo":"ring","time_us":5}]})"),
-                  std::string("tuning cache c.json: entry 0: \"dtype\": 7 is not a name")},
+                  std::string("tuning cache 'c.json': entry 0: \"dtype\": 7 is not a name")},
         std::pair{R"({"entries":[)" + with("algo", R"(["ring"])") + "]}",
-                  std::string("tuning cache c.json: entry 0: \"algo\": [\"ring\"] is not a name")},
+                  std::string("tuning cache 'c.json': entry 0: \"algo\": a list of 1 value(s) is not a name")},
         std::pair{R"({"entries":[)" + with("time_us", R"("5")") + "]}",
-                  std::string("tuning cache c.json: entry 0: \"time_us\": \"5\" is not a number")},
+                  std::string("tuning cache 'c.json': entry 0: \"time_us\": \"5\" is not a number")},
         std::pair{std::string(R"({"entries":[3]})"),
-                  std::string("tuning cache c.json: entry 0: not an object (got 3)")}}) {
+                  std::string("tuning cache 'c.json': entry 0: not an object (got 3)")}}) {
     EXPECT_EQ(message(text), want) << text;
     EXPECT_EQ(message(text).find("json.exception"), std::string::npos) << text;
   }
   // A key given twice in one entry (nlohmann alone would keep the last one) is refused.
   EXPECT_EQ(message(R"({"entries":[)" + good.substr(0, good.size() - 1) + R"(,"m":128}]})"),
-            "tuning cache c.json: \"entries.m\" is given twice");
+            "tuning cache 'c.json': 'entries[0].m' is given twice");
   // An empty file (no bytes, or white space only) is an empty cache, as a missing file is.
   for (const char* empty : {"", " \n\t\r\n"}) {
     EXPECT_EQ(message(empty), "accepted");

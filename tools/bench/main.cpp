@@ -12,11 +12,13 @@
 #include "bench_calibrate.hpp"
 #include "cli.hpp"
 #include "collmm/backends.hpp"
+#include "quote.hpp"
 #include "report.hpp"
 
 namespace {
 
 // One write per message, so that lines of several ranks do not interleave.
+// A message's control characters are escaped (one_line): only collmm's own newlines end lines.
 void say(const std::string& message) { std::cerr << ("collmm-bench: " + message + "\n") << std::flush; }
 
 }  // namespace
@@ -33,10 +35,10 @@ int main(int argc, char** argv) {
     options = parse_bench_cli(argc, argv, app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    say(std::string(e.what()) + "\nRun with --help for more information.");
+    say(one_line(e.what()) + "\nRun with --help for more information.");
     return 2;
   } catch (const UsageError& e) {
-    say(e.what());
+    say(one_line(e.what()));
     return 2;
   }
 
@@ -44,10 +46,10 @@ int main(int argc, char** argv) {
   try {
     executor = make_executor(options.backend, argc, argv);
   } catch (const UsageError& e) {
-    say(e.what());
+    say(one_line(e.what()));
     return 2;
   } catch (const std::exception& e) {
-    say("cannot start the " + to_string(options.backend.backend) + " backend: " + e.what());
+    say("cannot start the " + to_string(options.backend.backend) + " backend: " + one_line(e.what()));
     return 1;
   }
 
@@ -59,7 +61,7 @@ int main(int argc, char** argv) {
     } catch (const UsageError& e) {
       // Thrown alike on every process: each says it, and none leaves before all have said it
       // (mpirun ends the job as soon as one process exits non-zero).
-      say(e.what());
+      say(one_line(e.what()));
       executor->host().barrier();
       return 2;
     }
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
     const std::vector<CaseResult> results = bench.run(std::cout);
     return options.check && total_wrong(results) > 0 ? 1 : 0;
   } catch (const std::exception& e) {
-    say("rank " + std::to_string(proc) + ": " + e.what());
+    say("rank " + std::to_string(proc) + ": " + one_line(e.what()));
     executor->host().abort(1);
   }
 }

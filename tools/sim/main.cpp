@@ -21,6 +21,7 @@
 #include "cli_size.hpp"
 #include "collmm/svg.hpp"
 #include "collmm/tuning.hpp"
+#include "quote.hpp"
 #include "table.hpp"
 
 namespace collmm {
@@ -103,7 +104,7 @@ void write_text(const std::string& path, const std::string& text) { write_file_a
 void check_outputs_writable(const std::vector<std::pair<std::string, std::string>>& outputs) {
   for (const auto& [option, path] : outputs)
     if (const std::string why = path.empty() ? "" : why_not_writable(path); !why.empty())
-      throw UsageError(option + " " + path + ": cannot be written (" + why + "); nothing was simulated");
+      throw UsageError(option + " " + quote(path) + ": cannot be written (" + why + "); nothing was simulated");
 }
 
 // A row before it is simulated: its label and plan.
@@ -119,7 +120,7 @@ int run(const SimOptions& o) {
   try {
     check_gemm_rate(prof, dtype);
   } catch (const UsageError& e) {
-    throw UsageError("--profile: profile " + o.profile + ": " + e.what());
+    throw UsageError("--profile: profile " + quote(o.profile) + ": " + e.what());
   }
   std::vector<Op> ops = o.op == "all" ? all_ops() : std::vector<Op>{parse_op(o.op)};
   AlgoEntries entries;
@@ -276,16 +277,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "collmm-sim: " << e.what() << "\nRun with --help for more information.\n";
+    std::cerr << "collmm-sim: " << collmm::one_line(e.what()) << "\nRun with --help for more information.\n";
     return 2;
   }
   try {
     return collmm::run(o);
   } catch (const collmm::UsageError& e) {
-    std::cerr << "collmm-sim: " << e.what() << "\n";
+    std::cerr << "collmm-sim: " << collmm::one_line(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "collmm-sim: error: " << e.what() << "\n";
+    std::cerr << "collmm-sim: error: " << collmm::one_line(e.what()) << "\n";
     return 1;
   }
 }
