@@ -300,7 +300,7 @@ class AtenExecutor : public Executor {
     forks_[i].block(*comm_stream_);
     transfer(comm_stream_->native_handle());
     dones_[i].record(*comm_stream_);
-    return {{}, [this, i] { dones_[i].block(current_stream()); }};
+    return {{}, [this, i] { dones_[i].block(current_stream()); }, {}};
   }
 
   // NCCL connects a peer (ncclSend/ncclRecv) or a collective's algorithm on its first use
