@@ -1,11 +1,12 @@
 // collmm/algorithms.hpp: the table of algorithms, one row each (as nccl-tests lists its
-// collectives): the name, the builder of each op's plan, the options it takes, the steps the
-// simulator walks for it and its candidates for `--algo auto`. Everything that lists or branches on
-// algorithms reads this table: parsing and printing names, plan dispatch, options_for, validate,
-// auto's candidates, the simulator's limit, the CLIs' help and the Python extension's list.
+// collectives): the name, the options it takes, the steps the simulator walks for it and its
+// candidates for `--algo auto`. Everything that lists or branches on algorithms reads this table:
+// parsing and printing names, options_for, validate, auto's candidates, the simulator's limit, the
+// CLIs' help and the Python extension's list. Each op's builder of each algorithm is in the op's row
+// (collmm/ops.hpp).
 //
-// A new algorithm: its builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp, plan/gemm_ar.cpp), one enum value in
-// collmm/types.hpp, one row in plan/algorithms.cpp and its golden plan test.
+// A new algorithm: its builder in each op's plan file (plan/ag_gemm.cpp, ...) and the op's row, one
+// enum value in collmm/types.hpp, one row in plan/algorithms.cpp and its golden plan test.
 #pragma once
 
 #include <string>
@@ -21,9 +22,6 @@ using PlanBuilder = Plan (*)(const Problem&, const PlanOptions&, int rank);
 struct AlgoRow {
   Algo algo;
   const char* name;
-  PlanBuilder ag_gemm;  // the builder of each op's plan
-  PlanBuilder gemm_rs;
-  PlanBuilder gemm_ar;
   bool takes_stages;      // --stages (0: default_stages)
   bool takes_gemm_lanes;  // more than one GEMM lane can run at once (sequential: one GEMM)
   bool takes_merge;       // --merge, in ag_gemm only (gemm_rs has no merge)
@@ -46,9 +44,12 @@ const AlgoRow& algorithm(Algo);
 // The names joined by `separator`: "sequential, pipelined, ring, bidir".
 std::string algorithm_names(const std::string& separator = ", ");
 
+// The op's builder of the algorithm (its row in collmm/ops.hpp).
 PlanBuilder builder(Op, Algo);
+// Whether --merge applies: the op's row and the algorithm's row both take it.
 bool takes_merge(Op, Algo);
-// Whether --stages applies: pipelined's stages, and gemm_ar's waves where the row has auto_waves.
+// Whether --stages applies: pipelined's stages, and the waves of an op that takes them (gemm_ar)
+// where the algorithm's row has auto_waves.
 bool takes_stages(Op, Algo);
 // The names of the rows that take an option, joined by " and ": "ring and bidir".
 std::string names_taking(bool AlgoRow::*option);

@@ -104,20 +104,6 @@ int find_buffer(const Plan&, Role);
 std::string describe(const Plan&);
 std::string describe(const Step&);
 
-// The per-op builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp, plan/gemm_ar.cpp), one function per algorithm.
-Plan ag_gemm_sequential(const Problem&, const PlanOptions&, int rank);
-Plan ag_gemm_pipelined(const Problem&, const PlanOptions&, int rank);
-Plan ag_gemm_ring(const Problem&, const PlanOptions&, int rank);
-Plan ag_gemm_bidir(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_sequential(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_pipelined(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_ring(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_bidir(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_sequential(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_pipelined(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_ring(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_bidir(const Problem&, const PlanOptions&, int rank);
-
 // A plan with every collective (allgather, reduce_scatter) rewritten as the ring a ring
 // collective runs: P-1 sendrecv steps with the neighbours (and, for reduce_scatter, the adds of
 // the running sums into two accumulator buffers appended to the plan), so that a transport that

@@ -22,8 +22,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// ag_gemm: C_r = AllGather(A) @ B_r. gemm_rs: C_r = rows block r of sum_q A_q @ B_q. gemm_ar: C = the
-// whole sum_q A_q @ B_q on every rank (the row-parallel linear without sequence parallelism).
+// The ops; their names, builders and shapes are their rows in collmm/ops.hpp. ag_gemm: C_r =
+// AllGather(A) @ B_r. gemm_rs: C_r = rows block r of sum_q A_q @ B_q. gemm_ar: C = the whole
+// sum_q A_q @ B_q on every rank (the row-parallel linear without sequence parallelism).
 enum class Op { ag_gemm, gemm_rs, gemm_ar };
 // The algorithms; their names, builders and rules are their rows in collmm/algorithms.hpp.
 enum class Algo { sequential, pipelined, ring, bidir };
@@ -37,8 +38,9 @@ enum class PieceSizes { equal, halving };
 enum class BLayout { kn, nk };
 enum class Dtype { f64, f32, tf32, f16, bf16, fp8_e4m3 };
 
-// The enums' values and names. Algo's (all_algos, to_string, parse_algo, parse_field, longest_name)
-// are its table's rows, read where the table is defined (plan/algorithms.cpp).
+// The enums' values and names. Op's and Algo's (all_ops, to_string, parse_op, parse_field,
+// longest_name) are their tables' rows, read where the tables are defined (plan/ops.cpp,
+// plan/algorithms.cpp).
 const std::vector<Op>& all_ops();
 const std::vector<Algo>& all_algos();
 
@@ -60,7 +62,7 @@ size_t dtype_size(Dtype);
 // Row-major, global sizes. Rank r of P holds (ag_gemm) rows block r of A and columns block r of B,
 // or (gemm_rs, gemm_ar) columns block r of A and rows block r of B; see plan.hpp for the buffers.
 struct Problem {
-  Op op = Op::ag_gemm;
+  Op op{};  // the op table's first row (ag_gemm)
   int64_t m = 0, n = 0, k = 0;
   int world = 1;  // P
   BLayout b_layout = BLayout::kn;
@@ -176,19 +178,25 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, 
 int64_t block_size(int64_t total, int parts, int q);
 int64_t block_offset(int64_t total, int parts, int q);
 
-// The local shapes that rank r holds, from the Problem.
+// The local shapes that rank r holds, from the Problem (its op's row: collmm/ops.hpp), and where
+// they lie in the global matrices (B's indexed [K, N] whatever its layout).
 struct LocalShape {
   int64_t a_rows, a_cols;  // A_r
   int64_t b_rows, b_cols;  // B_r as stored (after b_layout)
   int64_t c_rows, c_cols;  // C_r
   int64_t gemm_k, gemm_n;  // the inner and output-column sizes of every GEMM this rank runs
+  int64_t a_row0, a_col0;  // A_r's first row and column in the global A
+  int64_t b_k0, b_n0;      // B_r's first row (K) and column (N) in the global B
+  int64_t c_row0, c_col0;  // C_r's first row and column in the global C
 };
 LocalShape local_shape(const Problem&, int rank);
 
-// Whether the op sums partials over the ranks: A's columns and B's rows are split (gemm_rs,
-// gemm_ar); ag_gemm splits A's rows and B's columns.
+// Whether the op sums partials over the ranks (its row): A's columns and B's rows are split
+// (gemm_rs, gemm_ar); ag_gemm splits A's rows and B's columns.
 bool sums_over_ranks(Op);
-// The global row of rank r's C row 0: gemm_rs holds its rows block, ag_gemm and gemm_ar all of M (0).
+// Whether the op's A is split by rows and gathered (its row: ag_gemm).
+bool gathers_a(Op);
+// The global row of rank r's C row 0: local_shape's c_row0.
 int64_t c_first_row(const Problem&, int rank);
 
 // The fewest rows that `pieces` pieces of these sizes cut with at least one row each: equal, one
@@ -197,8 +205,8 @@ int64_t rows_for_pieces(int pieces, PieceSizes);
 
 // Checks that throw UsageError naming everything wrong, each a sentence. validate_sizes: the
 // problem's sizes alone, whichever op (each within its range; M*K, K*N, M*N within kMaxElements).
-// validate(Problem): those and the op's split over the ranks (each rank at least one row or
-// column). The options that one algorithm takes are checked with its row: validate(Problem,
+// validate(Problem): those and the op's split over the ranks (its row's validate: each rank at
+// least one row or column). The options that one algorithm takes are checked with its row: validate(Problem,
 // PlanOptions) in collmm/algorithms.hpp.
 void validate_sizes(const Problem&);
 void validate(const Problem&);

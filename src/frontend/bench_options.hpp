@@ -14,7 +14,7 @@
 namespace collmm {
 
 struct BenchOptions {
-  std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};  // --op NAME|all
+  std::vector<Op> ops = all_ops();  // --op NAME|all
   std::vector<Algo> algos;                        // --algo NAME,...|all (empty: all_algos(); auto alone: none)
   std::vector<ListedConfig> configs;              // --algo entries with their own options (ring:pieces4h)
   bool algo_auto = false;                         // --algo auto: the model's (or cache's) pick, row "auto:<algo>"

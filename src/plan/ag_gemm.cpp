@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "collmm/plan.hpp"
+#include "op_rows.hpp"
 
 namespace collmm {
 namespace {
@@ -92,8 +93,6 @@ void copy_own_chunk(Plan& plan, int gathered, int lane) {
   const Slice own = chunk_rows(plan.problem, gathered, plan.rank);
   plan.push(local_step(StepKind::copy, lane, own, {kBufA, 0, own.rows}, -1, plan.rank));
 }
-
-}  // namespace
 
 Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
@@ -280,6 +279,60 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     if (j == 0) copy_own_chunk(plan, g, lane);
   }
   return plan;
+}
+
+
+// Rank r holds rows block r of A and columns block r of B; its C is all M rows of its columns.
+LocalShape blocks(const Problem& p, int r) {
+  const int64_t n_r = block_size(p.n, p.world, r), n0 = block_offset(p.n, p.world, r);
+  return {.a_rows = block_size(p.m, p.world, r),
+          .a_cols = p.k,
+          .b_rows = 0,
+          .b_cols = 0,
+          .c_rows = p.m,
+          .c_cols = n_r,
+          .gemm_k = p.k,
+          .gemm_n = n_r,
+          .a_row0 = block_offset(p.m, p.world, r),
+          .a_col0 = 0,
+          .b_k0 = 0,
+          .b_n0 = n0,
+          .c_row0 = 0,
+          .c_col0 = n0};
+}
+
+void validate(const Problem& p, std::vector<std::string>& problems) {
+  need_one_per_rank(p, "M", p.m, "every rank needs at least one row of A", problems);
+  need_one_per_rank(p, "N", p.n, "ag_gemm gives every rank at least one column of B", problems);
+}
+
+// With played peers a rank receives and sends the rows of A it gathers.
+int64_t played_link_bytes(const Problem& p, int64_t in_size, int64_t) { return 2 * p.m * p.k * in_size; }
+
+// C row t of rank r: A row t (held by the rank whose block it is) times B_r, written once.
+std::vector<Product> c_row(const Problem& p, int r, int64_t t) {
+  const int q = block_owner(p.m, p.world, t);
+  return {{q, t, r}};
+}
+
+}  // namespace
+
+OpRow ag_gemm_row() {
+  return {.op = Op::ag_gemm,
+          .name = "ag_gemm",
+          .formula = "C_r = AllGather(A) @ B_r",
+          .builders = {{Algo::sequential, ag_gemm_sequential},
+                       {Algo::pipelined, ag_gemm_pipelined},
+                       {Algo::ring, ag_gemm_ring},
+                       {Algo::bidir, ag_gemm_bidir}},
+          .sums_over_ranks = false,
+          .gathers_a = true,
+          .takes_merge = true,
+          .takes_waves = false,
+          .blocks = blocks,
+          .validate = validate,
+          .played_link_bytes = played_link_bytes,
+          .c_row = c_row};
 }
 
 }  // namespace collmm

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "collmm/ops.hpp"
 #include "collmm/plan.hpp"
 #include "collmm/sizes.hpp"
 #include "enum_names.hpp"
@@ -26,9 +27,6 @@ const std::vector<AlgoRow>& algorithm_table() {
   static const std::vector<AlgoRow> rows{
       {.algo = Algo::sequential,
        .name = "sequential",
-       .ag_gemm = ag_gemm_sequential,
-       .gemm_rs = gemm_rs_sequential,
-       .gemm_ar = gemm_ar_sequential,
        .takes_stages = false,
        .takes_gemm_lanes = false,
        .takes_merge = false,
@@ -43,9 +41,6 @@ const std::vector<AlgoRow>& algorithm_table() {
        .alone_at_one_rank = false},
       {.algo = Algo::pipelined,
        .name = "pipelined",
-       .ag_gemm = ag_gemm_pipelined,
-       .gemm_rs = gemm_rs_pipelined,
-       .gemm_ar = gemm_ar_pipelined,
        .takes_stages = true,
        .takes_gemm_lanes = true,
        .takes_merge = false,
@@ -60,9 +55,6 @@ const std::vector<AlgoRow>& algorithm_table() {
        .alone_at_one_rank = false},
       {.algo = Algo::ring,
        .name = "ring",
-       .ag_gemm = ag_gemm_ring,
-       .gemm_rs = gemm_rs_ring,
-       .gemm_ar = gemm_ar_ring,
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = true,
@@ -77,9 +69,6 @@ const std::vector<AlgoRow>& algorithm_table() {
        .alone_at_one_rank = true},
       {.algo = Algo::bidir,
        .name = "bidir",
-       .ag_gemm = ag_gemm_bidir,
-       .gemm_rs = gemm_rs_bidir,
-       .gemm_ar = gemm_ar_bidir,
        .takes_stages = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
@@ -135,18 +124,15 @@ std::string algorithm_names(const std::string& separator) {
 }
 
 PlanBuilder builder(Op op, Algo a) {
-  switch (op) {
-    case Op::ag_gemm: return algorithm(a).ag_gemm;
-    case Op::gemm_rs: return algorithm(a).gemm_rs;
-    case Op::gemm_ar: return algorithm(a).gemm_ar;
-  }
-  throw std::logic_error("op " + std::to_string(static_cast<int>(op)) + " has no builder column");
+  for (const auto& [algo, build] : op_row(op).builders)
+    if (algo == a) return build;
+  throw std::logic_error(to_string(op) + " has no builder of " + to_string(a));
 }
 
-bool takes_merge(Op op, Algo a) { return op == Op::ag_gemm && algorithm(a).takes_merge; }
+bool takes_merge(Op op, Algo a) { return op_row(op).takes_merge && algorithm(a).takes_merge; }
 
 bool takes_stages(Op op, Algo a) {
-  return algorithm(a).takes_stages || (op == Op::gemm_ar && !algorithm(a).auto_waves.empty());
+  return algorithm(a).takes_stages || (op_row(op).takes_waves && !algorithm(a).auto_waves.empty());
 }
 
 std::string names_taking(bool AlgoRow::*option) {
@@ -197,9 +183,10 @@ void validate(const Problem& p, const PlanOptions& o) {
   });
   const int P = p.world;
   if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
-    msg << "merge " << o.merge << " applies to ag_gemm";
-    for (const AlgoRow& row : algorithm_table())
-      if (row.takes_merge) msg << " " << row.name;
+    msg << "merge " << o.merge << " applies to";
+    for (const OpRow& op : op_table())
+      for (const AlgoRow& row : algorithm_table())
+        if (takes_merge(op.op, row.algo)) msg << " " << op.name << " " << row.name;
     msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << ")";
     add();
   }
@@ -270,13 +257,13 @@ std::vector<PlanOptions> auto_candidates(const Problem& p) {
       for (int lanes : row.takes_gemm_lanes ? std::vector<int>{1, 2} : std::vector<int>{1})
         add(row.algo, s, lanes, 1, 1);
     }
-  if (p.op == Op::gemm_ar)  // the ring in waves (each wave's block at least a row per rank)
+  if (op_row(p.op).takes_waves)  // the ring in waves (each wave's block at least a row per rank)
     for (const AlgoRow& row : algorithm_table())
       for (int waves : row.auto_waves)
         if (waves <= p.m / p.world && simulated_steps(p, {.algo = row.algo, .stages = waves}) <= kMaxSimulatedSteps)
           add(row.algo, waves, 1, 1, 1);
-  if (p.op == Op::ag_gemm)
-    for (const AlgoRow& row : algorithm_table())
+  for (const AlgoRow& row : algorithm_table())
+    if (takes_merge(p.op, row.algo))
       for (int merge : row.auto_merges)
         if (p.world > merge) add(row.algo, 0, 1, merge, 1);
   for (const AlgoRow& row : algorithm_table())  // the ring's exposed edge in pieces

@@ -24,6 +24,7 @@
 //
 //   gemm  | ring of wave 0     | ring of wave 1     |
 //   comm  |  rs0 ...           |  rs1 + ag0 ...     | ag1 |
+#include "op_rows.hpp"
 #include "rs_ring.hpp"
 
 namespace collmm {
@@ -123,11 +124,59 @@ Plan rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   return plan;
 }
 
-}  // namespace
-
 Plan gemm_ar_sequential(const Problem& p, const PlanOptions& o, int r) { return staged(p, o, r, 1); }
 Plan gemm_ar_pipelined(const Problem& p, const PlanOptions& o, int r) { return staged(p, o, r, stages_of(p, o)); }
 Plan gemm_ar_ring(const Problem& p, const PlanOptions& o, int r) { return rings(p, o, r, false); }
 Plan gemm_ar_bidir(const Problem& p, const PlanOptions& o, int r) { return rings(p, o, r, true); }
+
+// Rank r holds columns block r of A and rows block r of B; its C is all of the sum.
+LocalShape blocks(const Problem& p, int r) {
+  const int64_t k_r = block_size(p.k, p.world, r), k0 = block_offset(p.k, p.world, r);
+  return {.a_rows = p.m,
+          .a_cols = k_r,
+          .b_rows = 0,
+          .b_cols = 0,
+          .c_rows = p.m,
+          .c_cols = p.n,
+          .gemm_k = k_r,
+          .gemm_n = p.n,
+          .a_row0 = 0,
+          .a_col0 = k0,
+          .b_k0 = k0,
+          .b_n0 = 0,
+          .c_row0 = 0,
+          .c_col0 = 0};
+}
+
+void validate(const Problem& p, std::vector<std::string>& problems) {
+  need_one_per_rank(p, "M", p.m, "every rank needs at least one row of C", problems);
+  need_one_per_rank(p, "K", p.k, "gemm_ar gives every rank at least one column of A", problems);
+}
+
+// With played peers a rank receives and sends up to P running sums of a block of C, and the
+// all-gather's blocks.
+int64_t played_link_bytes(const Problem& p, int64_t, int64_t out_size) {
+  return 4 * int64_t(p.world) * (p.m / p.world + 1) * p.n * out_size;
+}
+
+}  // namespace
+
+OpRow gemm_ar_row() {
+  return {.op = Op::gemm_ar,
+          .name = "gemm_ar",
+          .formula = "C = sum_q A_q @ B_q on every rank",
+          .builders = {{Algo::sequential, gemm_ar_sequential},
+                       {Algo::pipelined, gemm_ar_pipelined},
+                       {Algo::ring, gemm_ar_ring},
+                       {Algo::bidir, gemm_ar_bidir}},
+          .sums_over_ranks = true,
+          .gathers_a = false,
+          .takes_merge = false,
+          .takes_waves = true,
+          .blocks = blocks,
+          .validate = validate,
+          .played_link_bytes = played_link_bytes,
+          .c_row = summed_c_row};
+}
 
 }  // namespace collmm

@@ -38,6 +38,7 @@
 // rank r's block of the wave (c_first_row), and the all-gather follows.
 #include <algorithm>
 
+#include "op_rows.hpp"
 #include "rs_ring.hpp"
 
 namespace collmm {
@@ -67,8 +68,6 @@ struct RsRing {
   int last_add = -1;
   int cur = 0;  // which receive buffer holds the running sum
 };
-
-}  // namespace
 
 Plan gemm_rs_sequential(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
@@ -137,6 +136,8 @@ Plan gemm_rs_pipelined(const Problem& p, const PlanOptions& o, int r) {
   }
   return plan;
 }
+
+}  // namespace
 
 void append_rs_ring(Plan& plan, bool bidir, int64_t m0, int64_t m_rows, const CommHook& on_comm) {
   const Problem& p = plan.problem;
@@ -318,9 +319,62 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   return plan;
 }
 
-}  // namespace
-
 Plan gemm_rs_ring(const Problem& p, const PlanOptions& o, int r) { return gemm_rs_rings(p, o, r, false); }
 Plan gemm_rs_bidir(const Problem& p, const PlanOptions& o, int r) { return gemm_rs_rings(p, o, r, true); }
+
+// Rank r holds columns block r of A and rows block r of B; its C is rows block r of the sum.
+LocalShape blocks(const Problem& p, int r) {
+  const int64_t k_r = block_size(p.k, p.world, r), k0 = block_offset(p.k, p.world, r);
+  return {.a_rows = p.m,
+          .a_cols = k_r,
+          .b_rows = 0,
+          .b_cols = 0,
+          .c_rows = rows_of(p, r),
+          .c_cols = p.n,
+          .gemm_k = k_r,
+          .gemm_n = p.n,
+          .a_row0 = 0,
+          .a_col0 = k0,
+          .b_k0 = k0,
+          .b_n0 = 0,
+          .c_row0 = off_of(p, r),
+          .c_col0 = 0};
+}
+
+void validate(const Problem& p, std::vector<std::string>& problems) {
+  need_one_per_rank(p, "M", p.m, "every rank needs at least one row of C", problems);
+  need_one_per_rank(p, "K", p.k, "gemm_rs gives every rank at least one column of A", problems);
+}
+
+// With played peers a rank receives and sends up to P running sums of a block of C.
+int64_t played_link_bytes(const Problem& p, int64_t, int64_t out_size) {
+  return 2 * int64_t(p.world) * (p.m / p.world + 1) * p.n * out_size;
+}
+
+}  // namespace
+
+std::vector<Product> summed_c_row(const Problem& p, int r, int64_t t) {
+  std::vector<Product> sum;
+  for (int q = 0; q < p.world; ++q) sum.push_back({q, c_first_row(p, r) + t, q});
+  return sum;
+}
+
+OpRow gemm_rs_row() {
+  return {.op = Op::gemm_rs,
+          .name = "gemm_rs",
+          .formula = "C_r = rows block r of sum_q A_q @ B_q",
+          .builders = {{Algo::sequential, gemm_rs_sequential},
+                       {Algo::pipelined, gemm_rs_pipelined},
+                       {Algo::ring, gemm_rs_ring},
+                       {Algo::bidir, gemm_rs_bidir}},
+          .sums_over_ranks = true,
+          .gathers_a = false,
+          .takes_merge = false,
+          .takes_waves = false,
+          .blocks = blocks,
+          .validate = validate,
+          .played_link_bytes = played_link_bytes,
+          .c_row = summed_c_row};
+}
 
 }  // namespace collmm

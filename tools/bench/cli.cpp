@@ -8,6 +8,7 @@
 #include "cli_size.hpp"
 #include "collmm/algorithms.hpp"
 #include "collmm/cost_model.hpp"
+#include "collmm/ops.hpp"
 #include "fault_point.hpp"
 
 namespace collmm {
@@ -29,7 +30,7 @@ const char* const kCudaGroup = "CUDA";
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", names.backend, "cpu | cuda")->capture_default_str();
-  app.add_option("--op", names.op, "ag_gemm | gemm_rs | gemm_ar | all")->capture_default_str();
+  app.add_option("--op", names.op, op_names(" | ") + " | all")->capture_default_str();
   app.add_option(
          "--algo", names.algo,
          algorithm_names(" | ") +

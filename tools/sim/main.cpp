@@ -19,6 +19,7 @@
 #include "chrome_trace.hpp"
 #include "cli_range.hpp"
 #include "cli_size.hpp"
+#include "collmm/ops.hpp"
 #include "collmm/svg.hpp"
 #include "collmm/tuning.hpp"
 #include "table.hpp"
@@ -226,7 +227,7 @@ int run(const SimOptions& o) {
 int main(int argc, char** argv) {
   collmm::SimOptions o;
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
-  app.add_option("--op", o.op, "ag_gemm, gemm_rs, gemm_ar or all")->capture_default_str();
+  app.add_option("--op", o.op, op_names(", ") + " or all")->capture_default_str();
   app.add_option("--algo", o.algo,
                  collmm::algorithm_names() +
                      ", all, auto (the model's pick, or the fastest measured one in --tune-cache: the row "
