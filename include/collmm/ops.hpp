@@ -1,8 +1,9 @@
-// collmm/ops.hpp: the table of ops, one row each (as nccl-tests lists its collectives): the name,
-// the builder of each algorithm's plan, where each rank's blocks of A, B and C lie, whether C is a
-// sum over the ranks, the op's own checks, the bytes a played peer moves and what the checker
-// expects in C. Everything that lists or branches on ops reads this table: all_ops, to_string,
-// parse_op, the CLIs' --op, make_plan, local_shape, validate, the data and the checker.
+// collmm/ops.hpp: the table of ops, one row each, as nccl-tests lists its collectives. A row holds
+// the name, the builder of each algorithm's plan and where each rank's blocks of A, B and C lie. It
+// says whether C is a sum over the ranks, checks the op's split, and gives the bytes a played peer
+// moves and what the checker expects in C. Everything that lists or branches on ops reads this
+// table: all_ops, to_string, parse_op, the CLIs' --op, make_plan, local_shape, validate, the data
+// and the checker.
 //
 // A new op: its plan file ending in its row (plan/ag_gemm.cpp is one), one enum value in
 // collmm/types.hpp, one line in plan/ops.cpp, and its tests.

@@ -70,8 +70,8 @@ struct Problem {
 
 struct PlanOptions {
   Algo algo = Algo::ring;
-  int stages = 0;  // pipelined: 0, default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp); gemm_ar's
-                   // ring: its waves (0: one), each a ring over M/S rows
+  int stages = 0;  // pipelined: 0, default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp)
+  int waves = 0;   // gemm_ar's ring: its waves (0: one), each a ring over M/W rows
   Post post = Post::comm_first;
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
@@ -106,6 +106,7 @@ constexpr void for_each_field(O& o, F&& f) {
   if constexpr (std::is_same_v<std::remove_const_t<O>, PlanOptions>) {
     f(Field{.key = "algo", .label = "algorithm", .head = "algo", .required = true}, o.algo);
     f(Field{.key = "stages", .label = "stages", .head = "stages", .lo = 0, .hi = kNoLimit}, o.stages);
+    f(Field{.key = "waves", .label = "waves", .head = "waves", .lo = 0, .hi = kMaxWaves}, o.waves);
     f(Field{.key = "post", .label = "post", .head = "post"}, o.post);
     f(Field{.key = "gemm_lanes", .label = "gemm lanes", .head = "lanes", .lo = 1, .hi = kMaxGemmLanes}, o.gemm_lanes);
     f(Field{.key = "merge", .label = "merge", .head = "merge", .lo = 1, .hi = kMaxWorld}, o.merge);
@@ -120,6 +121,16 @@ constexpr void for_each_field(O& o, F&& f) {
       o.world);
     f(Field{.key = "b_layout", .label = "B layout", .head = "B"}, o.b_layout);
   }
+}
+// The Field of one member of a value (its key, label and range): field_of(&PlanOptions::waves).
+template <class V, class M>
+Field field_of(M V::*member) {
+  V value{};
+  Field found{};
+  for_each_field(value, [&](const Field& f, const auto& v) {
+    if (static_cast<const void*>(&v) == static_cast<const void*>(&(value.*member))) found = f;
+  });
+  return found;
 }
 // Every field's value as text: an enum's name, an integer's digits.
 inline std::string field_text(int64_t v) { return std::to_string(v); }
@@ -150,7 +161,7 @@ bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
 // Field by field, in the field list's order (a key of what is kept per plan).
 std::strong_ordering operator<=>(const PlanOptions&, const PlanOptions&);
-// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal"
+// "algo=ring stages=0 waves=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal"
 std::string to_string(const PlanOptions&);
 // "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn"
 std::string to_string(const Problem&);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
 #include "collmm/ops.hpp"
 #include "collmm/plan.hpp"
@@ -15,10 +16,10 @@ namespace {
 
 // sequential: one allgather or reduce-scatter of P parts and one GEMM per rank (gemm_ar: both).
 double sequential_steps(double P, double) { return 2 * P; }
-// pipelined: S stages of a collective over P ranks, on each of P ranks.
+// pipelined: S stages of a collective over P ranks; ring: P steps (gemm_ar: in S waves); on each
+// of P ranks.
 double staged_steps(double P, double S) { return S * P * P; }
-// ring: P steps on each of P ranks (gemm_ar: in S waves); bidir: two rings of half chunks.
-double ring_steps(double P, double S) { return S * P * P; }
+// bidir: two rings of half chunks.
 double bidir_steps(double P, double) { return 2 * P * P; }
 
 }  // namespace
@@ -28,6 +29,7 @@ const std::vector<AlgoRow>& algorithm_table() {
       {.algo = Algo::sequential,
        .name = "sequential",
        .takes_stages = false,
+       .takes_waves = false,
        .takes_gemm_lanes = false,
        .takes_merge = false,
        .takes_pieces = false,
@@ -42,6 +44,7 @@ const std::vector<AlgoRow>& algorithm_table() {
       {.algo = Algo::pipelined,
        .name = "pipelined",
        .takes_stages = true,
+       .takes_waves = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
        .takes_pieces = false,
@@ -56,11 +59,12 @@ const std::vector<AlgoRow>& algorithm_table() {
       {.algo = Algo::ring,
        .name = "ring",
        .takes_stages = false,
+       .takes_waves = true,
        .takes_gemm_lanes = true,
        .takes_merge = true,
        .takes_pieces = true,
        .chunk_parts = 1,
-       .simulated_steps = ring_steps,
+       .simulated_steps = staged_steps,
        .auto_stages = {0},
        .auto_merges = {2, 4},
        .auto_pieces = {2, 4, 8, 16},
@@ -70,6 +74,7 @@ const std::vector<AlgoRow>& algorithm_table() {
       {.algo = Algo::bidir,
        .name = "bidir",
        .takes_stages = false,
+       .takes_waves = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
        .takes_pieces = true,
@@ -131,9 +136,7 @@ PlanBuilder builder(Op op, Algo a) {
 
 bool takes_merge(Op op, Algo a) { return op_row(op).takes_merge && algorithm(a).takes_merge; }
 
-bool takes_stages(Op op, Algo a) {
-  return algorithm(a).takes_stages || (op_row(op).takes_waves && !algorithm(a).auto_waves.empty());
-}
+bool takes_waves(Op op, Algo a) { return op_row(op).takes_waves && algorithm(a).takes_waves; }
 
 std::string names_taking(bool AlgoRow::*option) {
   std::vector<std::string> names;
@@ -149,14 +152,18 @@ int default_stages(const Problem& p) {
 }
 
 int stages_of(const Problem& p, const PlanOptions& o) {
-  if (!takes_stages(p.op, o.algo)) return 1;
-  if (o.stages > 0) return o.stages;
-  return algorithm(o.algo).takes_stages ? default_stages(p) : 1;
+  if (!algorithm(o.algo).takes_stages) return 1;
+  return o.stages > 0 ? o.stages : default_stages(p);
+}
+
+int waves_of(const Problem& p, const PlanOptions& o) {
+  return takes_waves(p.op, o.algo) && o.waves > 0 ? o.waves : 1;
 }
 
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
-  if (!takes_stages(op, algo)) o.stages = 0;
+  if (!algorithm(algo).takes_stages) o.stages = 0;
+  if (!takes_waves(op, algo)) o.waves = 0;
   if (!takes_merge(op, algo)) o.merge = 1;
   if (!algorithm(algo).takes_pieces) o.pieces = 1;
   if (o.pieces == 1) o.piece_sizes = PieceSizes::equal;  // one piece is the whole chunk either way
@@ -164,8 +171,7 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
 }
 
 int64_t edge_rows(const Problem& p, const PlanOptions& o) {
-  const int waves = algorithm(o.algo).takes_pieces ? stages_of(p, o) : 1;  // gemm_ar's ring: S waves
-  const int64_t chunk = p.m / waves / p.world;                             // the smallest rank's block
+  const int64_t chunk = p.m / waves_of(p, o) / p.world;  // the smallest rank's block (of a wave)
   return chunk / algorithm(o.algo).chunk_parts;
 }
 
@@ -220,23 +226,40 @@ void validate(const Problem& p, const PlanOptions& o) {
         << ", so at most " << most << " pieces";
     add();
   }
-  if (takes_stages(p.op, o.algo) && o.stages > 0 && o.stages > p.m / P) {
-    msg << "stages " << o.stages << " cannot split M=" << p.m << " over " << P
-        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages";
+  if (o.stages > 0 && !algorithm(o.algo).takes_stages && takes_waves(p.op, o.algo)) {
+    msg << "stages " << o.stages << ": " << to_string(p.op) << "'s " << to_string(o.algo)
+        << " has no stages; its waves are the option waves (" << to_string(o.algo) << ":waves" << o.stages << ")";
     add();
   }
+  if (o.waves > 1 && !takes_waves(p.op, o.algo)) {
+    msg << "waves " << o.waves << " apply to";
+    for (const OpRow& op : op_table())
+      for (const AlgoRow& row : algorithm_table())
+        if (takes_waves(op.op, row.algo)) msg << " " << op.name << " " << row.name;
+    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << ")";
+    add();
+  }
+  for (auto [count, name, applies] : {std::tuple{o.stages, "stages", algorithm(o.algo).takes_stages},
+                                      std::tuple{o.waves, "waves", takes_waves(p.op, o.algo)}})
+    if (applies && count > p.m / P) {
+      msg << name << " " << count << " cannot split M=" << p.m << " over " << P
+          << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " " << name;
+      add();
+    }
   throw_if_any(problems);
 }
 
 double simulated_steps(const Problem& p, const PlanOptions& o) {
-  return algorithm(o.algo).simulated_steps(p.world, stages_of(p, o));
+  return algorithm(o.algo).simulated_steps(p.world, stages_of(p, o) * waves_of(p, o));  // one of them is 1
 }
 
 std::vector<PlanOptions> auto_candidates(const Problem& p) {
   std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes, int merge, int pieces, PieceSizes sizes = PieceSizes::equal) {
+  auto add = [&](Algo a, int stages, int lanes, int merge, int pieces, PieceSizes sizes = PieceSizes::equal,
+                 int waves = 0) {
     const PlanOptions o{.algo = a,
                         .stages = stages,
+                        .waves = waves,
                         .post = Post::comm_first,
                         .gemm_lanes = lanes,
                         .merge = merge,
@@ -257,11 +280,11 @@ std::vector<PlanOptions> auto_candidates(const Problem& p) {
       for (int lanes : row.takes_gemm_lanes ? std::vector<int>{1, 2} : std::vector<int>{1})
         add(row.algo, s, lanes, 1, 1);
     }
-  if (op_row(p.op).takes_waves)  // the ring in waves (each wave's block at least a row per rank)
-    for (const AlgoRow& row : algorithm_table())
+  for (const AlgoRow& row : algorithm_table())  // the ring in waves (each wave's block a row per rank)
+    if (takes_waves(p.op, row.algo))
       for (int waves : row.auto_waves)
-        if (waves <= p.m / p.world && simulated_steps(p, {.algo = row.algo, .stages = waves}) <= kMaxSimulatedSteps)
-          add(row.algo, waves, 1, 1, 1);
+        if (waves <= p.m / p.world && simulated_steps(p, {.algo = row.algo, .waves = waves}) <= kMaxSimulatedSteps)
+          add(row.algo, 0, 1, 1, 1, PieceSizes::equal, waves);
   for (const AlgoRow& row : algorithm_table())
     if (takes_merge(p.op, row.algo))
       for (int merge : row.auto_merges)

@@ -17,8 +17,8 @@
 // ring, bidir: gemm_rs's ring (plan/gemm_rs.cpp: each block summed on its way round, the GEMMs
 //   beside the transfers; --pieces cuts its first GEMM and send), which leaves rank r's summed
 //   block in its rows of C, then the all-gather of the blocks. A block is complete only at the
-//   ring's last step, so one ring leaves that all-gather with no GEMM beside it. --stages S (ring
-//   only; 0 and 1: one wave) runs S waves of M/S rows, each its own ring; the all-gather of wave w
+//   ring's last step, so one ring leaves that all-gather with no GEMM beside it. --waves W (ring
+//   only; 0 and 1: one wave) runs W waves of M/W rows, each its own ring; the all-gather of wave w
 //   travels in wave w+1's sendrecvs (step j also sends block r - j of wave w on to r+1 and
 //   receives block r - j - 1), beside wave w+1's GEMMs, and only the last wave's runs alone:
 //
@@ -102,7 +102,7 @@ Plan rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     plan.push(local_step(StepKind::gemm, plan.gemm_lane(0), {kBufC, 0, p.m}, {kBufA, 0, p.m}, 0, 0));
     return plan;
   }
-  const int W = stages_of(p, o);
+  const int W = waves_of(p, o);
   auto wave_row = [&](int w) { return block_offset(p.m, W, w); };  // wave W: all of M
   std::vector<int> done;                                           // the previous wave's last GEMM-lane steps
   for (int w = 0; w < W; ++w) {
