@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collmm/algorithms.hpp"
@@ -125,6 +126,10 @@ bool only_fills_output(const Plan&, int i);
 // (gemm, copy or add: out = a @ B, out = a, out += a) with its labels and waits; a mod b in [0, b).
 Plan empty_plan(const Problem&, const PlanOptions&, int rank);
 Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {});
+// A GEMM step, out = a @ B: local_step's shorthand for the builders.
+inline Step gemm_step(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {}) {
+  return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
+}
 inline int ring_mod(int a, int b) { return ((a % b) + b) % b; }
 
 // What --pieces cuts a ring's edge chunk into: how many pieces, their sizes, and (halving) the

@@ -80,15 +80,12 @@ struct Merge {
   }
 };
 
-Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {}) {
-  return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
-}
 
 // Own chunk into the gathered A, so the gathered output is complete. The rings post it on the GEMM
 // lane right after the own chunk's GEMM: where the link is the slower side that lane waits there
 // for the first received chunk, and the copy (an SM kernel) fills the wait. Posted last on lane 0,
 // it ran beside the last GEMM, the one nothing hides, and made it longer by about its own time
-// (host bed, ag P = 2 M 32768: a 128 us copy, the last GEMM 109 us longer; docs/perf.md).
+// (host bed, ag P = 2 M 32768: a 128 us copy, the last GEMM 109 us longer; docs/perf/log-2026-12.md).
 void copy_own_chunk(Plan& plan, int gathered, int lane) {
   const Slice own = chunk_rows(plan.problem, gathered, plan.rank);
   plan.push(local_step(StepKind::copy, lane, own, {kBufA, 0, own.rows}, -1, plan.rank));
@@ -104,7 +101,7 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
   for (int q = 0; q < p.world; ++q) ag.parts.push_back(chunk_rows(p, g, q));
   ag.index = 0;
   const int ag_step = plan.push(ag);
-  plan.push(gemm(plan.gemm_lane(0), {kBufC, 0, p.m}, {g, 0, p.m}, 0, -1, {ag_step}));
+  plan.push(gemm_step(plan.gemm_lane(0), {kBufC, 0, p.m}, {g, 0, p.m}, 0, -1, {ag_step}));
   return plan;
 }
 
@@ -112,7 +109,7 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
 // rank's sub-block. This rank's own chunk is here from the start, but its GEMM is cut the same way
 // and sub-block s+1 of it runs beside stage s+1's transfer, posted after it: a transfer that
 // becomes ready while a GEMM that fills the GPU already runs barely moves until that GEMM ends
-// (measured on the host bed, docs/perf.md), so no GEMM may start ahead of the transfer it hides.
+// (measured on the host bed, docs/perf/log-2026-12.md), so no GEMM may start ahead of the transfer it hides.
 // comm-first posts stage s+1's allgather before stage s's GEMMs.
 //
 //   comm  | ag 0  | ag 1        | ag 2        | ag 3        |
@@ -140,13 +137,13 @@ Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
     for (int q = 0; q < P; ++q) {
       const Slice rows = plan.steps[ag_step].parts[q];
       if (q != r && rows.rows > 0)
-        plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
+        plan.push(gemm_step(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
     }
   };
   auto post_own = [&](int s, std::vector<int> waits) {  // sub-block s of this rank's chunk, read from A
     const Slice a{kBufA, block_offset(m_r, S, s), block_size(m_r, S, s)};
     if (a.rows > 0)
-      plan.push(gemm(plan.gemm_lane(s), {kBufC, block_offset(p.m, P, r) + a.row, a.rows}, a, s, r, std::move(waits)));
+      plan.push(gemm_step(plan.gemm_lane(s), {kBufC, block_offset(p.m, P, r) + a.row, a.rows}, a, s, r, std::move(waits)));
   };
 
   std::vector<int> ag_steps;
@@ -197,16 +194,16 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     std::vector<Step> mms;
     if (j == P - 1 && edge.pieces > 1) {
       for (int i = 0; i < edge.pieces; ++i)
-        mms.push_back(gemm(plan.gemm_lane(gemms++), piece_of(chunk_rows(p, kBufC, cur), edge, i),
+        mms.push_back(gemm_step(plan.gemm_lane(gemms++), piece_of(chunk_rows(p, kBufC, cur), edge, i),
                            piece_of(src, edge, i), j, cur, {prev_comm[i]}));
     } else if (j == 0 || o.merge == 1) {
-      mms.push_back(gemm(plan.gemm_lane(gemms++), chunk_rows(p, kBufC, cur), src, j, cur, prev_comm));
+      mms.push_back(gemm_step(plan.gemm_lane(gemms++), chunk_rows(p, kBufC, cur), src, j, cur, prev_comm));
     } else {
       group.add(chunk_rows(p, g, cur));
       // chunk P-1 does not lie above chunk 0; a last chunk cut in pieces is not merged
       const bool last = j == P - 1 || cur == 0 || (edge.pieces > 1 && j == P - 2);
       if (group.count == o.merge || last) {
-        mms.push_back(gemm(plan.gemm_lane(gemms++), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur,
+        mms.push_back(gemm_step(plan.gemm_lane(gemms++), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur,
                            prev_comm));  // earlier chunks came before on lane 0
         group = Merge{};
       }
@@ -260,7 +257,7 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     std::vector<Step> mms;
     const int lane = plan.gemm_lane(j);
     if (j == 0) {
-      mms.push_back(gemm(lane, chunk_rows(p, kBufC, r), source_rows(p, g, r, r), 0, r));
+      mms.push_back(gemm_step(lane, chunk_rows(p, kBufC, r), source_rows(p, g, r, r), 0, r));
     } else {
       const EdgeCut n = j == P - 1 ? edge : EdgeCut{};
       for (int i = 0; i < n.pieces; ++i)
@@ -269,7 +266,7 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
           const Slice s = piece_of(src_half(q, h), n, i);
           const Slice out = piece_of({kBufC, half_rows(p, g, q, h).row, src_half(q, h).rows}, n, i);
           if (s.rows > 0)
-            mms.push_back(gemm(lane, out, s, j, q, n.pieces > 1 ? std::vector<int>{prev_comm[i]} : prev_comm));
+            mms.push_back(gemm_step(lane, out, s, j, q, n.pieces > 1 ? std::vector<int>{prev_comm[i]} : prev_comm));
         }
     }
     comms.erase(
