@@ -29,7 +29,7 @@ struct Product {
 struct OpRow {
   Op op;
   const char* name;
-  const char* formula;  // what rank r computes, for --op's help and messages
+  const char* formula;                                 // what rank r computes, for --op's help and messages
   std::vector<std::pair<Algo, PlanBuilder>> builders;  // one per algorithm of the algorithm table
   bool sums_over_ranks;  // C is a sum of every rank's partial (A's columns and B's rows are split)
   bool gathers_a;        // A's rows are split and gathered: rows of A travel, exactly, and the

@@ -156,7 +156,9 @@ Problem ag_gemm_problem(int64_t m, int64_t n, int64_t k, int world, BLayout layo
 }
 
 // The contention factor is fitted on the ag_gemm ring of the asked shape.
-Problem contention_problem(const BenchOptions& o, int world) { return ag_gemm_problem(o.m, o.n, o.k, world, o.b_layout); }
+Problem contention_problem(const BenchOptions& o, int world) {
+  return ag_gemm_problem(o.m, o.n, o.k, world, o.b_layout);
+}
 
 // Every GEMM shape the asked cases (and --algo auto's candidates) run, over all ranks.
 std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {

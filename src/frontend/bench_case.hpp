@@ -24,7 +24,7 @@ struct CaseResult {
   std::string label;      // the table's algo cell, the JSON's "label": algo_label ("ring", "ring:pieces4"),
                           // or "auto:ring" for the --algo auto pick
   std::string chosen_by;  // --algo auto: "model" or "measured" (the tuning cache); "" otherwise
-  Problem problem;  // its op, sizes and world
+  Problem problem;        // its op, sizes and world
   Dtype dtype = Dtype::f32;
   int steps = 1;          // steps the schedule has (1 + its largest step index)
   double time_us = 0;     // median over iterations of the slowest rank

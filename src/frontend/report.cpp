@@ -134,7 +134,8 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
   std::string paced;
   for (const CaseResult& r : results)
     if (r.issue_us >= kHostPaced * r.time_us)
-      paced += " " + to_string(r.problem.op) + " " + r.label + " (" + fixed(r.issue_us, 1) + " of " + fixed(r.time_us, 1) + ")";
+      paced += " " + to_string(r.problem.op) + " " + r.label + " (" + fixed(r.issue_us, 1) + " of " +
+               fixed(r.time_us, 1) + ")";
   if (!paced.empty())
     out << "# Paced by the host's issue (issue_us >= " << fixed(kHostPaced, 1) << " x time_us):" << paced << "\n";
   out << "#\n" << std::flush;

@@ -80,7 +80,6 @@ struct Merge {
   }
 };
 
-
 // Own chunk into the gathered A, so the gathered output is complete. The rings post it on the GEMM
 // lane right after the own chunk's GEMM: where the link is the slower side that lane waits there
 // for the first received chunk, and the copy (an SM kernel) fills the wait. Posted last on lane 0,
@@ -143,7 +142,8 @@ Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
   auto post_own = [&](int s, std::vector<int> waits) {  // sub-block s of this rank's chunk, read from A
     const Slice a{kBufA, block_offset(m_r, S, s), block_size(m_r, S, s)};
     if (a.rows > 0)
-      plan.push(gemm_step(plan.gemm_lane(s), {kBufC, block_offset(p.m, P, r) + a.row, a.rows}, a, s, r, std::move(waits)));
+      plan.push(
+          gemm_step(plan.gemm_lane(s), {kBufC, block_offset(p.m, P, r) + a.row, a.rows}, a, s, r, std::move(waits)));
   };
 
   std::vector<int> ag_steps;
@@ -195,7 +195,7 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     if (j == P - 1 && edge.pieces > 1) {
       for (int i = 0; i < edge.pieces; ++i)
         mms.push_back(gemm_step(plan.gemm_lane(gemms++), piece_of(chunk_rows(p, kBufC, cur), edge, i),
-                           piece_of(src, edge, i), j, cur, {prev_comm[i]}));
+                                piece_of(src, edge, i), j, cur, {prev_comm[i]}));
     } else if (j == 0 || o.merge == 1) {
       mms.push_back(gemm_step(plan.gemm_lane(gemms++), chunk_rows(p, kBufC, cur), src, j, cur, prev_comm));
     } else {
@@ -204,7 +204,7 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
       const bool last = j == P - 1 || cur == 0 || (edge.pieces > 1 && j == P - 2);
       if (group.count == o.merge || last) {
         mms.push_back(gemm_step(plan.gemm_lane(gemms++), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur,
-                           prev_comm));  // earlier chunks came before on lane 0
+                                prev_comm));  // earlier chunks came before on lane 0
         group = Merge{};
       }
     }
@@ -277,7 +277,6 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
   }
   return plan;
 }
-
 
 // Rank r holds rows block r of A and columns block r of B; its C is all M rows of its columns.
 LocalShape blocks(const Problem& p, int r) {

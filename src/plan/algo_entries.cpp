@@ -65,7 +65,8 @@ ListedConfig parse_listed_config(const std::string& text) {
     bool halving = false;  // "merge2h" is refused below: algo_label writes no such word
     if (words[i].rfind("stages", 0) == 0) {
       if (algorithm(p.algo).takes_stages)
-        throw UsageError("'" + text + "': " + to_string(p.algo) + "'s stages are not an entry's option (give --stages)");
+        throw UsageError("'" + text + "': " + to_string(p.algo) +
+                         "'s stages are not an entry's option (give --stages)");
       p.waves = count(words[i], "stages", field_of(&PlanOptions::waves).hi, halving);
       words[i].replace(0, 6, "waves");
       spelled = words[0];

@@ -13,7 +13,8 @@
 
 namespace collmm {
 
-// "ring", or "ring:waves2" in waves (gemm_ar's ring), "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces
+// "ring", or "ring:waves2" in waves (gemm_ar's ring), "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge
+// in pieces
 // ("ring:pieces4h" in pieces of halving size): a row's name in the table, the JSON and file names.
 std::string algo_label(const PlanOptions&);
 

@@ -99,23 +99,15 @@ const AlgoRow& algorithm(Algo a) {
 namespace {
 
 const EnumNames<Algo>& algo_names() {
-  static const EnumNames<Algo> names{[] {
-    std::vector<std::pair<Algo, const char*>> items;
-    for (const AlgoRow& row : algorithm_table()) items.emplace_back(row.algo, row.name);
-    return items;
-  }()};
+  static const EnumNames<Algo> names = names_of_rows(algorithm_table(), &AlgoRow::algo);
   return names;
 }
 
 }  // namespace
 
 const std::vector<Algo>& all_algos() {
-  static const std::vector<Algo> v{[] {
-    std::vector<Algo> algos;
-    for (const AlgoRow& row : algorithm_table()) algos.push_back(row.algo);
-    return algos;
-  }()};
-  return v;
+  static const std::vector<Algo> algos = values_of_rows(algorithm_table(), &AlgoRow::algo);
+  return algos;
 }
 std::string to_string(Algo v) { return algo_names().name(v); }
 Algo parse_algo(const std::string& s) { return algo_names().parse(s, "algorithm"); }
@@ -156,9 +148,7 @@ int stages_of(const Problem& p, const PlanOptions& o) {
   return o.stages > 0 ? o.stages : default_stages(p);
 }
 
-int waves_of(const Problem& p, const PlanOptions& o) {
-  return takes_waves(p.op, o.algo) && o.waves > 0 ? o.waves : 1;
-}
+int waves_of(const Problem& p, const PlanOptions& o) { return takes_waves(p.op, o.algo) && o.waves > 0 ? o.waves : 1; }
 
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;

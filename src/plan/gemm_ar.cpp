@@ -129,23 +129,12 @@ Plan gemm_ar_pipelined(const Problem& p, const PlanOptions& o, int r) { return s
 Plan gemm_ar_ring(const Problem& p, const PlanOptions& o, int r) { return rings(p, o, r, false); }
 Plan gemm_ar_bidir(const Problem& p, const PlanOptions& o, int r) { return rings(p, o, r, true); }
 
-// Rank r holds columns block r of A and rows block r of B; its C is all of the sum.
+// Rank r holds gemm_rs's blocks of A and B; its C is all of the sum.
 LocalShape blocks(const Problem& p, int r) {
-  const int64_t k_r = block_size(p.k, p.world, r), k0 = block_offset(p.k, p.world, r);
-  return {.a_rows = p.m,
-          .a_cols = k_r,
-          .b_rows = 0,
-          .b_cols = 0,
-          .c_rows = p.m,
-          .c_cols = p.n,
-          .gemm_k = k_r,
-          .gemm_n = p.n,
-          .a_row0 = 0,
-          .a_col0 = k0,
-          .b_k0 = k0,
-          .b_n0 = 0,
-          .c_row0 = 0,
-          .c_col0 = 0};
+  LocalShape s = summed_blocks(p, r);
+  s.c_rows = p.m;
+  s.c_row0 = 0;
+  return s;
 }
 
 void validate(const Problem& p, std::vector<std::string>& problems) {

@@ -88,10 +88,6 @@ Plan gemm_rs_pipelined(const Problem& p, const PlanOptions& o, int r) {
   return plan;
 }
 
-}  // namespace
-
-namespace {
-
 // gemm_rs's ring and bidir: one ring over all of M (one GEMM at P = 1).
 Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   Plan plan = empty_plan(p, o, r);
@@ -105,8 +101,9 @@ Plan gemm_rs_rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
 Plan gemm_rs_ring(const Problem& p, const PlanOptions& o, int r) { return gemm_rs_rings(p, o, r, false); }
 Plan gemm_rs_bidir(const Problem& p, const PlanOptions& o, int r) { return gemm_rs_rings(p, o, r, true); }
 
-// Rank r holds columns block r of A and rows block r of B; its C is rows block r of the sum.
-LocalShape blocks(const Problem& p, int r) {
+}  // namespace
+
+LocalShape summed_blocks(const Problem& p, int r) {
   const int64_t k_r = block_size(p.k, p.world, r), k0 = block_offset(p.k, p.world, r);
   return {.a_rows = p.m,
           .a_cols = k_r,
@@ -123,6 +120,8 @@ LocalShape blocks(const Problem& p, int r) {
           .c_row0 = off_of(p, r),
           .c_col0 = 0};
 }
+
+namespace {
 
 void validate(const Problem& p, std::vector<std::string>& problems) {
   need_one_per_rank(p, "M", p.m, "every rank needs at least one row of C", problems);
@@ -154,7 +153,7 @@ OpRow gemm_rs_row() {
           .gathers_a = false,
           .takes_merge = false,
           .takes_waves = false,
-          .blocks = blocks,
+          .blocks = summed_blocks,
           .validate = validate,
           .played_link_bytes = played_link_bytes,
           .c_row = summed_c_row};

@@ -10,6 +10,9 @@ OpRow ag_gemm_row();
 OpRow gemm_rs_row();
 OpRow gemm_ar_row();
 
+// gemm_rs's blocks (plan/gemm_rs.cpp): rank r holds columns block r of A, rows block r of B and
+// rows block r of the sum in C.
+LocalShape summed_blocks(const Problem&, int rank);
 // C row t of rank r of an op that sums over the ranks: every rank's partial of that global row.
 std::vector<Product> summed_c_row(const Problem&, int rank, int64_t t);
 

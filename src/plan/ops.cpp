@@ -23,23 +23,15 @@ const OpRow& op_row(Op op) {
 namespace {
 
 const EnumNames<Op>& names() {
-  static const EnumNames<Op> names{[] {
-    std::vector<std::pair<Op, const char*>> items;
-    for (const OpRow& row : op_table()) items.emplace_back(row.op, row.name);
-    return items;
-  }()};
+  static const EnumNames<Op> names = names_of_rows(op_table(), &OpRow::op);
   return names;
 }
 
 }  // namespace
 
 const std::vector<Op>& all_ops() {
-  static const std::vector<Op> v{[] {
-    std::vector<Op> ops;
-    for (const OpRow& row : op_table()) ops.push_back(row.op);
-    return ops;
-  }()};
-  return v;
+  static const std::vector<Op> ops = values_of_rows(op_table(), &OpRow::op);
+  return ops;
 }
 std::string to_string(Op v) { return names().name(v); }
 Op parse_op(const std::string& s) { return names().parse(s, "op"); }

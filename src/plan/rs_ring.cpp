@@ -171,8 +171,8 @@ std::vector<int> RsRingBuilder::post_gemms(int j, int i) {
   for (const Direction& d : dirs_)
     if (d.last_add >= 0) prev_adds.push_back(d.last_add);
   if (last)
-    ids.push_back(plan_.push(gemm_step(plan_.gemm_lane(j), {kBufC, c0_, rows_in(r_)}, {kBufA, off_in(r_), rows_in(r_)},
-                                       j, r_, prev_adds)));
+    ids.push_back(plan_.push(
+        gemm_step(plan_.gemm_lane(j), {kBufC, c0_, rows_in(r_)}, {kBufA, off_in(r_), rows_in(r_)}, j, r_, prev_adds)));
   for (const Direction& d : dirs_) {
     const int b = block_at(d, j);
     const auto [off, rows] = part(b, d.half);

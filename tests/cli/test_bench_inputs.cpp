@@ -181,9 +181,9 @@ TEST(SimAlgoList, TheRingInWavesIsAnEntry) {
     const CommandResult f = run_command(sim + " --op gemm_ar --algo ring " + flag, 60);
     ASSERT_EQ(f.rc, 0) << f.output;
     EXPECT_NE(f.output.find(" ring:waves2 "), std::string::npos) << f.output;
-    EXPECT_EQ(f.output.find("--stages 2 as the waves of gemm_ar's ring is deprecated: give --waves 2") !=
-                  std::string::npos,
-              std::string(flag) == "--stages 2")
+    EXPECT_EQ(
+        f.output.find("--stages 2 as the waves of gemm_ar's ring is deprecated: give --waves 2") != std::string::npos,
+        std::string(flag) == "--stages 2")
         << f.output;
   }
   const CommandResult old = run_command(sim + " --op gemm_ar --algo ring:stages2", 60);

@@ -372,7 +372,8 @@ TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
   const ListedConfig old = parse_listed_config("ring:stages2:pieces2");
   EXPECT_EQ(old.label, "ring:waves2:pieces2");
   EXPECT_EQ(old.options.waves, 2);
-  EXPECT_EQ(old.deprecation, "'ring:stages2:pieces2' is deprecated: the ring's waves are written 'ring:waves2:pieces2'");
+  EXPECT_EQ(old.deprecation,
+            "'ring:stages2:pieces2' is deprecated: the ring's waves are written 'ring:waves2:pieces2'");
   EXPECT_NE(refusal("ring:").find("unknown option ''"), std::string::npos);
   EXPECT_NE(refusal("rings:pieces2").find("'rings:pieces2': unknown algorithm 'rings'"), std::string::npos);
   // Per op: gemm_rs takes no merge, sequential no pieces; the ring's options are kept.

@@ -126,8 +126,8 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
   }
   EXPECT_EQ(heads, (std::vector<std::string>{"op", "M", "N", "K", "P", "B", "dtype", "algo", "stages", "waves", "post",
                                              "lanes", "merge", "pieces", "sizes"}));
-  EXPECT_EQ(texts, (std::vector<std::string>{"gemm_rs", "64", "32", "16", "4", "nk", "bf16", "pipelined", "2",
-                                             "0", "gemm-first", "3", "1", "1", "equal"}));
+  EXPECT_EQ(texts, (std::vector<std::string>{"gemm_rs", "64", "32", "16", "4", "nk", "bf16", "pipelined", "2", "0",
+                                             "gemm-first", "3", "1", "1", "equal"}));
   // A header and a row line up: every column as wide in both.
   std::ostringstream head, row;
   print_heads(head, case_cells(Problem{}, PlanOptions{}, Dtype::f32));

@@ -32,7 +32,7 @@ struct SimOptions {
   std::vector<std::string> algo{"all"};  // --algo's comma list, split by CLI11
   int64_t m = 8192, n = 8192, k = 8192;
   int world = 8, timeline_ranks = 8;
-  PlanOptions plan;  // from the plan option flags (post, piece_sizes: parsed from their names; algo: per row)
+  PlanOptions plan;          // from the plan option flags (post, piece_sizes: parsed from their names; algo: per row)
   bool waves_given = false;  // --waves on the command line
   std::string timeline, trace, json, tuning_cache, save_profile;
 };
