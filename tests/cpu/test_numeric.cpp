@@ -190,7 +190,7 @@ TEST(GemmArRing, EveryWaveCount) {
           const PlanOptions o{.algo = Algo::ring, .waves = waves, .post = post, .gemm_lanes = lanes};
           expect_correct(p, o, lanes == 1 ? Dtype::f32 : Dtype::bf16, 300 + waves);
         }
-    const PlanOptions cut{.algo = Algo::ring, .stages = 2, .pieces = 2};
+    const PlanOptions cut{.algo = Algo::ring, .waves = 2, .pieces = 2};
     expect_correct(p, cut, Dtype::f64, 310);
   }
 }
