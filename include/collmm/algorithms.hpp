@@ -1,11 +1,12 @@
 // collmm/algorithms.hpp: the table of algorithms, one row each (as nccl-tests lists its
-// collectives): the name, the builder of each op's plan, the options it takes, the steps the
-// simulator walks for it and its candidates for `--algo auto`. Everything that lists or branches on
-// algorithms reads this table: parsing and printing names, plan dispatch, options_for, validate,
-// auto's candidates, the simulator's limit, the CLIs' help and the Python extension's list.
+// collectives): the name, the options it takes, the steps the simulator walks for it and its
+// candidates for `--algo auto`. Everything that lists or branches on algorithms reads this table:
+// parsing and printing names, options_for, validate, auto's candidates, the simulator's limit, the
+// CLIs' help and the Python extension's list. Each op's builder of each algorithm is in the op's row
+// (collmm/ops.hpp).
 //
-// A new algorithm: its builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp, plan/gemm_ar.cpp), one enum value in
-// collmm/types.hpp, one row in plan/algorithms.cpp and its golden plan test.
+// A new algorithm: its builder in each op's plan file (plan/ag_gemm.cpp, ...) and the op's row, one
+// enum value in collmm/types.hpp, one row in plan/algorithms.cpp and its golden plan test.
 #pragma once
 
 #include <string>
@@ -21,22 +22,19 @@ using PlanBuilder = Plan (*)(const Problem&, const PlanOptions&, int rank);
 struct AlgoRow {
   Algo algo;
   const char* name;
-  PlanBuilder ag_gemm;  // the builder of each op's plan
-  PlanBuilder gemm_rs;
-  PlanBuilder gemm_ar;
   bool takes_stages;      // --stages (0: default_stages)
+  bool takes_waves;       // --waves: the op's output in waves of rows, each this row's ring (gemm_ar)
   bool takes_gemm_lanes;  // more than one GEMM lane can run at once (sequential: one GEMM)
   bool takes_merge;       // --merge, in ag_gemm only (gemm_rs has no merge)
   bool takes_pieces;      // --pieces: the ring's exposed edge chunk cut into row pieces
   int chunk_parts;        // the parts each chunk travels in (bidir: two halves); edge_rows divides by it
-  // The steps the simulator walks for all P ranks at S stages (1 where stages do not apply).
+  // The steps the simulator walks for all P ranks at S stages or waves (1 where neither applies).
   double (*simulated_steps)(double P, double S);
   std::vector<int> auto_stages;   // auto's candidate stage counts ({0}: not staged)
   std::vector<int> auto_merges;   // auto's candidate merges beyond 1 (ag_gemm only, P > merge)
   std::vector<int> auto_pieces;   // auto's candidate pieces beyond 1 (where the edge chunk has the rows)
   std::vector<int> auto_halving;  // the same, in pieces of halving size (--piece-sizes halving)
-  std::vector<int> auto_waves;    // gemm_ar: --stages S > 1 runs S waves of M/S rows, each this
-                                  // row's ring (plan/gemm_ar.cpp); auto's candidates ({}: no waves)
+  std::vector<int> auto_waves;    // auto's candidate waves where the op takes them ({}: none)
   bool alone_at_one_rank;         // auto's one candidate at P = 1 (nothing to overlap there)
 };
 
@@ -46,23 +44,26 @@ const AlgoRow& algorithm(Algo);
 // The names joined by `separator`: "sequential, pipelined, ring, bidir".
 std::string algorithm_names(const std::string& separator = ", ");
 
+// The op's builder of the algorithm (its row in collmm/ops.hpp).
 PlanBuilder builder(Op, Algo);
+// Whether --merge applies: the op's row and the algorithm's row both take it.
 bool takes_merge(Op, Algo);
-// Whether --stages applies: pipelined's stages, and gemm_ar's waves where the row has auto_waves.
-bool takes_stages(Op, Algo);
+// Whether --waves applies: the op's row and the algorithm's row both take waves (gemm_ar's ring).
+bool takes_waves(Op, Algo);
 // The names of the rows that take an option, joined by " and ": "ring and bidir".
 std::string names_taking(bool AlgoRow::*option);
 
 // The stage count of a pipelined plan when --stages is 0: as many as ranks, but at least one row
 // per stage of the smallest rank's block: max(1, min(P, M / P)).
 int default_stages(const Problem&);
-// o.stages where the algorithm takes stages and it is given, default_stages where it is 0 (waves:
-// 1), else 1.
+// o.stages where the algorithm takes stages and it is given, default_stages where it is 0, else 1.
 int stages_of(const Problem&, const PlanOptions&);
+// o.waves where the op and algorithm take waves and it is given, else 1.
+int waves_of(const Problem&, const PlanOptions&);
 
 // `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row: stages
-// outside pipelined and gemm_ar's ring, merge outside the ag_gemm ring, pieces outside ring and
-// bidir, piece sizes where there is one piece) at its default. What a front end runs for each
+// outside pipelined, waves outside gemm_ar's ring, merge outside the ag_gemm ring, pieces outside
+// ring and bidir, piece sizes where there is one piece) at its default. What a front end runs for each
 // algorithm when one set of flags serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
@@ -72,8 +73,9 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 int64_t edge_rows(const Problem&, const PlanOptions&);
 
 // validate(Problem) (collmm/types.hpp) and the options that one algorithm takes, in one UsageError
-// naming everything wrong: every integer option within its range, merge and pieces only where the
-// row takes them, pieces the edge chunk has the rows for, stages the smallest block can split into.
+// naming everything wrong: every integer option within its range, merge, waves and pieces only where
+// the rows take them, pieces the edge chunk has the rows for, stages and waves the smallest block
+// can split into.
 void validate(const Problem&, const PlanOptions&);
 
 // The simulator walks every step of every rank's plan; bounded so that every run ends in seconds

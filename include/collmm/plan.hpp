@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collmm/algorithms.hpp"
@@ -104,20 +105,6 @@ int find_buffer(const Plan&, Role);
 std::string describe(const Plan&);
 std::string describe(const Step&);
 
-// The per-op builders (plan/ag_gemm.cpp, plan/gemm_rs.cpp, plan/gemm_ar.cpp), one function per algorithm.
-Plan ag_gemm_sequential(const Problem&, const PlanOptions&, int rank);
-Plan ag_gemm_pipelined(const Problem&, const PlanOptions&, int rank);
-Plan ag_gemm_ring(const Problem&, const PlanOptions&, int rank);
-Plan ag_gemm_bidir(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_sequential(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_pipelined(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_ring(const Problem&, const PlanOptions&, int rank);
-Plan gemm_rs_bidir(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_sequential(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_pipelined(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_ring(const Problem&, const PlanOptions&, int rank);
-Plan gemm_ar_bidir(const Problem&, const PlanOptions&, int rank);
-
 // A plan with every collective (allgather, reduce_scatter) rewritten as the ring a ring
 // collective runs: P-1 sendrecv steps with the neighbours (and, for reduce_scatter, the adds of
 // the running sums into two accumulator buffers appended to the plan), so that a transport that
@@ -139,6 +126,10 @@ bool only_fills_output(const Plan&, int i);
 // (gemm, copy or add: out = a @ B, out = a, out += a) with its labels and waits; a mod b in [0, b).
 Plan empty_plan(const Problem&, const PlanOptions&, int rank);
 Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {});
+// A GEMM step, out = a @ B: local_step's shorthand for the builders.
+inline Step gemm_step(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {}) {
+  return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
+}
 inline int ring_mod(int a, int b) { return ((a % b) + b) % b; }
 
 // What --pieces cuts a ring's edge chunk into: how many pieces, their sizes, and (halving) the

@@ -16,6 +16,8 @@ constexpr int kMaxWorld = 1024;                     // P
 constexpr int kMaxGemmLanes = 64;                   // --gemm-lanes (threads on cpu, streams on cuda)
 constexpr int kMaxPieces = 64;                      // --pieces (transfers the ring's edge is cut into)
 constexpr int kMaxHalvingPieces = 8;                // --pieces with halving sizes (the last is 1/128 of the chunk)
+constexpr int kMaxWaves = 64;  // --waves (gemm_ar's ring): each wave adds P steps' fixed costs, none of
+                               // them hidden, so more waves only cost time (32768 took 49 s a call)
 // The run's other counts, one definition for the command lines, the library and the bindings.
 constexpr int kMaxThreads = 1024;           // --threads: BLAS threads per rank
 constexpr int kMaxIters = 1000000;          // -i and -w: timed and untimed iterations

@@ -22,7 +22,7 @@ struct TimelineEvent {
 };
 
 struct Timeline {
-  Op op = Op::ag_gemm;
+  Op op{};
   Algo algo = Algo::ring;
   int world = 1;
   std::vector<TimelineEvent> events;

@@ -22,8 +22,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// ag_gemm: C_r = AllGather(A) @ B_r. gemm_rs: C_r = rows block r of sum_q A_q @ B_q. gemm_ar: C = the
-// whole sum_q A_q @ B_q on every rank (the row-parallel linear without sequence parallelism).
+// The ops; their names, builders and shapes are their rows in collmm/ops.hpp. ag_gemm: C_r =
+// AllGather(A) @ B_r. gemm_rs: C_r = rows block r of sum_q A_q @ B_q. gemm_ar: C = the whole
+// sum_q A_q @ B_q on every rank (the row-parallel linear without sequence parallelism).
 enum class Op { ag_gemm, gemm_rs, gemm_ar };
 // The algorithms; their names, builders and rules are their rows in collmm/algorithms.hpp.
 enum class Algo { sequential, pipelined, ring, bidir };
@@ -37,8 +38,9 @@ enum class PieceSizes { equal, halving };
 enum class BLayout { kn, nk };
 enum class Dtype { f64, f32, tf32, f16, bf16, fp8_e4m3 };
 
-// The enums' values and names. Algo's (all_algos, to_string, parse_algo, parse_field, longest_name)
-// are its table's rows, read where the table is defined (plan/algorithms.cpp).
+// The enums' values and names. Op's and Algo's (all_ops, to_string, parse_op, parse_field,
+// longest_name) are their tables' rows, read where the tables are defined (plan/ops.cpp,
+// plan/algorithms.cpp).
 const std::vector<Op>& all_ops();
 const std::vector<Algo>& all_algos();
 
@@ -60,7 +62,7 @@ size_t dtype_size(Dtype);
 // Row-major, global sizes. Rank r of P holds (ag_gemm) rows block r of A and columns block r of B,
 // or (gemm_rs, gemm_ar) columns block r of A and rows block r of B; see plan.hpp for the buffers.
 struct Problem {
-  Op op = Op::ag_gemm;
+  Op op{};  // the op table's first row (ag_gemm)
   int64_t m = 0, n = 0, k = 0;
   int world = 1;  // P
   BLayout b_layout = BLayout::kn;
@@ -68,8 +70,8 @@ struct Problem {
 
 struct PlanOptions {
   Algo algo = Algo::ring;
-  int stages = 0;  // pipelined: 0, default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp); gemm_ar's
-                   // ring: its waves (0: one), each a ring over M/S rows
+  int stages = 0;  // pipelined: 0, default_stages, max(1, min(P, M/P)) (collmm/algorithms.hpp)
+  int waves = 0;   // gemm_ar's ring: its waves (0: one), each a ring over M/W rows
   Post post = Post::comm_first;
   int gemm_lanes = 1;  // GEMMs rotate over this many lanes (lane 0 is always the comm lane)
   int merge = 1;       // ag_gemm ring only: one GEMM per up to `merge` chunks received at consecutive
@@ -104,6 +106,7 @@ constexpr void for_each_field(O& o, F&& f) {
   if constexpr (std::is_same_v<std::remove_const_t<O>, PlanOptions>) {
     f(Field{.key = "algo", .label = "algorithm", .head = "algo", .required = true}, o.algo);
     f(Field{.key = "stages", .label = "stages", .head = "stages", .lo = 0, .hi = kNoLimit}, o.stages);
+    f(Field{.key = "waves", .label = "waves", .head = "waves", .lo = 0, .hi = kMaxWaves}, o.waves);
     f(Field{.key = "post", .label = "post", .head = "post"}, o.post);
     f(Field{.key = "gemm_lanes", .label = "gemm lanes", .head = "lanes", .lo = 1, .hi = kMaxGemmLanes}, o.gemm_lanes);
     f(Field{.key = "merge", .label = "merge", .head = "merge", .lo = 1, .hi = kMaxWorld}, o.merge);
@@ -118,6 +121,16 @@ constexpr void for_each_field(O& o, F&& f) {
       o.world);
     f(Field{.key = "b_layout", .label = "B layout", .head = "B"}, o.b_layout);
   }
+}
+// The Field of one member of a value (its key, label and range): field_of(&PlanOptions::waves).
+template <class V, class M>
+Field field_of(M V::*member) {
+  V value{};
+  Field found{};
+  for_each_field(value, [&](const Field& f, const auto& v) {
+    if (static_cast<const void*>(&v) == static_cast<const void*>(&(value.*member))) found = f;
+  });
+  return found;
 }
 // Every field's value as text: an enum's name, an integer's digits.
 inline std::string field_text(int64_t v) { return std::to_string(v); }
@@ -148,7 +161,7 @@ bool operator==(const PlanOptions&, const PlanOptions&);
 bool operator!=(const PlanOptions&, const PlanOptions&);
 // Field by field, in the field list's order (a key of what is kept per plan).
 std::strong_ordering operator<=>(const PlanOptions&, const PlanOptions&);
-// "algo=ring stages=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal"
+// "algo=ring stages=0 waves=0 post=comm-first gemm_lanes=1 merge=1 pieces=1 piece_sizes=equal"
 std::string to_string(const PlanOptions&);
 // "op=ag_gemm m=64 n=64 k=64 world_size=4 b_layout=kn"
 std::string to_string(const Problem&);
@@ -176,19 +189,25 @@ std::vector<std::pair<std::string, std::string>> agreement_keys(const Problem&, 
 int64_t block_size(int64_t total, int parts, int q);
 int64_t block_offset(int64_t total, int parts, int q);
 
-// The local shapes that rank r holds, from the Problem.
+// The local shapes that rank r holds, from the Problem (its op's row: collmm/ops.hpp), and where
+// they lie in the global matrices (B's indexed [K, N] whatever its layout).
 struct LocalShape {
   int64_t a_rows, a_cols;  // A_r
   int64_t b_rows, b_cols;  // B_r as stored (after b_layout)
   int64_t c_rows, c_cols;  // C_r
   int64_t gemm_k, gemm_n;  // the inner and output-column sizes of every GEMM this rank runs
+  int64_t a_row0, a_col0;  // A_r's first row and column in the global A
+  int64_t b_k0, b_n0;      // B_r's first row (K) and column (N) in the global B
+  int64_t c_row0, c_col0;  // C_r's first row and column in the global C
 };
 LocalShape local_shape(const Problem&, int rank);
 
-// Whether the op sums partials over the ranks: A's columns and B's rows are split (gemm_rs,
-// gemm_ar); ag_gemm splits A's rows and B's columns.
+// Whether the op sums partials over the ranks (its row): A's columns and B's rows are split
+// (gemm_rs, gemm_ar); ag_gemm splits A's rows and B's columns.
 bool sums_over_ranks(Op);
-// The global row of rank r's C row 0: gemm_rs holds its rows block, ag_gemm and gemm_ar all of M (0).
+// Whether the op's A is split by rows and gathered (its row: ag_gemm).
+bool gathers_a(Op);
+// The global row of rank r's C row 0: local_shape's c_row0.
 int64_t c_first_row(const Problem&, int rank);
 
 // The fewest rows that `pieces` pieces of these sizes cut with at least one row each: equal, one
@@ -197,8 +216,8 @@ int64_t rows_for_pieces(int pieces, PieceSizes);
 
 // Checks that throw UsageError naming everything wrong, each a sentence. validate_sizes: the
 // problem's sizes alone, whichever op (each within its range; M*K, K*N, M*N within kMaxElements).
-// validate(Problem): those and the op's split over the ranks (each rank at least one row or
-// column). The options that one algorithm takes are checked with its row: validate(Problem,
+// validate(Problem): those and the op's split over the ranks (its row's validate: each rank at
+// least one row or column). The options that one algorithm takes are checked with its row: validate(Problem,
 // PlanOptions) in collmm/algorithms.hpp.
 void validate_sizes(const Problem&);
 void validate(const Problem&);

@@ -21,11 +21,11 @@ import os
 from importlib import metadata as _metadata
 from typing import Optional
 
-import torch
+import torch as _torch  # as _torch: the submodule collmm.torch is this package's attribute `torch`
 import torch.distributed as dist
 
-torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
-_ops = torch.ops.collmm  # not `torch.ops` below: importing collmm.torch rebinds the name `torch` in this package
+_torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_C.so"))
+_ops = _torch.ops.collmm
 
 from .ops import (ALGOS, block_size, fused_all_gather_matmul, fused_matmul_all_reduce,  # noqa: E402
                   fused_matmul_reduce_scatter)
@@ -113,7 +113,7 @@ class trace:
     for the call its autograd made from that forward. ``t.table`` holds the table on every rank.
     Each traced call gathers its steps over the group (an exchange)."""
 
-    def __init__(self, path: str, model: Optional[torch.nn.Module] = None):
+    def __init__(self, path: str, model: Optional[_torch.nn.Module] = None):
         self.path, self.table, self.model, self._hooks = str(path), "", model, []
 
     def __enter__(self) -> "trace":

@@ -18,7 +18,7 @@ from torch.distributed.tensor import DTensor
 
 # The algorithms the ops take: "auto" and the names of collmm's table (exported by the extension).
 # An algorithm may carry plan options of its own, spelled as collmm-bench's --algo entries:
-# "ring:pieces4h", "ring:merge2", "ring:stages2".
+# "ring:pieces4h", "ring:merge2", "ring:waves2".
 ALGOS = ("auto",) + tuple(torch.ops.collmm.algorithms())
 
 
@@ -297,7 +297,7 @@ def fused_matmul_all_reduce(
         reduce_op: "sum" or "avg".
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
         algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
-            of its own as collmm-bench's ``--algo`` spells them: "ring:stages2" (the ring in 2 waves).
+            of its own as collmm-bench's ``--algo`` spells them: "ring:waves2" (the ring in 2 waves).
     Autograd: ``dA = dC @ B^T``, ``dB = A^T @ dC`` (no communication: dC is the same on every rank).
     """
     if isinstance(A, DTensor) or isinstance(B, DTensor):

@@ -88,10 +88,9 @@ std::string check_reduce_op(const std::string& reduce_op) {
 std::string check_algo(const std::string& algo, std::optional<Op> op) {
   if (algo == "auto") return {};
   try {
-    if (op)
-      entry_options(*op, algo);
-    else
-      parse_listed_config(algo);
+    const ListedConfig c = parse_listed_config(algo);
+    if (op) entry_options(*op, algo);
+    if (!c.deprecation.empty()) TORCH_WARN_ONCE("collmm: algo ", c.deprecation);
   } catch (const UsageError& e) {
     const std::string why = e.what();  // naming the accepted spellings once
     return "algo " + why +

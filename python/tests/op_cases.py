@@ -58,7 +58,7 @@ def entry_cases(rank, world, device="cpu"):
     """algo strings with plan options of their own, as collmm-bench's --algo spells them: pieces 1..4
     with the ring and bidir of both ops (the rings' exposed edge cut in pieces), equal and halving
     sizes (where the edge chunk has the 2^(pieces-1) rows halving needs), uneven M; the all-reduce's
-    ring in waves (ring:stages2); the ag ring's merge, its backward without it. Each runs the plan it
+    ring in waves (ring:waves2); the ag ring's merge, its backward without it. Each runs the plan it
     names (ran)."""
     group = dist.group.WORLD.group_name
     cases = [(a, s, p) for a in ("ring", "bidir") for s in ("equal", "halving") for p in (1, 2, 3, 4)
@@ -86,9 +86,9 @@ def entry_cases(rank, world, device="cpu"):
                                                                               dtype=torch.float64)
     kb = block(2 * world + 1, world, rank)
     y = torch.ops.collmm.fused_matmul_all_reduce(h_full[:, kb].contiguous().to(device), w_full[kb].to(device),
-                                                 "sum", group, algo="ring:stages2")
-    assert_close(y, h_full @ w_full, f"ar ring:stages2 rank {rank}/{world}")
-    ran({"algo=ring", "stages=2"}, "ar ring:stages2")
+                                                 "sum", group, algo="ring:waves2")
+    assert_close(y, h_full @ w_full, f"ar ring:waves2 rank {rank}/{world}")
+    ran({"algo=ring", "waves=2"}, "ar ring:waves2")
     a_full, b_full = seeded(16, m, 6, dtype=torch.float64), seeded(17, 6, 3, dtype=torch.float64)
     _, (c,) = torch.ops.collmm.fused_all_gather_matmul(a_full[block(m, world, rank)].to(device), [b_full.to(device)],
                                                        0, group, algo="ring:merge2")

@@ -63,14 +63,14 @@ def error_cases(rank, world):
         # algo strings (collmm-bench's --algo entries): the parser's message and the accepted spellings
         (lambda: ag(a, [b], 0, group, algo="rings" if bad else "ring"),
          "algo 'rings': unknown algorithm 'rings' (expected one of: sequential pipelined ring bidir); algo is auto or "
-         "ALGO[:stagesS][:mergeG][:piecesS[h]]"),
+         "ALGO[:wavesW][:mergeG][:piecesS[h]]"),
         (lambda: rs(a, b, "sum", 0, group, algo="ring:pieces4:merge2" if bad else "ring"),
          "algo 'ring:pieces4:merge2': write it as 'ring:merge2:pieces4'"),
         (lambda: ag(a, [b], 0, group, algo="ring:pieces0" if bad else "ring:pieces2"), "pieces takes a count 1..64"),
         (lambda: rs(a, b, "sum", 0, group, algo="ring:merge2" if bad else "ring"),
          "algo 'ring:merge2': gemm_rs's ring does not take these options (it would run as ring)"),
-        (lambda: ar(a, b, "sum", group, algo="bidir:stages2" if bad else "ring"),
-         "algo 'bidir:stages2': gemm_ar's bidir does not take these options (it would run as bidir)"),
+        (lambda: ar(a, b, "sum", group, algo="bidir:waves2" if bad else "ring"),
+         "algo 'bidir:waves2': gemm_ar's bidir does not take these options (it would run as bidir)"),
         (lambda: ag(a, [b], 0, group, algo="ring:pieces2" if bad else "ring"), "disagree on algo", 2),
         (lambda: ar(torch.ones(()) if bad else a, b, "sum", group), "A must have 1 or more dims"),
     ]

@@ -151,7 +151,7 @@ def misuse_errors(rank, world):
 
     expect_value_error(lambda: ColwiseParallel(input_layouts=Shard(0), algo="zigzag"), "ColwiseParallel", "zigzag")
     expect_value_error(lambda: RowwiseParallel(algo="zigzag"), "RowwiseParallel", "unknown algorithm 'zigzag'",
-                       "algo is auto or ALGO[:stagesS][:mergeG][:piecesS[h]]")
+                       "algo is auto or ALGO[:wavesW][:mergeG][:piecesS[h]]")
     expect_value_error(lambda: ColwiseParallel(algo="ring:pieces4x"), "ColwiseParallel", "pieces takes a count")
     assert RowwiseParallel(algo="ring:pieces4h").algo == "ring:pieces4h"  # an algorithm with options of its own
     expect_value_error(lambda: RowParallelLinear(4, 4, algo="zigzag"), "RowParallelLinear", "zigzag")

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "check_internal.hpp"
+#include "collmm/ops.hpp"
 
 namespace collmm::check {
 
@@ -35,8 +36,7 @@ DataFlow::DataFlow(const std::vector<Plan>& plans) : plans_(plans) {
       b.last_writer.assign(static_cast<size_t>(spec.rows), -1);
       bufs.push_back(std::move(b));
     }
-    const Problem& p = plan.problem;
-    const int64_t first = p.op == Op::ag_gemm ? block_offset(p.m, p.world, plan.rank) : 0;
+    const int64_t first = local_shape(plan.problem, plan.rank).a_row0;  // A_r's first global row
     std::vector<Terms>& a = bufs[kBufA].rows;
     for (size_t t = 0; t < a.size(); ++t) a[t] = {Term{0, plan.rank, first + static_cast<int64_t>(t), -1}};
     buffers_.push_back(std::move(bufs));
@@ -112,7 +112,7 @@ void DataFlow::collective(size_t k, const Matching& m) {
 
 std::string DataFlow::term_str(const Term& t) const {
   const std::string row = std::to_string(t.row), q = std::to_string(t.rank), b = "B_" + std::to_string(t.b_rank);
-  const bool ag = plans_[0].problem.op == Op::ag_gemm;
+  const bool ag = gathers_a(plans_[0].problem.op);  // A's rows split: a row is a global row
   const std::string a = ag ? "A row " + row : "A_" + q + " row " + row;
   if (t.kind == 0) return a;
   if (t.kind == 2) return "a product of a product with " + b;
@@ -123,7 +123,7 @@ std::string DataFlow::term_str(const Term& t) const {
 void DataFlow::check_rows(int rank, int buf, const std::vector<Terms>& expected, Errors& errors) const {
   const Plan& plan = plans_[rank];
   const Buffer& b = buffers_[rank][buf];
-  const bool once = plan.problem.op == Op::ag_gemm && buf == kBufC;
+  const bool once = !sums_over_ranks(plan.problem.op) && buf == kBufC;  // a sum is written step by step
   const int64_t first = c_first_row(plan.problem, rank);
   auto list = [&](const Terms& terms) {
     std::string s = "{";
@@ -170,30 +170,22 @@ void DataFlow::check_final(Errors& errors) const {
 
 void DataFlow::check_rank(int r, Errors& errors) const {
   const Problem& p = plans_[0].problem;
-  const int P = p.world;
-  {
-    const Plan& plan = plans_[r];
-    if (p.op == Op::ag_gemm) {
-      std::vector<Terms> a_rows, c_rows;
-      for (int q = 0; q < P; ++q)
-        for (int64_t i = block_offset(p.m, P, q); i < block_offset(p.m, P, q) + block_size(p.m, P, q); ++i) {
-          a_rows.push_back({Term{0, q, i, -1}});
-          c_rows.push_back({Term{1, q, i, r}});
-        }
-      check_rows(r, kBufC, c_rows, errors);
-      for (size_t b = 0; b < plan.buffers.size(); ++b)
-        if (plan.buffers[b].role == Role::gathered) check_rows(r, static_cast<int>(b), a_rows, errors);
-    } else {
-      std::vector<Terms> c_rows;
-      const int64_t first = c_first_row(p, r);
-      for (int64_t t = 0; t < local_shape(p, r).c_rows; ++t) {
-        Terms sum;
-        for (int q = 0; q < P; ++q) sum.push_back(Term{1, q, first + t, q});
-        c_rows.push_back(sum);
-      }
-      check_rows(r, kBufC, c_rows, errors);
-    }
+  const Plan& plan = plans_[r];
+  std::vector<Terms> c_rows;  // what the op's row expects
+  for (int64_t t = 0; t < local_shape(p, r).c_rows; ++t) {
+    Terms row;
+    for (const Product& x : op_row(p.op).c_row(p, r, t)) row.push_back(Term{1, x.a_rank, x.a_row, x.b_rank});
+    std::sort(row.begin(), row.end());
+    c_rows.push_back(std::move(row));
   }
+  check_rows(r, kBufC, c_rows, errors);
+  std::vector<Terms> a_rows;  // a gathered A: every rank's rows of A, in rank order
+  for (int q = 0; q < p.world; ++q) {
+    const LocalShape s = local_shape(p, q);
+    for (int64_t t = 0; t < s.a_rows; ++t) a_rows.push_back({Term{0, q, s.a_row0 + t, -1}});
+  }
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    if (plan.buffers[b].role == Role::gathered) check_rows(r, static_cast<int>(b), a_rows, errors);
 }
 
 }  // namespace collmm::check

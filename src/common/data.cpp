@@ -49,10 +49,7 @@ double input_value(uint64_t seed, int tensor, int64_t i, int64_t j, Dtype dtype)
 
 HostMatrix make_local_a(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
   const LocalShape s = local_shape(p, rank);
-  // ag_gemm: rows block r of A; gemm_rs, gemm_ar: columns block r of A.
-  const bool sums = sums_over_ranks(p.op);
-  const int64_t row0 = sums ? 0 : block_offset(p.m, p.world, rank);
-  const int64_t col0 = sums ? block_offset(p.k, p.world, rank) : 0;
+  const int64_t row0 = s.a_row0, col0 = s.a_col0;  // where A_r lies in A (the op's row)
   HostMatrix a{s.a_rows, s.a_cols, std::vector<double>(static_cast<size_t>(s.a_rows * s.a_cols))};
   parallel_rows(s.a_rows, [&](int64_t i) {
     for (int64_t j = 0; j < s.a_cols; ++j) a.at(i, j) = input_value(seed, 0, row0 + i, col0 + j, dtype);
@@ -61,18 +58,15 @@ HostMatrix make_local_a(const Problem& p, int rank, uint64_t seed, Dtype dtype) 
 }
 
 HostMatrix make_global_a(const Problem& p, uint64_t seed, Dtype dtype) {
-  Problem whole = p;  // one rank of an ag_gemm holds all of A
-  whole.op = Op::ag_gemm;
+  Problem whole = p;  // one rank of any op holds all of A
   whole.world = 1;
   return make_local_a(whole, 0, seed, dtype);
 }
 
 HostMatrix make_local_b(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
   const LocalShape s = local_shape(p, rank);
-  // Global B is [K, N]; ag_gemm takes columns block r, gemm_rs and gemm_ar rows block r.
-  const bool sums = sums_over_ranks(p.op);
-  const int64_t k0 = sums ? block_offset(p.k, p.world, rank) : 0;
-  const int64_t n0 = sums ? 0 : block_offset(p.n, p.world, rank);
+  // Global B is [K, N]; B_r is the block at (b_k0, b_n0) (the op's row).
+  const int64_t k0 = s.b_k0, n0 = s.b_n0;
   HostMatrix b{s.b_rows, s.b_cols, std::vector<double>(static_cast<size_t>(s.b_rows * s.b_cols))};
   parallel_rows(s.gemm_k, [&](int64_t kk) {
     for (int64_t nn = 0; nn < s.gemm_n; ++nn) {
@@ -88,11 +82,8 @@ HostMatrix make_local_b(const Problem& p, int rank, uint64_t seed, Dtype dtype) 
 
 HostMatrix reference_c(const Problem& p, int rank, uint64_t seed, Dtype dtype) {
   // The rows of global A and the columns of global B this rank's C covers.
-  const bool ag = p.op == Op::ag_gemm;
-  const int64_t m0 = c_first_row(p, rank);
-  const int64_t rows = local_shape(p, rank).c_rows;
-  const int64_t n0 = ag ? block_offset(p.n, p.world, rank) : 0;
-  const int64_t cols = local_shape(p, rank).c_cols;
+  const LocalShape s = local_shape(p, rank);
+  const int64_t m0 = s.c_row0, rows = s.c_rows, n0 = s.c_col0, cols = s.c_cols;
   std::vector<double> a(static_cast<size_t>(rows * p.k)), b(static_cast<size_t>(p.k * cols));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t kk = 0; kk < p.k; ++kk) a[i * p.k + kk] = input_value(seed, 0, m0 + i, kk, dtype);

@@ -119,7 +119,7 @@ Comparison HostLink::check_sent(PeerInputs& inputs) const {
     const size_t count = static_cast<size_t>(s.rows * cols);
     const HostMatrix w{s.rows, cols, decode(want.data(), count, d)};
     const std::vector<double> got = decode(b.host, count, d);
-    if (p.op == Op::ag_gemm) {  // rows of A travel exactly
+    if (gathers_a(p.op)) {  // rows of A travel exactly
       for (size_t e = 0; e < count; ++e) all.wrong += !(got[e] == w.v[e]);
       continue;
     }

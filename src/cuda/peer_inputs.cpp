@@ -30,8 +30,8 @@ PeerInputs::PeerInputs(int device, const Problem& p, uint64_t seed, Dtype dtype)
   COLLMM_CUDA(cudaSetDevice(device_));
   a_ = upload(make_global_a(p, seed, dtype), dtype);
   if (sums_over_ranks(p.op)) {
-    Problem whole = p;  // one rank of an ag_gemm holds all of B
-    whole.op = Op::ag_gemm, whole.world = 1, whole.b_layout = b_is_nk(dtype) ? BLayout::nk : BLayout::kn;
+    Problem whole = p;  // one rank of any op holds all of B
+    whole.world = 1, whole.b_layout = b_is_nk(dtype) ? BLayout::nk : BLayout::kn;
     b_ = upload(make_local_b(whole, 0, seed, dtype), dtype);
     engine_ = std::make_unique<GemmEngine>(device_, size_t(32) << 20);
     COLLMM_CUDA(cudaMalloc(&workspace_, engine_->workspace_bytes()));
@@ -53,7 +53,7 @@ bool PeerInputs::same(const Problem& p, uint64_t seed, Dtype dtype) const {
 
 void PeerInputs::materialize(const check::LinkTransfer& t, int64_t cols, void* dst) {
   COLLMM_CUDA(cudaSetDevice(device_));
-  if (p_.op == Op::ag_gemm)
+  if (gathers_a(p_.op))
     copy_rows(t, cols, static_cast<char*>(dst));
   else
     sum_partials(t, cols, static_cast<char*>(dst));

@@ -31,7 +31,7 @@ void write_timelines(const std::string& base, const std::vector<CaseResult>& res
     svg.subtitle = "measured, " + backend + ", M=" + std::to_string(r.problem.m) + " N=" + std::to_string(r.problem.n) +
                    " K=" + std::to_string(r.problem.k) + " " + to_string(r.dtype) + ", " + r.label +
                    ", the median timed iteration";
-    const std::string path = timeline_path(base, r.op, r.label, results.size() > 1);
+    const std::string path = timeline_path(base, r.problem.op, r.label, results.size() > 1);
     write_svg(r.timeline, path, svg);
     out << "# timeline: " << path << "\n";
   }

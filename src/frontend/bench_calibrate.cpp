@@ -155,6 +155,11 @@ Problem ag_gemm_problem(int64_t m, int64_t n, int64_t k, int world, BLayout layo
   return p;
 }
 
+// The contention factor is fitted on the ag_gemm ring of the asked shape.
+Problem contention_problem(const BenchOptions& o, int world) {
+  return ag_gemm_problem(o.m, o.n, o.k, world, o.b_layout);
+}
+
 // Every GEMM shape the asked cases (and --algo auto's candidates) run, over all ranks.
 std::set<GemmShape> bench_gemm_shapes(const BenchOptions& o, int world) {
   std::set<GemmShape> shapes;
@@ -334,7 +339,7 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
   again = false;
   if (replay) hooks->replay_graphs(o.backend.graph);  // the ring below is timed the bench's own way
   if (fits_contention(ex, spec))
-    m.ring_us = time_plan(ex, o, problem_of(o, Op::ag_gemm, world), plan_options_of(o, Algo::ring), StepFilter::all);
+    m.ring_us = time_plan(ex, o, contention_problem(o, world), plan_options_of(o, Algo::ring), StepFilter::all);
   return m;
 }
 
@@ -342,7 +347,7 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
 Profile fit(const Executor& ex, const BenchOptions& o, const CalibrationSpec& spec, const Measured& m) {
   Profile prof = fit_profile(spec, m.times);
   if (!fits_contention(ex, spec)) return prof;
-  const Problem p = problem_of(o, Op::ag_gemm, spec.world);
+  const Problem p = contention_problem(o, spec.world);
   const double s = fit_contention(prof, p, plan_options_of(o, Algo::ring), o.dtype, m.ring_us);
   prof.contention = {true, s, s, prof.contention.launch_order};
   prof.notes += " Contention fitted: GEMM and comm " + line("%.3f", s, 0) +

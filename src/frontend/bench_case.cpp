@@ -245,15 +245,13 @@ void derive_figures(CaseResult& r, const CaseResult& seq) {
 Reference make_reference(const Problem& p, const std::vector<int>& local_ranks, uint64_t seed, Dtype dtype) {
   Reference ref;
   for (int r : local_ranks) ref.c.push_back(reference_c(p, r, seed, dtype));
-  if (p.op == Op::ag_gemm) ref.gathered_a = make_global_a(p, seed, dtype);
+  if (gathers_a(p.op)) ref.gathered_a = make_global_a(p, seed, dtype);
   return ref;
 }
 
 CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOptions& plan_options, const CaseWork& work,
                     const std::string& label) {
   CaseResult result;
-  result.op = op;
-  result.algo = plan_options.algo;
   result.plan = plan_options;
   result.label = label.empty() ? algo_label(plan_options) : label;
   result.problem = problem_of(o, op, ex.world_size());

@@ -20,13 +20,11 @@ namespace collmm {
 
 // What one case measured; all figures are over every rank of the job (every process has them).
 struct CaseResult {
-  Op op = Op::ag_gemm;
-  Algo algo = Algo::ring;
   PlanOptions plan;       // the case's plan options (algo, stages as asked, post, gemm lanes)
   std::string label;      // the table's algo cell, the JSON's "label": algo_label ("ring", "ring:pieces4"),
                           // or "auto:ring" for the --algo auto pick
   std::string chosen_by;  // --algo auto: "model" or "measured" (the tuning cache); "" otherwise
-  Problem problem;
+  Problem problem;        // its op, sizes and world
   Dtype dtype = Dtype::f32;
   int steps = 1;          // steps the schedule has (1 + its largest step index)
   double time_us = 0;     // median over iterations of the slowest rank

@@ -96,8 +96,8 @@ size_t record_measurements(const std::string& path, const std::vector<CaseResult
     TuningEntry e;
     e.problem = r.problem;
     e.dtype = r.dtype;
-    e.options = options_for(r.op, r.algo, r.plan);
-    if (!algorithm(r.algo).takes_gemm_lanes) e.options.gemm_lanes = 1;  // as auto_candidates lists it
+    e.options = options_for(r.problem.op, r.plan.algo, r.plan);
+    if (!algorithm(r.plan.algo).takes_gemm_lanes) e.options.gemm_lanes = 1;  // as auto_candidates lists it
     e.time_us = r.time_us;
     entries.push_back(e);
   }

@@ -74,8 +74,11 @@ std::vector<Algo> algos_to_run(const BenchOptions& o) {
 }
 
 PlanOptions plan_options_of(const BenchOptions& o, Algo algo) {
-  PlanOptions p = options_for(Op::ag_gemm, algo, o.plan);
-  p.merge = 1;  // the plain algorithm, whichever op: without --merge and --pieces
+  PlanOptions p = o.plan;  // the plain algorithm, whichever op: without --waves, --merge and --pieces
+  p.algo = algo;
+  if (!algorithm(algo).takes_stages) p.stages = 0;
+  p.waves = 0;
+  p.merge = 1;
   p.pieces = 1;
   p.piece_sizes = PieceSizes::equal;
   return p;

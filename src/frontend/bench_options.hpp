@@ -14,12 +14,12 @@
 namespace collmm {
 
 struct BenchOptions {
-  std::vector<Op> ops{Op::ag_gemm, Op::gemm_rs};  // --op NAME|all
-  std::vector<Algo> algos;                        // --algo NAME,...|all (empty: all_algos(); auto alone: none)
-  std::vector<ListedConfig> configs;              // --algo entries with their own options (ring:pieces4h)
-  bool algo_auto = false;                         // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
-  MeasureSettings auto_measure;                   // --auto-measure on|off: auto times its best few candidates
-  int64_t m = 1024, n = 1024, k = 1024;           // global sizes
+  std::vector<Op> ops = all_ops();       // --op NAME|all
+  std::vector<Algo> algos;               // --algo NAME,...|all (empty: all_algos(); auto alone: none)
+  std::vector<ListedConfig> configs;     // --algo entries with their own options (ring:pieces4h)
+  bool algo_auto = false;                // --algo auto: the model's (or cache's) pick, row "auto:<algo>"
+  MeasureSettings auto_measure;          // --auto-measure on|off: auto times its best few candidates
+  int64_t m = 1024, n = 1024, k = 1024;  // global sizes
   BLayout b_layout = BLayout::kn;
   Dtype dtype = Dtype::f32;
   PlanOptions plan;  // stages (0: the algorithm's default), post, gemm_lanes; algo per case

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "atomic_file.hpp"
+#include "collmm/ops.hpp"
 #include "quote.hpp"
 #include "save_dir.hpp"
 
@@ -94,10 +95,7 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
       // accumulators and a running sum of one block (bounded by C); what the rank receives and sends, pinned.
       const int64_t inputs = p.m * p.k + (sums_over_ranks(op) ? p.k * p.n : 0);
       const int64_t block = (p.m / world + 1) * p.n * out_size;
-      const int64_t link = op == Op::ag_gemm   ? 2 * p.m * p.k * in_size
-                           : op == Op::gemm_rs ? 2 * int64_t(world) * block
-                                               : 4 * int64_t(world) * block;  // and the all-gather's blocks
-      extra += inputs * (8 + in_size) + link;
+      extra += inputs * (8 + in_size) + op_row(op).played_link_bytes(p, in_size, out_size);
       peer_device = inputs * in_size + 3 * block + (int64_t(64) << 20);
     }
     for (size_t i = 0; i < local_ranks.size(); ++i) {
@@ -110,7 +108,7 @@ MemoryNeed memory_need(const BenchOptions& o, const std::vector<std::pair<Op, Pl
       extra += (s.a_rows * s.a_cols + s.b_rows * s.b_cols) * (8 + in_size);  // generated, then encoded
       if (o.check) extra += s.c_rows * s.c_cols * 8 * 2;                     // the reference and the read-back C
     }
-    if (o.check && op == Op::ag_gemm) extra += p.m * p.k * 8 * 2;  // the gathered A's reference and read-back
+    if (o.check && gathers_a(op)) extra += p.m * p.k * 8 * 2;  // the gathered A's reference and read-back
     host_extra = std::max(host_extra, extra);
   }
   need.host_bytes = host_extra;

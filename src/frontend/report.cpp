@@ -121,7 +121,7 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
   int count = 0;
   for (const CaseResult& r : results) {
     checked = checked || r.checked;
-    if (r.algo != Algo::sequential && std::isfinite(r.speedup)) sum += r.speedup, ++count;
+    if (r.plan.algo != Algo::sequential && std::isfinite(r.speedup)) sum += r.speedup, ++count;
   }
   const int64_t wrong = total_wrong(results);
   out << "# Out of bounds values : " << (checked ? std::to_string(wrong) : "N/A") << " "
@@ -134,15 +134,16 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
   std::string paced;
   for (const CaseResult& r : results)
     if (r.issue_us >= kHostPaced * r.time_us)
-      paced += " " + to_string(r.op) + " " + r.label + " (" + fixed(r.issue_us, 1) + " of " + fixed(r.time_us, 1) + ")";
+      paced += " " + to_string(r.problem.op) + " " + r.label + " (" + fixed(r.issue_us, 1) + " of " +
+               fixed(r.time_us, 1) + ")";
   if (!paced.empty())
     out << "# Paced by the host's issue (issue_us >= " << fixed(kHostPaced, 1) << " x time_us):" << paced << "\n";
   // A plan runs all the GEMMs of sequential's, so a row faster than those alone was timed under
   // another load than the baseline (a shared machine's other processes).
   std::string below;
   for (const CaseResult& r : results)
-    if (r.algo != Algo::sequential && r.time_us < r.t_gemm_us)
-      below += " " + to_string(r.op) + " " + r.label + " (" + fixed(r.time_us, 1) + " < " + fixed(r.t_gemm_us, 1) + ")";
+    if (r.plan.algo != Algo::sequential && r.time_us < r.t_gemm_us)
+      below += " " + to_string(r.problem.op) + " " + r.label + " (" + fixed(r.time_us, 1) + " < " + fixed(r.t_gemm_us, 1) + ")";
   if (!below.empty())
     out << "# Faster than sequential's GEMMs alone, so timed under another load than the baseline; no overlap "
            "figures (--rounds R spreads the load over every row):"
@@ -178,7 +179,7 @@ nlohmann::json results_json(const RunInfo& info, const std::vector<CaseResult>& 
          {"overlap_efficiency", number_or_null(r.efficiency)},
          {"wrong", r.checked ? nlohmann::json(r.wrong) : nlohmann::json()},
          {"max_rel_err", r.checked ? number_or_null(r.max_rel_err) : nlohmann::json()},
-         {"label", r.label.empty() ? to_string(r.algo) : r.label},
+         {"label", r.label.empty() ? to_string(r.plan.algo) : r.label},
          {"options", to_json(r.plan)},  // the plan options again, as the tuning cache writes them
          {"overlap_hidden_fraction", comm ? number_or_null(r.overlap.mean_fraction) : nlohmann::json()},
          {"overlap_hidden_fraction_min", comm ? number_or_null(r.overlap.min_fraction) : nlohmann::json()},

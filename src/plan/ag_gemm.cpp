@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "collmm/plan.hpp"
+#include "op_rows.hpp"
 
 namespace collmm {
 namespace {
@@ -79,21 +80,15 @@ struct Merge {
   }
 };
 
-Step gemm(int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {}) {
-  return local_step(StepKind::gemm, lane, out, a, index, chunk, std::move(waits));
-}
-
 // Own chunk into the gathered A, so the gathered output is complete. The rings post it on the GEMM
 // lane right after the own chunk's GEMM: where the link is the slower side that lane waits there
 // for the first received chunk, and the copy (an SM kernel) fills the wait. Posted last on lane 0,
 // it ran beside the last GEMM, the one nothing hides, and made it longer by about its own time
-// (host bed, ag P = 2 M 32768: a 128 us copy, the last GEMM 109 us longer; docs/perf.md).
+// (host bed, ag P = 2 M 32768: a 128 us copy, the last GEMM 109 us longer; docs/perf/log-2026-12.md).
 void copy_own_chunk(Plan& plan, int gathered, int lane) {
   const Slice own = chunk_rows(plan.problem, gathered, plan.rank);
   plan.push(local_step(StepKind::copy, lane, own, {kBufA, 0, own.rows}, -1, plan.rank));
 }
-
-}  // namespace
 
 Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
   Plan plan = empty_plan(p, o, r);
@@ -105,7 +100,7 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
   for (int q = 0; q < p.world; ++q) ag.parts.push_back(chunk_rows(p, g, q));
   ag.index = 0;
   const int ag_step = plan.push(ag);
-  plan.push(gemm(plan.gemm_lane(0), {kBufC, 0, p.m}, {g, 0, p.m}, 0, -1, {ag_step}));
+  plan.push(gemm_step(plan.gemm_lane(0), {kBufC, 0, p.m}, {g, 0, p.m}, 0, -1, {ag_step}));
   return plan;
 }
 
@@ -113,7 +108,7 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
 // rank's sub-block. This rank's own chunk is here from the start, but its GEMM is cut the same way
 // and sub-block s+1 of it runs beside stage s+1's transfer, posted after it: a transfer that
 // becomes ready while a GEMM that fills the GPU already runs barely moves until that GEMM ends
-// (measured on the host bed, docs/perf.md), so no GEMM may start ahead of the transfer it hides.
+// (measured on the host bed, docs/perf/log-2026-12.md), so no GEMM may start ahead of the transfer it hides.
 // comm-first posts stage s+1's allgather before stage s's GEMMs.
 //
 //   comm  | ag 0  | ag 1        | ag 2        | ag 3        |
@@ -141,13 +136,14 @@ Plan ag_gemm_pipelined(const Problem& p, const PlanOptions& o, int r) {
     for (int q = 0; q < P; ++q) {
       const Slice rows = plan.steps[ag_step].parts[q];
       if (q != r && rows.rows > 0)
-        plan.push(gemm(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
+        plan.push(gemm_step(plan.gemm_lane(s), {kBufC, rows.row, rows.rows}, rows, s, q, {ag_step}));
     }
   };
   auto post_own = [&](int s, std::vector<int> waits) {  // sub-block s of this rank's chunk, read from A
     const Slice a{kBufA, block_offset(m_r, S, s), block_size(m_r, S, s)};
     if (a.rows > 0)
-      plan.push(gemm(plan.gemm_lane(s), {kBufC, block_offset(p.m, P, r) + a.row, a.rows}, a, s, r, std::move(waits)));
+      plan.push(
+          gemm_step(plan.gemm_lane(s), {kBufC, block_offset(p.m, P, r) + a.row, a.rows}, a, s, r, std::move(waits)));
   };
 
   std::vector<int> ag_steps;
@@ -198,17 +194,17 @@ Plan ag_gemm_ring(const Problem& p, const PlanOptions& o, int r) {
     std::vector<Step> mms;
     if (j == P - 1 && edge.pieces > 1) {
       for (int i = 0; i < edge.pieces; ++i)
-        mms.push_back(gemm(plan.gemm_lane(gemms++), piece_of(chunk_rows(p, kBufC, cur), edge, i),
-                           piece_of(src, edge, i), j, cur, {prev_comm[i]}));
+        mms.push_back(gemm_step(plan.gemm_lane(gemms++), piece_of(chunk_rows(p, kBufC, cur), edge, i),
+                                piece_of(src, edge, i), j, cur, {prev_comm[i]}));
     } else if (j == 0 || o.merge == 1) {
-      mms.push_back(gemm(plan.gemm_lane(gemms++), chunk_rows(p, kBufC, cur), src, j, cur, prev_comm));
+      mms.push_back(gemm_step(plan.gemm_lane(gemms++), chunk_rows(p, kBufC, cur), src, j, cur, prev_comm));
     } else {
       group.add(chunk_rows(p, g, cur));
       // chunk P-1 does not lie above chunk 0; a last chunk cut in pieces is not merged
       const bool last = j == P - 1 || cur == 0 || (edge.pieces > 1 && j == P - 2);
       if (group.count == o.merge || last) {
-        mms.push_back(gemm(plan.gemm_lane(gemms++), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur,
-                           prev_comm));  // earlier chunks came before on lane 0
+        mms.push_back(gemm_step(plan.gemm_lane(gemms++), {kBufC, group.rows.row, group.rows.rows}, group.rows, j, cur,
+                                prev_comm));  // earlier chunks came before on lane 0
         group = Merge{};
       }
     }
@@ -261,7 +257,7 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     std::vector<Step> mms;
     const int lane = plan.gemm_lane(j);
     if (j == 0) {
-      mms.push_back(gemm(lane, chunk_rows(p, kBufC, r), source_rows(p, g, r, r), 0, r));
+      mms.push_back(gemm_step(lane, chunk_rows(p, kBufC, r), source_rows(p, g, r, r), 0, r));
     } else {
       const EdgeCut n = j == P - 1 ? edge : EdgeCut{};
       for (int i = 0; i < n.pieces; ++i)
@@ -270,7 +266,7 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
           const Slice s = piece_of(src_half(q, h), n, i);
           const Slice out = piece_of({kBufC, half_rows(p, g, q, h).row, src_half(q, h).rows}, n, i);
           if (s.rows > 0)
-            mms.push_back(gemm(lane, out, s, j, q, n.pieces > 1 ? std::vector<int>{prev_comm[i]} : prev_comm));
+            mms.push_back(gemm_step(lane, out, s, j, q, n.pieces > 1 ? std::vector<int>{prev_comm[i]} : prev_comm));
         }
     }
     comms.erase(
@@ -280,6 +276,59 @@ Plan ag_gemm_bidir(const Problem& p, const PlanOptions& o, int r) {
     if (j == 0) copy_own_chunk(plan, g, lane);
   }
   return plan;
+}
+
+// Rank r holds rows block r of A and columns block r of B; its C is all M rows of its columns.
+LocalShape blocks(const Problem& p, int r) {
+  const int64_t n_r = block_size(p.n, p.world, r), n0 = block_offset(p.n, p.world, r);
+  return {.a_rows = block_size(p.m, p.world, r),
+          .a_cols = p.k,
+          .b_rows = 0,
+          .b_cols = 0,
+          .c_rows = p.m,
+          .c_cols = n_r,
+          .gemm_k = p.k,
+          .gemm_n = n_r,
+          .a_row0 = block_offset(p.m, p.world, r),
+          .a_col0 = 0,
+          .b_k0 = 0,
+          .b_n0 = n0,
+          .c_row0 = 0,
+          .c_col0 = n0};
+}
+
+void validate(const Problem& p, std::vector<std::string>& problems) {
+  need_one_per_rank(p, "M", p.m, "every rank needs at least one row of A", problems);
+  need_one_per_rank(p, "N", p.n, "ag_gemm gives every rank at least one column of B", problems);
+}
+
+// With played peers a rank receives and sends the rows of A it gathers.
+int64_t played_link_bytes(const Problem& p, int64_t in_size, int64_t) { return 2 * p.m * p.k * in_size; }
+
+// C row t of rank r: A row t (held by the rank whose block it is) times B_r, written once.
+std::vector<Product> c_row(const Problem& p, int r, int64_t t) {
+  const int q = block_owner(p.m, p.world, t);
+  return {{q, t, r}};
+}
+
+}  // namespace
+
+OpRow ag_gemm_row() {
+  return {.op = Op::ag_gemm,
+          .name = "ag_gemm",
+          .formula = "C_r = AllGather(A) @ B_r",
+          .builders = {{Algo::sequential, ag_gemm_sequential},
+                       {Algo::pipelined, ag_gemm_pipelined},
+                       {Algo::ring, ag_gemm_ring},
+                       {Algo::bidir, ag_gemm_bidir}},
+          .sums_over_ranks = false,
+          .gathers_a = true,
+          .takes_merge = true,
+          .takes_waves = false,
+          .blocks = blocks,
+          .validate = validate,
+          .played_link_bytes = played_link_bytes,
+          .c_row = c_row};
 }
 
 }  // namespace collmm

@@ -9,17 +9,11 @@ namespace collmm {
 
 namespace {
 
-// The most waves an entry's stages may ask for (validate() bounds them by the rows: M/P).
-constexpr int kMaxEntryStages = 99999;
-
-// Stages an algorithm takes as waves (gemm_ar's ring), not as stages of its own (pipelined's, --stages).
-bool stages_as_waves(Algo algo) { return !algorithm(algo).takes_stages; }
-
 // The entry `c` over `base` as `op`'s algorithm takes it; UsageError("<name>: ...") where that
 // algorithm does not take an option of the entry.
 PlanOptions options_of_entry(const PlanOptions& base, Op op, const ListedConfig& c, const std::string& name) {
   PlanOptions p = base;
-  if (stages_as_waves(c.options.algo)) p.stages = c.options.stages;  // pipelined's: the base's (--stages)
+  p.waves = c.options.waves;
   p.merge = c.options.merge;
   p.pieces = c.options.pieces;
   p.piece_sizes = c.options.piece_sizes;
@@ -33,7 +27,7 @@ PlanOptions options_of_entry(const PlanOptions& base, Op op, const ListedConfig&
 }  // namespace
 
 std::string algo_label(const PlanOptions& p) {
-  return to_string(p.algo) + (p.stages > 1 && stages_as_waves(p.algo) ? ":stages" + std::to_string(p.stages) : "") +
+  return to_string(p.algo) + (p.waves > 1 ? ":waves" + std::to_string(p.waves) : "") +
          (p.merge > 1 ? ":merge" + std::to_string(p.merge) : "") +
          (p.pieces > 1 ? ":pieces" + std::to_string(p.pieces) : "") +
          (p.pieces > 1 && p.piece_sizes == PieceSizes::halving ? "h" : "");
@@ -54,7 +48,7 @@ ListedConfig parse_listed_config(const std::string& text) {
     throw UsageError("'" + text + "': " + e.what());
   }
   // A count after its word: "merge2" -> 2, in 1..hi; "pieces4h" -> 4 with halving.
-  auto count = [&](const std::string& word, const std::string& key, int hi, bool& halving) {
+  auto count = [&](const std::string& word, const std::string& key, int64_t hi, bool& halving) {
     std::string digits = word.substr(key.size());
     halving = !digits.empty() && digits.back() == 'h';
     if (halving) digits.pop_back();
@@ -65,17 +59,25 @@ ListedConfig parse_listed_config(const std::string& text) {
       throw UsageError("'" + text + "': " + key + " takes a count 1.." + std::to_string(hi) + " (got '" + word + "')");
     return v;
   };
+  // The old spelling of waves, "stagesW" on an algorithm without stages of its own, read as wavesW.
+  std::string spelled = text, deprecation;
   for (size_t i = 1; i < words.size(); ++i) {
     bool halving = false;  // "merge2h" is refused below: algo_label writes no such word
     if (words[i].rfind("stages", 0) == 0) {
-      p.stages = count(words[i], "stages", kMaxEntryStages, halving);
-      if (!stages_as_waves(p.algo))
-        throw UsageError("'" + text + "': an entry's stages are the waves of gemm_ar's ring; " + to_string(p.algo) +
-                         "'s own stages are not an entry's option");
+      if (algorithm(p.algo).takes_stages)
+        throw UsageError("'" + text + "': " + to_string(p.algo) +
+                         "'s stages are not an entry's option (give --stages)");
+      p.waves = count(words[i], "stages", field_of(&PlanOptions::waves).hi, halving);
+      words[i].replace(0, 6, "waves");
+      spelled = words[0];
+      for (size_t w = 1; w < words.size(); ++w) spelled += ":" + words[w];
+      deprecation = "'" + text + "' is deprecated: the ring's waves are written '" + spelled + "'";
+    } else if (words[i].rfind("waves", 0) == 0) {
+      p.waves = count(words[i], "waves", field_of(&PlanOptions::waves).hi, halving);
     } else if (words[i].rfind("merge", 0) == 0) {
-      p.merge = count(words[i], "merge", kMaxWorld, halving);
+      p.merge = count(words[i], "merge", field_of(&PlanOptions::merge).hi, halving);
     } else if (words[i].rfind("pieces", 0) == 0) {
-      p.pieces = count(words[i], "pieces", kMaxPieces, halving);
+      p.pieces = count(words[i], "pieces", field_of(&PlanOptions::pieces).hi, halving);
       p.piece_sizes = halving ? PieceSizes::halving : PieceSizes::equal;
     } else {
       throw UsageError("'" + text + "': unknown option '" + words[i] + "' (an entry is " + kEntrySpelling +
@@ -83,9 +85,9 @@ ListedConfig parse_listed_config(const std::string& text) {
     }
   }
   if (p.pieces == 1) p.piece_sizes = PieceSizes::equal;
-  if (p.stages == 1) p.stages = 0;  // one wave: the ring as it is
-  if (algo_label(p) != text) throw UsageError("'" + text + "': write it as '" + algo_label(p) + "'");
-  return {text, p};
+  if (p.waves == 1) p.waves = 0;  // one wave: the ring as it is
+  if (algo_label(p) != spelled) throw UsageError("'" + text + "': write it as '" + algo_label(p) + "'");
+  return {spelled, p, deprecation};
 }
 
 AlgoEntries parse_algo_entries(const std::vector<std::string>& names) {
@@ -137,10 +139,24 @@ std::vector<EntryRow> entry_rows(const std::vector<Algo>& algos, const std::vect
     for (size_t i = 0; i < plain; ++i)  // one plan, one row
       if (rows[i].options == p)
         throw UsageError("--algo " + c.label + ": " + to_string(op) + " runs this plan already as " + rows[i].label +
-                         " (with --stages, --merge, --pieces or --piece-sizes)");
+                         " (with --waves, --merge, --pieces or --piece-sizes)");
     rows.push_back({c.label, p});
   }
   return rows;
+}
+
+std::string stages_as_waves(PlanOptions& base, bool waves_given, const std::vector<Op>& ops,
+                            const std::vector<Algo>& algos) {
+  if (waves_given || base.stages == 0) return "";
+  for (Op op : ops)
+    for (Algo algo : algos)
+      if (takes_waves(op, algo)) {
+        base.waves = base.stages;
+        const std::string s = std::to_string(base.stages);
+        return "--stages " + s + " as the waves of " + to_string(op) + "'s " + to_string(algo) +
+               " is deprecated: give --waves " + s;
+      }
+  return "";
 }
 
 void check_pieces_apply(const std::vector<Algo>& algos, const PlanOptions& base) {

@@ -13,20 +13,23 @@
 
 namespace collmm {
 
-// "ring", or "ring:stages2" in waves (gemm_ar's ring: --stages S of an algorithm that has no stages
-// of its own), "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge in pieces
+// "ring", or "ring:waves2" in waves (gemm_ar's ring), "ring:merge2" when GEMMs are merged, "ring:pieces4" with the edge
+// in pieces
 // ("ring:pieces4h" in pieces of halving size): a row's name in the table, the JSON and file names.
 std::string algo_label(const PlanOptions&);
 
 // How an entry with options of its own is spelled, for messages.
-constexpr const char* kEntrySpelling = "ALGO[:stagesS][:mergeG][:piecesS[h]]";
+constexpr const char* kEntrySpelling = "ALGO[:wavesW][:mergeG][:piecesS[h]]";
 
 // An --algo entry with plan options of its own, spelled as algo_label writes them: "ring:pieces4h",
-// "ring:merge2". Its stages, merge and pieces replace --stages, --merge, --pieces and --piece-sizes
+// "ring:merge2". Its waves, merge and pieces replace --waves, --merge, --pieces and --piece-sizes
 // for that row, so that configurations are timed side by side in one run.
 struct ListedConfig {
-  std::string label;    // as typed (and canonical: parse_listed_config refuses another spelling)
-  PlanOptions options;  // its algo, stages (waves), merge, pieces and piece sizes (the rest from the command line)
+  std::string label;    // canonical: parse_listed_config refuses another spelling (but the old one below)
+  PlanOptions options;  // its algo, waves, merge, pieces and piece sizes (the rest from the command line)
+  // Where it was typed in a deprecated spelling ("ring:stages2" for ring:waves2), the message that
+  // says so, for the front end to show; "" otherwise.
+  std::string deprecation;
 };
 
 // The inverse of algo_label for an --algo entry (kEntrySpelling; a plain algorithm too); UsageError
@@ -49,8 +52,14 @@ struct AlgoEntries {
 AlgoEntries parse_algo_entries(const std::vector<std::string>& names);
 
 // The plan options of a listed configuration for one op, the other options from `base` (--post,
-// --gemm-lanes, ...); UsageError where the op's algorithm does not take its stages, merge or pieces.
+// --gemm-lanes, ...); UsageError where the op's algorithm does not take its waves, merge or pieces.
 PlanOptions config_options(const PlanOptions& base, Op, const ListedConfig&);
+
+// --stages S once gave gemm_ar's ring S waves too, and still does for a while. Where --waves is not
+// given and an op of `ops` takes waves with an algorithm of `algos`: sets base.waves = S (S > 0). It
+// returns the message saying that this is deprecated (the front end prints it), "" otherwise.
+std::string stages_as_waves(PlanOptions& base, bool waves_given, const std::vector<Op>& ops,
+                            const std::vector<Algo>& algos);
 
 // One row of an op: its label and the plan it runs.
 struct EntryRow {

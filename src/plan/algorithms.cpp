@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
+#include "collmm/ops.hpp"
 #include "collmm/plan.hpp"
 #include "collmm/sizes.hpp"
 #include "enum_names.hpp"
@@ -14,10 +16,10 @@ namespace {
 
 // sequential: one allgather or reduce-scatter of P parts and one GEMM per rank (gemm_ar: both).
 double sequential_steps(double P, double) { return 2 * P; }
-// pipelined: S stages of a collective over P ranks, on each of P ranks.
+// pipelined: S stages of a collective over P ranks; ring: P steps (gemm_ar: in S waves); on each
+// of P ranks.
 double staged_steps(double P, double S) { return S * P * P; }
-// ring: P steps on each of P ranks (gemm_ar: in S waves); bidir: two rings of half chunks.
-double ring_steps(double P, double S) { return S * P * P; }
+// bidir: two rings of half chunks.
 double bidir_steps(double P, double) { return 2 * P * P; }
 
 }  // namespace
@@ -26,10 +28,8 @@ const std::vector<AlgoRow>& algorithm_table() {
   static const std::vector<AlgoRow> rows{
       {.algo = Algo::sequential,
        .name = "sequential",
-       .ag_gemm = ag_gemm_sequential,
-       .gemm_rs = gemm_rs_sequential,
-       .gemm_ar = gemm_ar_sequential,
        .takes_stages = false,
+       .takes_waves = false,
        .takes_gemm_lanes = false,
        .takes_merge = false,
        .takes_pieces = false,
@@ -43,10 +43,8 @@ const std::vector<AlgoRow>& algorithm_table() {
        .alone_at_one_rank = false},
       {.algo = Algo::pipelined,
        .name = "pipelined",
-       .ag_gemm = ag_gemm_pipelined,
-       .gemm_rs = gemm_rs_pipelined,
-       .gemm_ar = gemm_ar_pipelined,
        .takes_stages = true,
+       .takes_waves = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
        .takes_pieces = false,
@@ -60,15 +58,13 @@ const std::vector<AlgoRow>& algorithm_table() {
        .alone_at_one_rank = false},
       {.algo = Algo::ring,
        .name = "ring",
-       .ag_gemm = ag_gemm_ring,
-       .gemm_rs = gemm_rs_ring,
-       .gemm_ar = gemm_ar_ring,
        .takes_stages = false,
+       .takes_waves = true,
        .takes_gemm_lanes = true,
        .takes_merge = true,
        .takes_pieces = true,
        .chunk_parts = 1,
-       .simulated_steps = ring_steps,
+       .simulated_steps = staged_steps,
        .auto_stages = {0},
        .auto_merges = {2, 4},
        .auto_pieces = {2, 4, 8, 16},
@@ -77,10 +73,8 @@ const std::vector<AlgoRow>& algorithm_table() {
        .alone_at_one_rank = true},
       {.algo = Algo::bidir,
        .name = "bidir",
-       .ag_gemm = ag_gemm_bidir,
-       .gemm_rs = gemm_rs_bidir,
-       .gemm_ar = gemm_ar_bidir,
        .takes_stages = false,
+       .takes_waves = false,
        .takes_gemm_lanes = true,
        .takes_merge = false,
        .takes_pieces = true,
@@ -105,23 +99,15 @@ const AlgoRow& algorithm(Algo a) {
 namespace {
 
 const EnumNames<Algo>& algo_names() {
-  static const EnumNames<Algo> names{[] {
-    std::vector<std::pair<Algo, const char*>> items;
-    for (const AlgoRow& row : algorithm_table()) items.emplace_back(row.algo, row.name);
-    return items;
-  }()};
+  static const EnumNames<Algo> names = names_of_rows(algorithm_table(), &AlgoRow::algo);
   return names;
 }
 
 }  // namespace
 
 const std::vector<Algo>& all_algos() {
-  static const std::vector<Algo> v{[] {
-    std::vector<Algo> algos;
-    for (const AlgoRow& row : algorithm_table()) algos.push_back(row.algo);
-    return algos;
-  }()};
-  return v;
+  static const std::vector<Algo> algos = values_of_rows(algorithm_table(), &AlgoRow::algo);
+  return algos;
 }
 std::string to_string(Algo v) { return algo_names().name(v); }
 Algo parse_algo(const std::string& s) { return algo_names().parse(s, "algorithm"); }
@@ -135,19 +121,14 @@ std::string algorithm_names(const std::string& separator) {
 }
 
 PlanBuilder builder(Op op, Algo a) {
-  switch (op) {
-    case Op::ag_gemm: return algorithm(a).ag_gemm;
-    case Op::gemm_rs: return algorithm(a).gemm_rs;
-    case Op::gemm_ar: return algorithm(a).gemm_ar;
-  }
-  throw std::logic_error("op " + std::to_string(static_cast<int>(op)) + " has no builder column");
+  for (const auto& [algo, build] : op_row(op).builders)
+    if (algo == a) return build;
+  throw std::logic_error(to_string(op) + " has no builder of " + to_string(a));
 }
 
-bool takes_merge(Op op, Algo a) { return op == Op::ag_gemm && algorithm(a).takes_merge; }
+bool takes_merge(Op op, Algo a) { return op_row(op).takes_merge && algorithm(a).takes_merge; }
 
-bool takes_stages(Op op, Algo a) {
-  return algorithm(a).takes_stages || (op == Op::gemm_ar && !algorithm(a).auto_waves.empty());
-}
+bool takes_waves(Op op, Algo a) { return op_row(op).takes_waves && algorithm(a).takes_waves; }
 
 std::string names_taking(bool AlgoRow::*option) {
   std::vector<std::string> names;
@@ -163,14 +144,16 @@ int default_stages(const Problem& p) {
 }
 
 int stages_of(const Problem& p, const PlanOptions& o) {
-  if (!takes_stages(p.op, o.algo)) return 1;
-  if (o.stages > 0) return o.stages;
-  return algorithm(o.algo).takes_stages ? default_stages(p) : 1;
+  if (!algorithm(o.algo).takes_stages) return 1;
+  return o.stages > 0 ? o.stages : default_stages(p);
 }
+
+int waves_of(const Problem& p, const PlanOptions& o) { return takes_waves(p.op, o.algo) && o.waves > 0 ? o.waves : 1; }
 
 PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
   o.algo = algo;
-  if (!takes_stages(op, algo)) o.stages = 0;
+  if (!algorithm(algo).takes_stages) o.stages = 0;
+  if (!takes_waves(op, algo)) o.waves = 0;
   if (!takes_merge(op, algo)) o.merge = 1;
   if (!algorithm(algo).takes_pieces) o.pieces = 1;
   if (o.pieces == 1) o.piece_sizes = PieceSizes::equal;  // one piece is the whole chunk either way
@@ -178,8 +161,7 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o) {
 }
 
 int64_t edge_rows(const Problem& p, const PlanOptions& o) {
-  const int waves = algorithm(o.algo).takes_pieces ? stages_of(p, o) : 1;  // gemm_ar's ring: S waves
-  const int64_t chunk = p.m / waves / p.world;                             // the smallest rank's block
+  const int64_t chunk = p.m / waves_of(p, o) / p.world;  // the smallest rank's block (of a wave)
   return chunk / algorithm(o.algo).chunk_parts;
 }
 
@@ -197,9 +179,10 @@ void validate(const Problem& p, const PlanOptions& o) {
   });
   const int P = p.world;
   if (o.merge > 1 && !takes_merge(p.op, o.algo)) {
-    msg << "merge " << o.merge << " applies to ag_gemm";
-    for (const AlgoRow& row : algorithm_table())
-      if (row.takes_merge) msg << " " << row.name;
+    msg << "merge " << o.merge << " applies to";
+    for (const OpRow& op : op_table())
+      for (const AlgoRow& row : algorithm_table())
+        if (takes_merge(op.op, row.algo)) msg << " " << op.name << " " << row.name;
     msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << ")";
     add();
   }
@@ -233,23 +216,40 @@ void validate(const Problem& p, const PlanOptions& o) {
         << ", so at most " << most << " pieces";
     add();
   }
-  if (takes_stages(p.op, o.algo) && o.stages > 0 && o.stages > p.m / P) {
-    msg << "stages " << o.stages << " cannot split M=" << p.m << " over " << P
-        << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " stages";
+  if (o.stages > 0 && !algorithm(o.algo).takes_stages && takes_waves(p.op, o.algo)) {
+    msg << "stages " << o.stages << ": " << to_string(p.op) << "'s " << to_string(o.algo)
+        << " has no stages; its waves are the option waves (" << to_string(o.algo) << ":waves" << o.stages << ")";
     add();
   }
+  if (o.waves > 1 && !takes_waves(p.op, o.algo)) {
+    msg << "waves " << o.waves << " apply to";
+    for (const OpRow& op : op_table())
+      for (const AlgoRow& row : algorithm_table())
+        if (takes_waves(op.op, row.algo)) msg << " " << op.name << " " << row.name;
+    msg << " only (got " << to_string(p.op) << " " << to_string(o.algo) << ")";
+    add();
+  }
+  for (auto [count, name, applies] : {std::tuple{o.stages, "stages", algorithm(o.algo).takes_stages},
+                                      std::tuple{o.waves, "waves", takes_waves(p.op, o.algo)}})
+    if (applies && count > p.m / P) {
+      msg << name << " " << count << " cannot split M=" << p.m << " over " << P
+          << " ranks: the smallest rank's block has " << p.m / P << " rows, so at most " << p.m / P << " " << name;
+      add();
+    }
   throw_if_any(problems);
 }
 
 double simulated_steps(const Problem& p, const PlanOptions& o) {
-  return algorithm(o.algo).simulated_steps(p.world, stages_of(p, o));
+  return algorithm(o.algo).simulated_steps(p.world, stages_of(p, o) * waves_of(p, o));  // one of them is 1
 }
 
 std::vector<PlanOptions> auto_candidates(const Problem& p) {
   std::vector<PlanOptions> candidates;
-  auto add = [&](Algo a, int stages, int lanes, int merge, int pieces, PieceSizes sizes = PieceSizes::equal) {
+  auto add = [&](Algo a, int stages, int lanes, int merge, int pieces, PieceSizes sizes = PieceSizes::equal,
+                 int waves = 0) {
     const PlanOptions o{.algo = a,
                         .stages = stages,
+                        .waves = waves,
                         .post = Post::comm_first,
                         .gemm_lanes = lanes,
                         .merge = merge,
@@ -270,13 +270,13 @@ std::vector<PlanOptions> auto_candidates(const Problem& p) {
       for (int lanes : row.takes_gemm_lanes ? std::vector<int>{1, 2} : std::vector<int>{1})
         add(row.algo, s, lanes, 1, 1);
     }
-  if (p.op == Op::gemm_ar)  // the ring in waves (each wave's block at least a row per rank)
-    for (const AlgoRow& row : algorithm_table())
+  for (const AlgoRow& row : algorithm_table())  // the ring in waves (each wave's block a row per rank)
+    if (takes_waves(p.op, row.algo))
       for (int waves : row.auto_waves)
-        if (waves <= p.m / p.world && simulated_steps(p, {.algo = row.algo, .stages = waves}) <= kMaxSimulatedSteps)
-          add(row.algo, waves, 1, 1, 1);
-  if (p.op == Op::ag_gemm)
-    for (const AlgoRow& row : algorithm_table())
+        if (waves <= p.m / p.world && simulated_steps(p, {.algo = row.algo, .waves = waves}) <= kMaxSimulatedSteps)
+          add(row.algo, 0, 1, 1, 1, PieceSizes::equal, waves);
+  for (const AlgoRow& row : algorithm_table())
+    if (takes_merge(p.op, row.algo))
       for (int merge : row.auto_merges)
         if (p.world > merge) add(row.algo, 0, 1, merge, 1);
   for (const AlgoRow& row : algorithm_table())  // the ring's exposed edge in pieces

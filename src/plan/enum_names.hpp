@@ -38,4 +38,18 @@ struct EnumNames {
   }
 };
 
+// The names of a table's rows (name, and the enum value in member `key`) and its values, in order.
+template <class E, class Row>
+EnumNames<E> names_of_rows(const std::vector<Row>& rows, E Row::*key) {
+  EnumNames<E> names;
+  for (const Row& row : rows) names.items.emplace_back(row.*key, row.name);
+  return names;
+}
+template <class E, class Row>
+std::vector<E> values_of_rows(const std::vector<Row>& rows, E Row::*key) {
+  std::vector<E> values;
+  for (const Row& row : rows) values.push_back(row.*key);
+  return values;
+}
+
 }  // namespace collmm

@@ -17,13 +17,14 @@
 // ring, bidir: gemm_rs's ring (plan/gemm_rs.cpp: each block summed on its way round, the GEMMs
 //   beside the transfers; --pieces cuts its first GEMM and send), which leaves rank r's summed
 //   block in its rows of C, then the all-gather of the blocks. A block is complete only at the
-//   ring's last step, so one ring leaves that all-gather with no GEMM beside it. --stages S (ring
-//   only; 0 and 1: one wave) runs S waves of M/S rows, each its own ring; the all-gather of wave w
+//   ring's last step, so one ring leaves that all-gather with no GEMM beside it. --waves W (ring
+//   only; 0 and 1: one wave) runs W waves of M/W rows, each its own ring; the all-gather of wave w
 //   travels in wave w+1's sendrecvs (step j also sends block r - j of wave w on to r+1 and
 //   receives block r - j - 1), beside wave w+1's GEMMs, and only the last wave's runs alone:
 //
 //   gemm  | ring of wave 0     | ring of wave 1     |
 //   comm  |  rs0 ...           |  rs1 + ag0 ...     | ag1 |
+#include "op_rows.hpp"
 #include "rs_ring.hpp"
 
 namespace collmm {
@@ -101,7 +102,7 @@ Plan rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
     plan.push(local_step(StepKind::gemm, plan.gemm_lane(0), {kBufC, 0, p.m}, {kBufA, 0, p.m}, 0, 0));
     return plan;
   }
-  const int W = stages_of(p, o);
+  const int W = waves_of(p, o);
   auto wave_row = [&](int w) { return block_offset(p.m, W, w); };  // wave W: all of M
   std::vector<int> done;                                           // the previous wave's last GEMM-lane steps
   for (int w = 0; w < W; ++w) {
@@ -123,11 +124,48 @@ Plan rings(const Problem& p, const PlanOptions& o, int r, bool bidir) {
   return plan;
 }
 
-}  // namespace
-
 Plan gemm_ar_sequential(const Problem& p, const PlanOptions& o, int r) { return staged(p, o, r, 1); }
 Plan gemm_ar_pipelined(const Problem& p, const PlanOptions& o, int r) { return staged(p, o, r, stages_of(p, o)); }
 Plan gemm_ar_ring(const Problem& p, const PlanOptions& o, int r) { return rings(p, o, r, false); }
 Plan gemm_ar_bidir(const Problem& p, const PlanOptions& o, int r) { return rings(p, o, r, true); }
+
+// Rank r holds gemm_rs's blocks of A and B; its C is all of the sum.
+LocalShape blocks(const Problem& p, int r) {
+  LocalShape s = summed_blocks(p, r);
+  s.c_rows = p.m;
+  s.c_row0 = 0;
+  return s;
+}
+
+void validate(const Problem& p, std::vector<std::string>& problems) {
+  need_one_per_rank(p, "M", p.m, "every rank needs at least one row of C", problems);
+  need_one_per_rank(p, "K", p.k, "gemm_ar gives every rank at least one column of A", problems);
+}
+
+// With played peers a rank receives and sends up to P running sums of a block of C, and the
+// all-gather's blocks.
+int64_t played_link_bytes(const Problem& p, int64_t, int64_t out_size) {
+  return 4 * int64_t(p.world) * (p.m / p.world + 1) * p.n * out_size;
+}
+
+}  // namespace
+
+OpRow gemm_ar_row() {
+  return {.op = Op::gemm_ar,
+          .name = "gemm_ar",
+          .formula = "C = sum_q A_q @ B_q on every rank",
+          .builders = {{Algo::sequential, gemm_ar_sequential},
+                       {Algo::pipelined, gemm_ar_pipelined},
+                       {Algo::ring, gemm_ar_ring},
+                       {Algo::bidir, gemm_ar_bidir}},
+          .sums_over_ranks = true,
+          .gathers_a = false,
+          .takes_merge = false,
+          .takes_waves = true,
+          .blocks = blocks,
+          .validate = validate,
+          .played_link_bytes = played_link_bytes,
+          .c_row = summed_c_row};
+}
 
 }  // namespace collmm

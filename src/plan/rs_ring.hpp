@@ -1,5 +1,5 @@
-// rs_ring.hpp: gemm_rs's accumulate-and-forward ring (plan/gemm_rs.cpp) over some rows of M, for
-// the builders that run it on part of the output: gemm_ar's waves (plan/gemm_ar.cpp).
+// rs_ring.hpp: gemm_rs's accumulate-and-forward ring (plan/rs_ring.cpp) over some rows of M, for
+// gemm_rs's ring and bidir over all of M and gemm_ar's waves (plan/gemm_ar.cpp) over part of it.
 #pragma once
 
 #include <functional>

@@ -1,11 +1,13 @@
-// types.cpp: names of the enums (Algo's are its table's: plan/algorithms.cpp), the block split of a
-// dimension over ranks, local shapes and the checks every algorithm shares.
+// types.cpp: names of the enums (Op's and Algo's are their tables': plan/ops.cpp,
+// plan/algorithms.cpp), the block split of a dimension over ranks, the field lists' text and
+// order, and the checks every op shares.
 #include "collmm/types.hpp"
 
 #include <algorithm>
 #include <array>
 #include <tuple>
 
+#include "collmm/ops.hpp"
 #include "collmm/sizes.hpp"
 #include "enum_names.hpp"
 
@@ -15,7 +17,6 @@ namespace {
 template <class E>
 using Names = EnumNames<E>;
 
-const Names<Op> kOps{{{Op::ag_gemm, "ag_gemm"}, {Op::gemm_rs, "gemm_rs"}, {Op::gemm_ar, "gemm_ar"}}};
 const Names<Post> kPosts{{{Post::comm_first, "comm-first"}, {Post::gemm_first, "gemm-first"}}};
 const Names<PieceSizes> kPieceSizes{{{PieceSizes::equal, "equal"}, {PieceSizes::halving, "halving"}}};
 const Names<BLayout> kLayouts{{{BLayout::kn, "kn"}, {BLayout::nk, "nk"}}};
@@ -28,17 +29,10 @@ const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
 
 }  // namespace
 
-const std::vector<Op>& all_ops() {
-  static const std::vector<Op> v{Op::ag_gemm, Op::gemm_rs, Op::gemm_ar};
-  return v;
-}
-
-std::string to_string(Op v) { return kOps.name(v); }
 std::string to_string(Post v) { return kPosts.name(v); }
 std::string to_string(PieceSizes v) { return kPieceSizes.name(v); }
 std::string to_string(BLayout v) { return kLayouts.name(v); }
 std::string to_string(Dtype v) { return kDtypes.name(v); }
-Op parse_op(const std::string& s) { return kOps.parse(s, "op"); }
 Post parse_post(const std::string& s) { return kPosts.parse(s, "posting order"); }
 PieceSizes parse_piece_sizes(const std::string& s) { return kPieceSizes.parse(s, "piece sizes"); }
 BLayout parse_b_layout(const std::string& s) { return kLayouts.parse(s, "B layout"); }
@@ -62,11 +56,9 @@ size_t dtype_size(Dtype d) {
   return 0;
 }
 
-void parse_field(const std::string& s, Op& v) { v = parse_op(s); }
 void parse_field(const std::string& s, Post& v) { v = parse_post(s); }
 void parse_field(const std::string& s, PieceSizes& v) { v = parse_piece_sizes(s); }
 void parse_field(const std::string& s, BLayout& v) { v = parse_b_layout(s); }
-size_t longest_name(Op) { return kOps.longest(); }
 size_t longest_name(Post) { return kPosts.longest(); }
 size_t longest_name(PieceSizes) { return kPieceSizes.longest(); }
 size_t longest_name(BLayout) { return kLayouts.longest(); }
@@ -169,34 +161,6 @@ int64_t block_offset(int64_t total, int parts, int q) {
   return q * (total / parts) + std::min<int64_t>(q, total % parts);
 }
 
-LocalShape local_shape(const Problem& p, int r) {
-  LocalShape s{};
-  if (p.op == Op::ag_gemm) {
-    const int64_t n_r = block_size(p.n, p.world, r);
-    s.a_rows = block_size(p.m, p.world, r);
-    s.a_cols = p.k;
-    s.gemm_k = p.k;
-    s.gemm_n = n_r;
-    s.c_rows = p.m;
-    s.c_cols = n_r;
-  } else {
-    const int64_t k_r = block_size(p.k, p.world, r);
-    s.a_rows = p.m;
-    s.a_cols = k_r;
-    s.gemm_k = k_r;
-    s.gemm_n = p.n;
-    s.c_rows = p.op == Op::gemm_ar ? p.m : block_size(p.m, p.world, r);
-    s.c_cols = p.n;
-  }
-  s.b_rows = p.b_layout == BLayout::kn ? s.gemm_k : s.gemm_n;
-  s.b_cols = p.b_layout == BLayout::kn ? s.gemm_n : s.gemm_k;
-  return s;
-}
-
-bool sums_over_ranks(Op op) { return op != Op::ag_gemm; }
-
-int64_t c_first_row(const Problem& p, int r) { return p.op == Op::gemm_rs ? block_offset(p.m, p.world, r) : 0; }
-
 int64_t rows_for_pieces(int pieces, PieceSizes sizes) {
   if (sizes == PieceSizes::equal || pieces < 1) return pieces;
   return int64_t(1) << std::min(pieces - 1, 62);
@@ -229,16 +193,7 @@ void validate_sizes(const Problem& p) {
 void validate(const Problem& p) {
   validate_sizes(p);
   std::vector<std::string> problems;
-  const int P = p.world;
-  const std::string ranks = " is smaller than the " + std::to_string(P) + " ranks: ";
-  if (p.m < P)
-    problems.push_back("M=" + std::to_string(p.m) + ranks + "every rank needs at least one row of " +
-                       (p.op == Op::ag_gemm ? "A" : "C"));
-  if (p.op == Op::ag_gemm && p.n < P)
-    problems.push_back("N=" + std::to_string(p.n) + ranks + "ag_gemm gives every rank at least one column of B");
-  if (sums_over_ranks(p.op) && p.k < P)
-    problems.push_back("K=" + std::to_string(p.k) + ranks + to_string(p.op) +
-                       " gives every rank at least one column of A");
+  op_row(p.op).validate(p, problems);
   throw_if_any(problems);
 }
 

@@ -55,9 +55,7 @@ Prediction predict(const Problem& problem, const PlanOptions& options, Dtype dty
     p.t_gemm_us = sequential->t_gemm_us;
     p.t_comm_us = sequential->t_comm_us;
   } else {
-    PlanOptions seq = options;
-    seq.algo = Algo::sequential;
-    seq.stages = 0;
+    const PlanOptions seq = options_for(problem.op, Algo::sequential, options);  // no stages, waves, merge, pieces
     p.t_sequential_us = options.algo == Algo::sequential
                             ? p.time_us
                             : simulate(problem, seq, dtype, profile, StepFilter::all, false).time_us;

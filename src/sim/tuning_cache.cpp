@@ -63,6 +63,9 @@ TuningEntry entry_from_json(const json& e) {
   fields_from_json(e, t.problem);
   t.dtype = parse_dtype(json_string(e, "dtype"));
   t.options = plan_options_from_json(e);
+  // A cache written before waves had their own key kept gemm_ar's ring's waves in "stages".
+  if (!e.contains("waves") && !algorithm(t.options.algo).takes_stages && takes_waves(t.problem.op, t.options.algo))
+    std::swap(t.options.waves, t.options.stages);
   t.time_us = json_double(e, "time_us");
   if (e.contains("source")) t.source = json_string(e, "source");
   need(t.source == "bench" || t.source == "auto", "source must be bench or auto (got " + quote(cut(t.source)) + ")");

@@ -163,25 +163,39 @@ TEST(SimAlgoList, RowsAndFilesAreNamedAsTheBenchNamesThem) {
   EXPECT_EQ(missing.output.find(".tmp."), std::string::npos) << missing.output;
 }
 
-// gemm_ar's ring in waves is an --algo entry, ring:stages2, as the ring's row under --stages 2 is
-// labelled; an op whose ring has no waves refuses it.
+// gemm_ar's ring in waves is an --algo entry, ring:waves2, as the ring's row under --waves 2 is
+// labelled; an op whose ring has no waves refuses it. The old spellings (ring:stages2, --stages 2 on
+// gemm_ar's ring) still run, each with a deprecation message.
 TEST(SimAlgoList, TheRingInWavesIsAnEntry) {
   const std::string dir = fresh_dir("sim_waves");
   const std::string sim = std::string(COLLMM_SIM) + " -P 4 -m 1024 -n 1024 -k 1024 --profile cpu-2core";
-  const CommandResult r = run_command(sim + " --op gemm_ar --algo ring,ring:stages2 --json " + dir + "/w.json", 60);
+  const CommandResult r = run_command(sim + " --op gemm_ar --algo ring,ring:waves2 --json " + dir + "/w.json", 60);
   ASSERT_EQ(r.rc, 0) << r.output;
   const json rows = json::parse(read_file(dir + "/w.json")).at("results");
   ASSERT_EQ(rows.size(), 2u) << r.output;
   EXPECT_EQ(rows[0].at("label"), "ring");
-  EXPECT_EQ(rows[0].at("stages"), 0);
-  EXPECT_EQ(rows[1].at("label"), "ring:stages2");
-  EXPECT_EQ(rows[1].at("stages"), 2);
-  const CommandResult flag = run_command(sim + " --op gemm_ar --algo ring --stages 2", 60);
-  ASSERT_EQ(flag.rc, 0) << flag.output;
-  EXPECT_NE(flag.output.find(" ring:stages2 "), std::string::npos) << flag.output;
-  const CommandResult rs = run_command(sim + " --op gemm_rs --algo ring:stages2", 60);
+  EXPECT_EQ(rows[0].at("waves"), 0);
+  EXPECT_EQ(rows[1].at("label"), "ring:waves2");
+  EXPECT_EQ(rows[1].at("waves"), 2);
+  EXPECT_EQ(r.output.find("deprecated"), std::string::npos) << r.output;
+  for (const char* flag : {"--waves 2", "--stages 2"}) {
+    const CommandResult f = run_command(sim + " --op gemm_ar --algo ring " + flag, 60);
+    ASSERT_EQ(f.rc, 0) << f.output;
+    EXPECT_NE(f.output.find(" ring:waves2 "), std::string::npos) << f.output;
+    EXPECT_EQ(
+        f.output.find("--stages 2 as the waves of gemm_ar's ring is deprecated: give --waves 2") != std::string::npos,
+        std::string(flag) == "--stages 2")
+        << f.output;
+  }
+  const CommandResult old = run_command(sim + " --op gemm_ar --algo ring:stages2", 60);
+  ASSERT_EQ(old.rc, 0) << old.output;
+  EXPECT_NE(old.output.find(" ring:waves2 "), std::string::npos) << old.output;
+  EXPECT_NE(old.output.find("'ring:stages2' is deprecated: the ring's waves are written 'ring:waves2'"),
+            std::string::npos)
+      << old.output;
+  const CommandResult rs = run_command(sim + " --op gemm_rs --algo ring:waves2", 60);
   EXPECT_EQ(rs.rc, 2) << rs.output;
-  EXPECT_NE(rs.output.find("--algo ring:stages2: gemm_rs's ring does not take these options"), std::string::npos)
+  EXPECT_NE(rs.output.find("--algo ring:waves2: gemm_rs's ring does not take these options"), std::string::npos)
       << rs.output;
 }
 

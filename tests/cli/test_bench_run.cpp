@@ -81,6 +81,7 @@ TEST_F(BenchRun, PassesWithARowPerOpAndAlgo) {
         EXPECT_EQ(rows[i].at("steps"), algo == "ring" ? std::to_string(ring) : "1");
       }
       EXPECT_EQ(rows[i].at("stages"), "0");
+      EXPECT_EQ(rows[i].at("waves"), "0");
     }
   }
   EXPECT_NE(result_.output.find("# Out of bounds values : 0 OK"), std::string::npos) << result_.output;
@@ -98,8 +99,8 @@ TEST_F(BenchRun, JsonHasTheKeysOfTheIssue) {
                              "label", "options", "overlap_hidden_fraction", "overlap_hidden_fraction_min",
                              "overlap_hidden_fraction_per_rank"};
   // Every field of the problem and of the plan options is a key of its own (their field lists).
-  for (const char* key : {"op", "m", "n", "k", "world_size", "b_layout", "algo", "stages", "post", "gemm_lanes",
-                          "merge", "pieces", "piece_sizes"})
+  for (const char* key : {"op", "m", "n", "k", "world_size", "b_layout", "algo", "stages", "waves", "post",
+                          "gemm_lanes", "merge", "pieces", "piece_sizes"})
     keys.insert(key);
   ASSERT_EQ(j.at("results").size(), 12u);
   std::set<std::string> cases;

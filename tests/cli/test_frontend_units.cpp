@@ -324,7 +324,7 @@ TEST(Figures, RowsBelowTheBaselinesGemmsAreNamed) {
   CaseResult seq, ring, bidir;
   seq.problem = ring.problem = bidir.problem =
       Problem{.op = Op::ag_gemm, .m = 64, .n = 64, .k = 64, .world = 2, .b_layout = BLayout::kn};
-  seq.algo = Algo::sequential, ring.algo = Algo::ring, bidir.algo = Algo::bidir;
+  seq.plan.algo = Algo::sequential, ring.plan.algo = Algo::ring, bidir.plan.algo = Algo::bidir;
   seq.label = "sequential", ring.label = "ring", bidir.label = "bidir";
   seq.time_us = 200, ring.time_us = 94, bidir.time_us = 180;
   for (CaseResult* r : {&seq, &ring, &bidir}) r->t_gemm_us = 171, r->t_comm_us = 20;
@@ -336,19 +336,19 @@ TEST(Figures, RowsBelowTheBaselinesGemmsAreNamed) {
   EXPECT_EQ(out.str().find("bidir ("), std::string::npos) << out.str();
 }
 
-// --algo's configured entries: every label algo_label writes for an algorithm with waves (stages of
-// an algorithm without stages of its own), merge, pieces and piece sizes reads back into the same
-// options; other spellings are refused with the right one.
+// --algo's configured entries: every label algo_label writes for an algorithm with waves, merge,
+// pieces and piece sizes reads back into the same options; other spellings are refused with the
+// right one; the old spelling of waves (stagesW) is read with a deprecation message.
 TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
   int labels = 0;
   for (Algo algo : all_algos())
-    for (int stages : {0, 2, 7})
+    for (int waves : {0, 2, 7})
       for (int merge : {1, 2, 8})
         for (int pieces : {1, 2, 5, 64})
           for (PieceSizes sizes : {PieceSizes::equal, PieceSizes::halving}) {
             PlanOptions p;
             p.algo = algo;
-            p.stages = algorithm(algo).takes_stages ? 0 : stages;  // pipelined's own stages: no entry's
+            p.waves = waves;
             p.merge = merge;
             p.pieces = pieces;
             p.piece_sizes = pieces > 1 ? sizes : PieceSizes::equal;
@@ -356,7 +356,8 @@ TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
             const ListedConfig c = parse_listed_config(label);
             EXPECT_EQ(c.label, label);
             EXPECT_EQ(c.options.algo, algo) << label;
-            EXPECT_EQ(c.options.stages, p.stages) << label;
+            EXPECT_EQ(c.options.waves, p.waves) << label;
+            EXPECT_EQ(c.deprecation, "") << label;
             EXPECT_EQ(c.options.merge, merge) << label;
             EXPECT_EQ(c.options.pieces, pieces) << label;
             EXPECT_EQ(c.options.piece_sizes, p.piece_sizes) << label;
@@ -378,11 +379,19 @@ TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
   EXPECT_NE(refusal("ring:pieces65").find("pieces takes a count 1..64"), std::string::npos);
   EXPECT_NE(refusal("ring:pieces").find("pieces takes a count"), std::string::npos);
   EXPECT_NE(refusal("ring:pieces-2").find("pieces takes a count"), std::string::npos);
-  EXPECT_NE(refusal("ring:pieces2:stages2").find("write it as 'ring:stages2:pieces2'"), std::string::npos);
-  EXPECT_NE(refusal("ring:stages1").find("write it as 'ring'"), std::string::npos);
-  EXPECT_NE(refusal("ring:stages0").find("stages takes a count 1..99999"), std::string::npos);
-  EXPECT_NE(refusal("pipelined:stages4").find("an entry's stages are the waves of gemm_ar's ring"), std::string::npos);
-  EXPECT_NE(refusal("ring:waves2").find("unknown option 'waves2'"), std::string::npos);
+  EXPECT_NE(refusal("ring:pieces2:waves2").find("write it as 'ring:waves2:pieces2'"), std::string::npos);
+  EXPECT_NE(refusal("ring:waves1").find("write it as 'ring'"), std::string::npos);
+  EXPECT_NE(refusal("ring:waves0").find("waves takes a count 1..64"), std::string::npos);
+  EXPECT_NE(refusal("ring:waves65").find("waves takes a count 1..64"), std::string::npos);
+  EXPECT_NE(refusal("ring:stages0").find("stages takes a count 1..64"), std::string::npos);
+  EXPECT_NE(refusal("ring:stages99999").find("stages takes a count 1..64"), std::string::npos);
+  EXPECT_NE(refusal("pipelined:stages4").find("pipelined's stages are not an entry's option (give --stages)"),
+            std::string::npos);
+  const ListedConfig old = parse_listed_config("ring:stages2:pieces2");
+  EXPECT_EQ(old.label, "ring:waves2:pieces2");
+  EXPECT_EQ(old.options.waves, 2);
+  EXPECT_EQ(old.deprecation,
+            "'ring:stages2:pieces2' is deprecated: the ring's waves are written 'ring:waves2:pieces2'");
   EXPECT_NE(refusal("ring:").find("unknown option ''"), std::string::npos);
   EXPECT_NE(refusal("rings:pieces2").find("'rings:pieces2': unknown algorithm 'rings'"), std::string::npos);
   // Per op: gemm_rs takes no merge, sequential no pieces; the ring's options are kept.
@@ -396,13 +405,15 @@ TEST(ListedConfig, EveryLabelReadsBackAndOtherSpellingsAreRefused) {
   EXPECT_EQ(p.piece_sizes, PieceSizes::halving);
   EXPECT_EQ(p.stages, 0);  // ring takes no stages
   EXPECT_EQ(plan_options_of(o, Op::ag_gemm, parse_listed_config("pipelined")).stages, 3);
-  // gemm_ar's ring in waves: its label (as --stages 2 runs it) is an entry, which no other op takes;
-  // an entry's waves replace --stages.
-  const PlanOptions waves = options_for(Op::gemm_ar, Algo::ring, {.algo = Algo::ring, .stages = 2});
-  EXPECT_EQ(algo_label(waves), "ring:stages2");
+  // gemm_ar's ring in waves: its label (as --waves 2 runs it) is an entry, which no other op takes;
+  // an entry's waves replace --waves.
+  const PlanOptions waves = options_for(Op::gemm_ar, Algo::ring, {.algo = Algo::ring, .waves = 2});
+  EXPECT_EQ(algo_label(waves), "ring:waves2");
+  o.plan.waves = 3;
+  EXPECT_EQ(plan_options_of(o, Op::gemm_ar, parse_listed_config("ring:waves2")), waves);
   EXPECT_EQ(plan_options_of(o, Op::gemm_ar, parse_listed_config("ring:stages2")), waves);
-  EXPECT_EQ(plan_options_of(o, Op::gemm_ar, parse_listed_config("ring:pieces2")).stages, 0);
-  EXPECT_THROW(plan_options_of(o, Op::gemm_rs, parse_listed_config("ring:stages2")), UsageError);
+  EXPECT_EQ(plan_options_of(o, Op::gemm_ar, parse_listed_config("ring:pieces2")).waves, 0);
+  EXPECT_THROW(plan_options_of(o, Op::gemm_rs, parse_listed_config("ring:waves2")), UsageError);
   EXPECT_EQ(algo_label(options_for(Op::ag_gemm, Algo::pipelined, {.algo = Algo::pipelined, .stages = 4})),
             "pipelined");  // its stages column tells them
 }
@@ -413,7 +424,8 @@ TEST(ListedConfig, EntryOptionsForTheOps) {
   EXPECT_EQ(entry_options(Op::ag_gemm, "ring"), PlanOptions{.algo = Algo::ring});
   EXPECT_EQ(entry_options(Op::gemm_rs, "bidir:pieces4h"),
             (PlanOptions{.algo = Algo::bidir, .pieces = 4, .piece_sizes = PieceSizes::halving}));
-  EXPECT_EQ(entry_options(Op::gemm_ar, "ring:stages2").stages, 2);
+  EXPECT_EQ(entry_options(Op::gemm_ar, "ring:waves2").waves, 2);
+  EXPECT_EQ(entry_options(Op::gemm_ar, "ring:stages2").waves, 2);  // the old spelling
   EXPECT_EQ(entry_options(Op::ag_gemm, "pipelined").stages, 0);
   auto refusal = [](Op op, const std::string& text) {
     try {

@@ -187,10 +187,10 @@ TEST(GemmArRing, EveryWaveCount) {
     for (int waves = 1; waves <= p.m / P; ++waves)
       for (Post post : {Post::comm_first, Post::gemm_first})
         for (int lanes : {1, 2}) {
-          const PlanOptions o{.algo = Algo::ring, .stages = waves, .post = post, .gemm_lanes = lanes};
+          const PlanOptions o{.algo = Algo::ring, .waves = waves, .post = post, .gemm_lanes = lanes};
           expect_correct(p, o, lanes == 1 ? Dtype::f32 : Dtype::bf16, 300 + waves);
         }
-    const PlanOptions cut{.algo = Algo::ring, .stages = 2, .pieces = 2};
+    const PlanOptions cut{.algo = Algo::ring, .waves = 2, .pieces = 2};
     expect_correct(p, cut, Dtype::f64, 310);
   }
 }

@@ -35,9 +35,10 @@ std::vector<int> merge_counts(const Problem& p, Algo algo) {
   return {1, 2, 3, p.world};
 }
 
-// Stage counts worth trying for pipelined: the default (0), 1, 2 and the most M allows.
+// Stage counts worth trying for pipelined (waves for gemm_ar's ring): the default (0), 1, 2 and the
+// most M allows.
 std::vector<int> stage_counts(const Problem& p, Algo algo) {
-  if (!takes_stages(p.op, algo)) return {0};  // pipelined's stages, gemm_ar ring's waves
+  if (!algorithm(algo).takes_stages && !takes_waves(p.op, algo)) return {0};
   const int most = static_cast<int>(p.m / p.world);
   std::vector<int> s{0, 1};
   if (most >= 2) s.push_back(2);
@@ -59,8 +60,13 @@ TEST_P(AllPlans, EveryScheduleIsProvedSafe) {
             for (Post post : {Post::comm_first, Post::gemm_first})
               for (int lanes : {1, 2})
                 for (int merge : merge_counts(p, algo)) {
-                  const PlanOptions o{
-                      .algo = algo, .stages = stages, .post = post, .gemm_lanes = lanes, .merge = merge};
+                  const bool waves = takes_waves(p.op, algo);
+                  const PlanOptions o{.algo = algo,
+                                      .stages = waves ? 0 : stages,
+                                      .waves = waves ? stages : 0,
+                                      .post = post,
+                                      .gemm_lanes = lanes,
+                                      .merge = merge};
                   CheckReport report = check_problem(p, o);
                   if (report.ok()) {  // and as the host transport runs it: collectives lowered to rings
                     std::vector<Plan> lowered;
@@ -96,14 +102,14 @@ TEST_P(AllPlans, EveryPiecesCountIsProvedSafe) {
           const Problem p{.op = op, .m = shape.m, .n = shape.n, .k = shape.k, .world = P, .b_layout = BLayout::kn};
           if (sizes == PieceSizes::equal && std::string(shape.name) == "taller") continue;  // as tall
           // gemm_ar's ring also in 2 waves, each wave's edge in pieces
-          for (int waves : takes_stages(op, algo) && p.m / P >= 2 ? std::vector<int>{0, 2} : std::vector<int>{0}) {
+          for (int waves : takes_waves(op, algo) && p.m / P >= 2 ? std::vector<int>{0, 2} : std::vector<int>{0}) {
             int most = 1;
-            while (most < 8 && rows_for_pieces(most + 1, sizes) <= edge_rows(p, {algo, waves})) ++most;
+            while (most < 8 && rows_for_pieces(most + 1, sizes) <= edge_rows(p, {.algo = algo, .waves = waves})) ++most;
             for (int pieces = 2; pieces <= most; ++pieces)
               for (Post post : {Post::comm_first, Post::gemm_first})
                 for (int lanes : {1, 2})
                   for (int merge : merge_counts(p, algo)) {
-                    const PlanOptions o{algo, waves, post, lanes, merge, pieces, sizes};
+                    const PlanOptions o{algo, 0, waves, post, lanes, merge, pieces, sizes};
                     const CheckReport report = check_problem(p, o);
                     ++checked;
                     if (report.ok()) continue;

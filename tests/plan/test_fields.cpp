@@ -124,9 +124,9 @@ TEST(Fields, CaseCellsAreAColumnPerField) {
     texts.push_back(c.text);
     EXPECT_GT(c.width, static_cast<int>(c.head.size())) << c.head;  // a space before every heading
   }
-  EXPECT_EQ(heads, (std::vector<std::string>{"op", "M", "N", "K", "P", "B", "dtype", "algo", "stages", "post", "lanes",
-                                             "merge", "pieces", "sizes"}));
-  EXPECT_EQ(texts, (std::vector<std::string>{"gemm_rs", "64", "32", "16", "4", "nk", "bf16", "pipelined", "2",
+  EXPECT_EQ(heads, (std::vector<std::string>{"op", "M", "N", "K", "P", "B", "dtype", "algo", "stages", "waves", "post",
+                                             "lanes", "merge", "pieces", "sizes"}));
+  EXPECT_EQ(texts, (std::vector<std::string>{"gemm_rs", "64", "32", "16", "4", "nk", "bf16", "pipelined", "2", "0",
                                              "gemm-first", "3", "1", "1", "equal"}));
   // A header and a row line up: every column as wide in both.
   std::ostringstream head, row;

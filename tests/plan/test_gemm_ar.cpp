@@ -82,7 +82,7 @@ TEST(GemmAr, RingsAreGemmRsRingsThenTheAllGather) {
 TEST(GemmAr, RingInWavesGathersTheLastWaveBesideTheNext) {
   const Problem p{.op = Op::gemm_ar, .m = 16, .n = 8, .k = 8, .world = 4, .b_layout = BLayout::kn};
   const int r = 1;
-  const Plan plan = make_plan(p, {.algo = Algo::ring, .stages = 2}, r);
+  const Plan plan = make_plan(p, {.algo = Algo::ring, .waves = 2}, r);
   std::vector<const Step*> comms;
   for (const Step& s : plan.steps)
     if (s.kind == StepKind::sendrecv) comms.push_back(&s);
@@ -103,10 +103,31 @@ TEST(GemmAr, RingInWavesGathersTheLastWaveBesideTheNext) {
   EXPECT_EQ(ag.parts.front().row, 8);
   EXPECT_EQ(ag.a.row, 8 + 2 * r);
   // Waves apply to gemm_ar's ring only; at most M / P of them.
-  EXPECT_EQ(options_for(Op::gemm_rs, Algo::ring, {.stages = 2}).stages, 0);
-  EXPECT_EQ(options_for(Op::gemm_ar, Algo::bidir, {.stages = 2}).stages, 0);
-  EXPECT_EQ(options_for(Op::gemm_ar, Algo::ring, {.stages = 2}).stages, 2);
-  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .stages = 5}, 0), UsageError);
+  EXPECT_EQ(options_for(Op::gemm_rs, Algo::ring, {.waves = 2}).waves, 0);
+  EXPECT_EQ(options_for(Op::gemm_ar, Algo::bidir, {.waves = 2}).waves, 0);
+  EXPECT_EQ(options_for(Op::gemm_ar, Algo::ring, {.waves = 2}).waves, 2);
+  EXPECT_EQ(options_for(Op::gemm_ar, Algo::ring, {.stages = 2}).stages, 0);  // the ring has no stages
+  EXPECT_THROW(make_plan(p, {.algo = Algo::ring, .waves = 5}, 0), UsageError);
+}
+
+// Waves are bounded by their field's range (each wave adds P steps' fixed costs: 32768 of them took
+// 49 s a call), refused before a plan is made; the ring's stages are refused with the waves' name.
+TEST(GemmAr, WavesAreBoundedAndNamed) {
+  const Problem p{.op = Op::gemm_ar, .m = 4096, .n = 4, .k = 4, .world = 2};
+  auto refusal = [&](const PlanOptions& o) {
+    try {
+      validate(p, o);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal({.algo = Algo::ring, .waves = kMaxWaves}), "accepted");
+  EXPECT_EQ(refusal({.algo = Algo::ring, .waves = kMaxWaves + 1}), "waves 65 is not 0..64.");
+  EXPECT_EQ(refusal({.algo = Algo::ring, .stages = 4}),
+            "stages 4: gemm_ar's ring has no stages; its waves are the option waves (ring:waves4).");
+  EXPECT_EQ(refusal({.algo = Algo::bidir, .waves = 2}), "waves 2 apply to gemm_ar ring only (got gemm_ar bidir).");
+  EXPECT_EQ(field_of(&PlanOptions::waves).hi, kMaxWaves);
 }
 
 // A gemm_ar plan without its last all-gather leaves every rank with its own block only: the

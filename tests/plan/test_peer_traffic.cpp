@@ -29,9 +29,9 @@ std::vector<PlanOptions> options_for(Op op) {
   std::vector<PlanOptions> list;
   for (Algo algo : all_algos())
     for (int merge : (op == Op::ag_gemm && algo == Algo::ring) ? std::vector<int>{1, 2, 3} : std::vector<int>{1})
-      for (int stages : algo == Algo::pipelined  ? std::vector<int>{0, 1, 2, 5}
-                        : takes_stages(op, algo) ? std::vector<int>{0, 2}  // gemm_ar's ring in waves
-                                                 : std::vector<int>{0})
+      for (int stages : algo == Algo::pipelined ? std::vector<int>{0, 1, 2, 5}
+                        : takes_waves(op, algo) ? std::vector<int>{0, 2}  // gemm_ar's ring in waves
+                                                : std::vector<int>{0})
         for (int pieces : (algo == Algo::ring || algo == Algo::bidir) ? std::vector<int>{1, 2, 3} : std::vector<int>{1})
           for (Post post : {Post::comm_first, Post::gemm_first})
             for (PieceSizes sizes : pieces > 1 ? std::vector<PieceSizes>{PieceSizes::equal, PieceSizes::halving}
@@ -39,7 +39,7 @@ std::vector<PlanOptions> options_for(Op op) {
               PlanOptions o;
               o.algo = algo;
               o.merge = merge;
-              o.stages = stages;
+              (takes_waves(op, algo) ? o.waves : o.stages) = stages;
               o.pieces = pieces;
               o.piece_sizes = sizes;
               o.post = post;
@@ -70,7 +70,8 @@ TEST(PeerTraffic, StagedRowsAreWhatThePeersSend) {
     for (Op op : all_ops())
       for (const PlanOptions& o : options_for(op)) {
         const Problem p{.op = op, .m = 5 * P + 3, .n = 3 * P + 1, .k = 2 * P + 3, .world = P, .b_layout = BLayout::kn};
-        if (o.stages > p.m / P || rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o)) continue;
+        if (o.stages > p.m / P || o.waves > p.m / P || rows_for_pieces(o.pieces, o.piece_sizes) > edge_rows(p, o))
+          continue;
         const std::vector<Plan> plans = lowered_plans(p, o);
         std::vector<check::PeerTraffic> traffic;
         for (int r = 0; r < P; ++r) traffic.push_back(check::peer_traffic(plans, r));

@@ -114,6 +114,22 @@ TEST(TuningCacheFile, BadEntriesNameTheFileAndTheEntry) {
   }
 }
 
+// A cache written before waves had their own key kept gemm_ar's ring's waves in "stages": read as
+// waves; with "waves" given, "stages" on that ring is refused with the waves' name.
+TEST(TuningCacheFile, OldWavesInStagesAreReadAsWaves) {
+  const std::string ar = R"({"op":"gemm_ar","m":64,"n":64,"k":64,"world_size":2,"dtype":"f32","algo":"ring",)";
+  const TuningCache old = parse_tuning_cache(R"({"entries":[)" + ar + R"("stages":2,"time_us":5}]})", "c.json");
+  ASSERT_EQ(old.entries.size(), 1u);
+  EXPECT_EQ(old.entries[0].options.waves, 2);
+  EXPECT_EQ(old.entries[0].options.stages, 0);
+  try {
+    parse_tuning_cache(R"({"entries":[)" + ar + R"("stages":2,"waves":0,"time_us":5}]})", "c.json");
+    ADD_FAILURE() << "the ring's stages were accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("its waves are the option waves"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TuningCacheFile, AHeldLockIsWaitedForThenReported) {
   const std::string path = testing::TempDir() + "collmm_tuning_locked.json";
   std::remove(path.c_str());

@@ -8,6 +8,7 @@
 #include "cli_size.hpp"
 #include "collmm/algorithms.hpp"
 #include "collmm/cost_model.hpp"
+#include "collmm/ops.hpp"
 #include "fault_point.hpp"
 
 namespace collmm {
@@ -29,7 +30,7 @@ const char* const kCudaGroup = "CUDA";
 void add_options(CLI::App& app, BenchOptions& o, Names& names) {
   const CLI::Validator size = size_transform();  // 8K = 8192, 1M = 1048576
   app.add_option("--backend", names.backend, "cpu | cuda")->capture_default_str();
-  app.add_option("--op", names.op, "ag_gemm | gemm_rs | gemm_ar | all")->capture_default_str();
+  app.add_option("--op", names.op, op_names(" | ") + " | all")->capture_default_str();
   app.add_option(
          "--algo", names.algo,
          algorithm_names(" | ") +
@@ -38,7 +39,7 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
              "its best candidates then timed (--auto-measure) and the fastest (a tie within 1% to the fewest host "
              "steps) run as the row auto:<algo>); "
              "or a comma list of these, e.g. all,auto: the auto row beside every algorithm in one run; an entry "
-             "ALGO:piecesS, ALGO:piecesSh (halving sizes), ALGO:mergeG or ALGO:stagesS (gemm_ar's ring in waves) "
+             "ALGO:piecesS, ALGO:piecesSh (halving sizes), ALGO:mergeG or ALGO:wavesW (gemm_ar's ring in waves) "
              "runs that algorithm with those options as a row of its own, e.g. all,ring:pieces4h,auto")
       ->delimiter(',')
       ->capture_default_str();
@@ -110,8 +111,9 @@ void add_options(CLI::App& app, BenchOptions& o, Names& names) {
                  "DIR/<op>-<row>-rank<r>-A.npy ... (<row>: the algo column, ':' as '-': ring-pieces4h, auto-ring); "
                  "bf16 and fp8 are decoded and saved as float32")
       ->type_name("DIR");
-  app.add_option("--stages", o.plan.stages,
-                 "pipelined: number of stages (default: max(1, min(P, M/P))); gemm_ar ring: waves (default: one)")
+  app.add_option("--stages", o.plan.stages, "pipelined: number of stages (default: max(1, min(P, M/P)))")
+      ->check(at_least(1));
+  app.add_option("--waves", o.plan.waves, "gemm_ar ring: waves, each a ring over M/W rows (default: one)")
       ->check(at_least(1));
   app.add_option("--post", names.post, "within a step, post the comm or the GEMM first: comm-first | gemm-first")
       ->capture_default_str();
@@ -240,6 +242,10 @@ BenchOptions parse_bench_cli(int argc, char** argv, CLI::App& app) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("--algo: ") + e.what());
   }
+  for (const ListedConfig& c : o.configs)
+    if (!c.deprecation.empty()) std::cerr << "collmm-bench: --algo " << c.deprecation << "\n";
+  if (const std::string old = stages_as_waves(o.plan, app.count("--waves") > 0, o.ops, o.algos); !old.empty())
+    std::cerr << "collmm-bench: " << old << "\n";
   auto named = [](const char* option, auto parse, const std::string& name) {
     try {
       return parse(name);

@@ -19,6 +19,7 @@
 #include "chrome_trace.hpp"
 #include "cli_range.hpp"
 #include "cli_size.hpp"
+#include "collmm/ops.hpp"
 #include "collmm/svg.hpp"
 #include "collmm/tuning.hpp"
 #include "quote.hpp"
@@ -32,7 +33,8 @@ struct SimOptions {
   std::vector<std::string> algo{"all"};  // --algo's comma list, split by CLI11
   int64_t m = 8192, n = 8192, k = 8192;
   int world = 8, timeline_ranks = 8;
-  PlanOptions plan;  // from the plan option flags (post, piece_sizes: parsed from their names; algo: per row)
+  PlanOptions plan;          // from the plan option flags (post, piece_sizes: parsed from their names; algo: per row)
+  bool waves_given = false;  // --waves on the command line
   std::string timeline, trace, json, tuning_cache, save_profile;
 };
 
@@ -59,7 +61,7 @@ double check_auto_size(const Problem& p, Dtype dtype, const TuningCache* cache) 
   throw UsageError(to_string(p.op) + " --algo auto at P = " + std::to_string(p.world) + " would simulate its " +
                    std::to_string(all.size()) + " candidates" + (cache ? " (the tuning cache's included)" : "") +
                    ", about " + figure(steps) + " steps, more than " + std::to_string(int64_t(kMaxSimulatedSteps)) +
-                   ": name an algorithm (--algo ring: " + figure(static_cast<double>(p.world) * p.world) +
+                   ": name an algorithm (--algo ring: " + figure(simulated_steps(p, {.algo = Algo::ring})) +
                    " steps) or use a smaller P");
 }
 
@@ -68,11 +70,13 @@ double check_auto_size(const Problem& p, Dtype dtype, const TuningCache* cache) 
 void check_simulated_size(const Problem& p, const PlanOptions& x) {
   const double steps = simulated_steps(p, x);
   if (steps <= kMaxSimulatedSteps) return;
-  const double P = p.world;
-  std::string hint = takes_stages(p.op, x.algo)
-                         ? "give --stages " +
-                               std::to_string(std::max(1, static_cast<int>(kMaxSimulatedSteps / (P * P)))) +
-                               " or fewer, or a smaller P"
+  PlanOptions one = x;  // one stage or wave: the steps each adds
+  one.stages = 1;
+  one.waves = 1;
+  const int most = std::max(1, static_cast<int>(kMaxSimulatedSteps / simulated_steps(p, one)));
+  const std::string option = algorithm(x.algo).takes_stages ? "--stages" : "--waves";
+  std::string hint = algorithm(x.algo).takes_stages || takes_waves(p.op, x.algo)
+                         ? "give " + option + " " + std::to_string(most) + " or fewer, or a smaller P"
                          : "use a smaller P";
   throw UsageError(to_string(p.op) + " " + to_string(x.algo) + " at P = " + std::to_string(p.world) +
                    " would simulate about " + figure(steps) + " steps, more than " +
@@ -129,11 +133,15 @@ int run(const SimOptions& o) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("--algo: ") + e.what());
   }
+  for (const ListedConfig& c : entries.configs)
+    if (!c.deprecation.empty()) std::cerr << "collmm-sim: --algo " << c.deprecation << "\n";
   TuningCache cache;
   if (!o.tuning_cache.empty()) cache = load_tuning_cache(o.tuning_cache);
   const TuningCache* cache_or_none = o.tuning_cache.empty() ? nullptr : &cache;
 
   PlanOptions base = o.plan;
+  if (const std::string old = stages_as_waves(base, o.waves_given, ops, entries.algos); !old.empty())
+    std::cerr << "collmm-sim: " << old << "\n";
   base.post = parse_post(o.post);
   base.piece_sizes = parse_piece_sizes(o.piece_sizes);
   check_pieces_apply(entries.algos, base);
@@ -227,12 +235,12 @@ int run(const SimOptions& o) {
 int main(int argc, char** argv) {
   collmm::SimOptions o;
   CLI::App app{"collmm-sim: predicted time, timeline and overlap of collmm's algorithms for any P, from a cost model"};
-  app.add_option("--op", o.op, "ag_gemm, gemm_rs, gemm_ar or all")->capture_default_str();
+  app.add_option("--op", o.op, collmm::op_names(", ") + " or all")->capture_default_str();
   app.add_option("--algo", o.algo,
                  collmm::algorithm_names() +
                      ", all, auto (the model's pick, or the fastest measured one in --tune-cache: the row "
                      "auto:<algo>), or a comma list of these as collmm-bench takes it, e.g. all,ring:pieces4h,auto (an "
-                     "entry ALGO:piecesS, ALGO:piecesSh, ALGO:mergeG or ALGO:stagesS: that algorithm with those "
+                     "entry ALGO:piecesS, ALGO:piecesSh, ALGO:mergeG or ALGO:wavesW: that algorithm with those "
                      "options as a row of its own)")
       ->delimiter(',')
       ->capture_default_str();
@@ -247,7 +255,8 @@ int main(int argc, char** argv) {
   std::string profiles;
   for (const std::string& name : collmm::builtin_profile_names()) profiles += name + ", ";
   app.add_option("--profile", o.profile, profiles + "or a profile JSON file")->capture_default_str();
-  app.add_option("--stages", o.plan.stages, "pipelined: stages (0: max(1, min(P, M/P))); gemm_ar ring: waves (0: one)")
+  app.add_option("--stages", o.plan.stages, "pipelined: stages (0: max(1, min(P, M/P)))")->capture_default_str();
+  app.add_option("--waves", o.plan.waves, "gemm_ar ring: waves, each a ring over M/W rows (0: one)")
       ->capture_default_str();
   app.add_option("--gemm-lanes", o.plan.gemm_lanes, "GEMM lanes")
       ->capture_default_str()
@@ -275,6 +284,7 @@ int main(int argc, char** argv) {
   app.add_option("--save-profile", o.save_profile, "write the profile used as JSON (a start for your own)");
   try {
     app.parse(argc, argv);
+    o.waves_given = app.count("--waves") > 0;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::cerr << "collmm-sim: " << collmm::one_line(e.what()) << "\nRun with --help for more information.\n";
