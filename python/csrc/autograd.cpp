@@ -69,8 +69,8 @@ bool grad_needed(std::initializer_list<at::TensorList> lists) {
 // contiguous. A strided one made torch 2.11's AccumulateGrad gather a DTensor weight's gradient whole
 // (Replicate(), not the weight's Shard).
 at::Tensor grad_of_b(const at::Tensor& a, const at::Tensor& dc, const at::Tensor& b) {
-  const bool column_major = b.dim() == 2 && b.size(0) > 1 && b.size(1) > 1 && b.stride(0) == 1 &&
-                            b.stride(1) == b.size(0);
+  const bool column_major =
+      b.dim() == 2 && b.size(0) > 1 && b.size(1) > 1 && b.stride(0) == 1 && b.stride(1) == b.size(0);
   return column_major ? dc.t().mm(a).t() : a.t().mm(dc);
 }
 

@@ -143,7 +143,8 @@ void print_table_summary(std::ostream& out, const std::vector<CaseResult>& resul
   std::string below;
   for (const CaseResult& r : results)
     if (r.plan.algo != Algo::sequential && r.time_us < r.t_gemm_us)
-      below += " " + to_string(r.problem.op) + " " + r.label + " (" + fixed(r.time_us, 1) + " < " + fixed(r.t_gemm_us, 1) + ")";
+      below += " " + to_string(r.problem.op) + " " + r.label + " (" + fixed(r.time_us, 1) + " < " +
+               fixed(r.t_gemm_us, 1) + ")";
   if (!below.empty())
     out << "# Faster than sequential's GEMMs alone, so timed under another load than the baseline; no overlap "
            "figures (--rounds R spreads the load over every row):"

@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
     auto gemm_ex = [&] {  // torch's at::cuda::blas::gemm<BFloat16> for a row-major mm: C^T = B^T A^T
       ok(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
                       &one, b, CUDA_R_16BF, static_cast<int>(n), a, CUDA_R_16BF, static_cast<int>(k), &zero, c,
-                      CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP) ==
-             CUBLAS_STATUS_SUCCESS,
+                      CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT_TENSOR_OP) == CUBLAS_STATUS_SUCCESS,
          "cublasGemmEx");
     };
     const std::vector<std::pair<std::string, std::function<void()>>> rows = {
@@ -123,8 +123,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, fn] : rows) {
       auto v = ms[name];
       std::sort(v.begin(), v.end());
-      std::printf("  %-40s %8.1f %8.1f %8.1f\n", name.c_str(), 1e3 * v[v.size() / 2], 1e3 * v.front(),
-                  1e3 * v.back());
+      std::printf("  %-40s %8.1f %8.1f %8.1f\n", name.c_str(), 1e3 * v[v.size() / 2], 1e3 * v.front(), 1e3 * v.back());
     }
     cublasDestroy(blas);
     cudaGraphExecDestroy(plain);
