@@ -18,7 +18,9 @@ Colwise input of the same sequence length had on that rank (on this group), so t
 output adds to its input (the residual); without such a Colwise, torch.chunk's split (DTensor's).
 An input may come as a local tensor (this rank's rows) or as a DTensor; under torch.compile, the
 gathered length comes from the DTensor's global shape (a local tensor: P times its own rows, and a
-call whose ranks hold other sizes raises collmm's ValueError naming gathered_size).
+call whose ranks hold other sizes raises collmm's ValueError naming gathered_size). A sequence whose
+torch.chunk split leaves a rank no rows is refused by a Rowwise embedding with local outputs (see
+_EmptyRankCheck); a DTensor with the true sizes runs with a zero-row rank.
 """
 import atexit
 import gc
@@ -245,8 +247,9 @@ class _EmptyRankCheck:
                 f"{self.world} ranks (torch.chunk's split, RowwiseParallel(output_layouts=Shard({self.seq_dim}))), "
                 f"so rank(s) {empty} hold no rows; as a local tensor into a SequenceParallel module that rank's "
                 "DTensor has a global length of 0 and the ranks' collectives go out of step. Use a sequence "
-                f"length whose torch.chunk split leaves every rank a row (a multiple of {self.world}), or "
-                "use_local_output=False (a DTensor with the true sizes)")
+                f"length whose torch.chunk split leaves every rank a row (a multiple of {self.world}), or, where the "
+                "model takes DTensors throughout (its residual adds too), use_local_output=False (a DTensor "
+                "with the true sizes)")
 
 
 _classes: dict = {}
