@@ -9,8 +9,9 @@ state_dict keys unchanged). apply_tp parallelizes it with collmm's styles: one f
 sub-block (SharedGather: q, k and v in one, w1 and w3 in one), a fused reduce-scatter after wo and
 w2, any sequence length that leaves every rank a row (others are refused on every rank). Each step
 prints the loss and the step time; the first step the collectives of a forward and backward
-(torch's CommDebugMode). At a sequence length the TP degree divides, torch's plan runs beside it on the same weights and data: the losses agree, and the step times
-(median over steps, the steps alternating) are printed side by side.
+(torch's CommDebugMode). At a sequence length the TP degree divides, torch's plan runs beside it on
+the same weights and data: the losses agree, and the step times (median over steps, the steps
+alternating) are printed side by side.
 """
 import argparse
 import copy
