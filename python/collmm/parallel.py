@@ -228,7 +228,8 @@ class _EmptyRankCheck:
     Such a local tensor into torch's SequenceParallel becomes, on that rank alone, a DTensor of global
     length 0 (from_local infers P times the local length), which DTensor gathers on that rank alone:
     the ranks' collectives go out of step and the next collective waits until the group's timeout.
-    The input is replicated, so every rank decides alike, with no collective."""
+    The input (replicated by then) is the same on every rank, so every rank decides alike, with no
+    collective."""
 
     def __init__(self, seq_dim: int, world: int):
         self.seq_dim, self.world = seq_dim, world
@@ -307,8 +308,9 @@ class RowwiseParallel(_torch_style.RowwiseParallel):
         d = _sequence_dim(self.output_layouts[0])
         replicated = isinstance(self.output_layouts[0], Replicate)
         if isinstance(module, nn.Embedding) and d is not None and self.use_local_output:
-            module = super()._apply(module, device_mesh)  # torch's style, then a check of its split before it runs
-            module.register_forward_pre_hook(_EmptyRankCheck(d, device_mesh.size()), prepend=True)
+            # torch's style, then a check of its split: after torch's input hook, on the input it replicated.
+            module = super()._apply(module, device_mesh)
+            module.register_forward_pre_hook(_EmptyRankCheck(d, device_mesh.size()))
             return module
         if not isinstance(module, nn.Linear) or (d is None and not replicated) or self.input_layouts[0] != Shard(-1):
             # torch's style: an nn.Embedding, an input not sharded on its features, another output layout.
