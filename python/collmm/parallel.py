@@ -18,7 +18,9 @@ Colwise input of the same sequence length had on that rank (on this group), so t
 output adds to its input (the residual); without such a Colwise, torch.chunk's split (DTensor's).
 An input may come as a local tensor (this rank's rows) or as a DTensor; under torch.compile, the
 gathered length comes from the DTensor's global shape (a local tensor: P times its own rows, and a
-call whose ranks hold other sizes raises collmm's ValueError naming gathered_size).
+call whose ranks hold other sizes raises collmm's ValueError naming gathered_size). A sequence whose
+torch.chunk split leaves a rank no rows is refused by a Rowwise embedding with local outputs (see
+_EmptyRankCheck); a DTensor with the true sizes runs with a zero-row rank.
 """
 import atexit
 import gc
@@ -220,6 +222,37 @@ class RowwiseForward:
         return fused.output(y, Shard(d), shape, chunked, self)
 
 
+class _EmptyRankCheck:
+    """A forward pre-hook of an nn.Embedding under RowwiseParallel(output_layouts=Shard(d)) with local
+    outputs: ValueError on every rank where torch.chunk's split of the sequence leaves a rank no rows.
+    Such a local tensor into torch's SequenceParallel becomes, on that rank alone, a DTensor of global
+    length 0 (from_local infers P times the local length), which DTensor gathers on that rank alone:
+    the ranks' collectives go out of step and the next collective waits until the group's timeout.
+    The input (replicated by then) is the same on every rank, so every rank decides alike, with no
+    collective."""
+
+    def __init__(self, seq_dim: int, world: int):
+        self.seq_dim, self.world = seq_dim, world
+
+    def __call__(self, module: nn.Module, inputs) -> None:
+        x = inputs[0]
+        d = self.seq_dim % (x.dim() + 1)  # counted on the output: the input's dims plus the embedding's
+        if d == x.dim():
+            return
+        total = x.shape[d]
+        empty = [q for q in range(self.world) if chunk_size(total, self.world, q) == 0]
+        if total and empty:
+            rows = [chunk_size(total, self.world, q) for q in range(self.world)]
+            raise ValueError(
+                f"collmm: {type(module).__name__}: a sequence of {total} (dim {d}) splits as {rows} over the "
+                f"{self.world} ranks (torch.chunk's split, RowwiseParallel(output_layouts=Shard({self.seq_dim}))), "
+                f"so rank(s) {empty} hold no rows; as a local tensor into a SequenceParallel module that rank's "
+                "DTensor has a global length of 0 and the ranks' collectives go out of step. Use a sequence "
+                f"length whose torch.chunk split leaves every rank a row (a multiple of {self.world}), or, where the "
+                "model takes DTensors throughout (its residual adds too), use_local_output=False (a DTensor "
+                "with the true sizes)")
+
+
 _classes: dict = {}
 
 
@@ -274,6 +307,11 @@ class RowwiseParallel(_torch_style.RowwiseParallel):
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
         d = _sequence_dim(self.output_layouts[0])
         replicated = isinstance(self.output_layouts[0], Replicate)
+        if isinstance(module, nn.Embedding) and d is not None and self.use_local_output:
+            # torch's style, then a check of its split: after torch's input hook, on the input it replicated.
+            module = super()._apply(module, device_mesh)
+            module.register_forward_pre_hook(_EmptyRankCheck(d, device_mesh.size()))
+            return module
         if not isinstance(module, nn.Linear) or (d is None and not replicated) or self.input_layouts[0] != Shard(-1):
             # torch's style: an nn.Embedding, an input not sharded on its features, another output layout.
             return super()._apply(module, device_mesh)

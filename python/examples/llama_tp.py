@@ -12,10 +12,11 @@ GPU must each be an NCCL node of their own (NCCL_HOSTID=h<rank> per process, doc
 The model's layout is torchtitan's (separate wq, wk, wv, wo, w1, w2, w3 nn.Linear modules, their
 state_dict keys unchanged). apply_tp parallelizes it with collmm's styles: one fused all-gather per
 sub-block (SharedGather: q, k and v in one, w1 and w3 in one), a fused reduce-scatter after wo and
-w2, any sequence length. Each step prints the loss and the step time; the first step the collectives
-of a forward and backward (torch's CommDebugMode). At a sequence length the TP degree divides,
-torch's plan runs beside it on the same weights and data: the losses agree, and the step times
-(median over steps, the steps alternating) are printed side by side.
+w2, any sequence length that leaves every rank a row (others are refused on every rank). Each step
+prints the loss and the step time; the first step the collectives of a forward and backward
+(torch's CommDebugMode). At a sequence length the TP degree divides, torch's plan runs beside it on
+the same weights and data: the losses agree, and the step times (median over steps, the steps
+alternating) are printed side by side.
 """
 import argparse
 import copy
@@ -118,8 +119,9 @@ def build_model(vocab_size: int, dim: int, n_layers: int, n_heads: int, hidden_d
 
 
 def apply_tp(model: Transformer, tp_mesh) -> Transformer:
-    """Tensor and sequence parallelism with collmm's styles (sequence dim 1, any length): torchtitan's
-    plan with SharedGather in place of its PrepareModuleInput. Full logits on every rank."""
+    """Tensor and sequence parallelism with collmm's styles (sequence dim 1, any length whose torch.chunk
+    split leaves every rank a row; others raise ValueError on every rank): torchtitan's plan with
+    SharedGather in place of its PrepareModuleInput. Full logits on every rank."""
     from torch.distributed.tensor.parallel import SequenceParallel
 
     parallelize_module(model, tp_mesh, {

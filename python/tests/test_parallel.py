@@ -37,3 +37,16 @@ def test_fsdp_times_tp(tmp_path):
 
 def test_compile_uneven_dtensor_input():
     run_world(2, ckpt.compiled_block)
+
+
+def zero_rows(rank, world):
+    import zero_rows_cases as zr
+
+    zr.true_sizes_run_with_empty_rank(rank, world)
+    zr.llama_refuses_empty_rank(rank, world)
+
+
+def test_sequence_leaving_a_rank_no_rows():
+    """Seq 3 at P = 4: refused on every rank where the split is lost (a local tensor), run where a
+    DTensor carries it. Bounded: a rank that hangs fails the test within the timeout."""
+    run_world(4, zero_rows, timeout=240)
