@@ -330,14 +330,21 @@ class AtenExecutor : public Executor {
           for (const Transfer& t : *ts) bytes += message(t).bytes;
       return bytes;
     };
-    size_t most = 0;
+    // Every sendrecv step with messages is issued as its runs issue it, 0-byte messages included: a
+    // rank whose messages of a step are all empty (an uneven split's empty chunk) still meets its
+    // peers' messages to it, which they post whatever their size. A collective's size is the same on
+    // every rank, so one of 0 bytes is left out everywhere.
+    auto issued = [&](const Step& s) {
+      if (s.kind == StepKind::sendrecv) return !s.recvs.empty() || !s.sends.empty();
+      return (s.kind == StepKind::allgather || s.kind == StepKind::reduce_scatter) && need(s) > 0;
+    };
+    size_t most = 1;
     for (const Step& s : plan_.steps) most = std::max(most, need(s));
-    if (most == 0) return;
     const at::Tensor scratch = at::empty({static_cast<int64_t>(most)}, options().dtype(at::kByte));
     auto* base = static_cast<unsigned char*>(scratch.data_ptr());
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       const Step& s = plan_.steps[i];
-      if (need(s) == 0 || unwanted(static_cast<int>(i))) continue;
+      if (!issued(s) || unwanted(static_cast<int>(i))) continue;
       std::function<void(void*)> transfer;
       if (s.kind == StepKind::sendrecv) {
         std::vector<NcclComm::Message> recvs, sends;
