@@ -90,7 +90,9 @@ std::string check_algo(const std::string& algo, std::optional<Op> op) {
   try {
     const ListedConfig c = parse_listed_config(algo);
     if (op) entry_options(*op, algo);
-    if (!c.deprecation.empty()) TORCH_WARN_ONCE("collmm: algo ", c.deprecation);
+    if (!c.deprecation.empty()) {
+      TORCH_WARN_ONCE("collmm: algo ", c.deprecation);
+    }
   } catch (const UsageError& e) {
     const std::string why = e.what();  // naming the accepted spellings once
     return "algo " + why +
