@@ -305,7 +305,7 @@ class AtenExecutor : public Executor {
 
   // NCCL connects a peer (ncclSend/ncclRecv) or a collective's algorithm on its first use
   // (NCCL_RUNTIME_CONNECT, on by default), inside ncclGroupEnd: a handshake with the peers' hosts,
-  // 12-20 ms per kind on an H100 (docs/perf/log-2026-12.md, issue 48). So a plan's first run that
+  // 12-20 ms per kind on an H100 (docs/perf/log-2026-12.md). So a plan's first run that
   // can reach the communicator issues each of its transfers once more, on scratch memory: the
   // same peers, sizes, datatypes and streams as its runs, which then never connect. Collectives
   // the run pads through c10d are issued at the padded size c10d calls NCCL with. Every rank does

@@ -1,5 +1,5 @@
 """A sequence-parallel norm feeding one collmm Colwise linear (torchtitan's pattern), compiled at a
-sequence length that P does not divide (issue 43 item 6), for test_compile_uneven_sequence.py. No pytest here."""
+sequence length that P does not divide, for test_compile_uneven_sequence.py. No pytest here."""
 import torch
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh

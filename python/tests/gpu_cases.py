@@ -230,7 +230,7 @@ def no_host_sync_case(rank, world, share_gpu):
 
 
 def host_bounded_case(rank, world, share_gpu):
-    """Issue 48: each op's second and later calls return within a few ms while a queue of GEMMs runs,
+    """Each op's second and later calls return within a few ms while a queue of GEMMs runs,
     on every rank, the first of each kind of transfer on the group's NCCL communicator included
     (NCCL connects a peer or a collective's algorithm on its first use: 12-42 ms in ncclGroupEnd,
     which collmm now pays in a plan's first call). The bound is loose (timing on a shared machine);

@@ -2,7 +2,7 @@
 onto collmm's ops, for test_symm_mem.py: torch's own reference (its _fallback functions, run on the
 gloo group) against torch.ops.collmm with torch's arguments and assertions (values and strides), the
 keyword names torch's op takes, gradients of the new dims against plain torch, and collmm's messages
-for the dims (items 5, 9 of issue 43) and for a rank whose calls are out of step (item 8)."""
+for the dims and for a rank whose calls are out of step."""
 import warnings
 
 import torch
@@ -74,7 +74,7 @@ def fused_matmul_reduce_scatter_case(rank, world, scatter_dim):
                                                             group_name=group.group_name)
     assert torch.allclose(output_0, output_1)
     assert output_0.stride() == output_1.stride(), (output_0.stride(), output_1.stride())
-    # Contiguous, so a view works as it does on torch's output (issue 43: strides (16, 128, 1)).
+    # Contiguous, so a view works as it does on torch's output (not strides (16, 128, 1)).
     assert output_1.view(-1, output_1.shape[-1]).shape[0] == output_1.numel() // output_1.shape[-1]
 
 
@@ -159,7 +159,7 @@ def last_dim_gradients_case(rank, world):
 
 def dims_named_case(rank, world):
     """[batch, seq, dim] gathered on the sequence (dim 1), the ranks' batch differing: the message
-    names the dims other than gather_dim and K (issue 43 item 9: it said "between", they are before)."""
+    names the dims other than gather_dim and K (not "between": they are before it)."""
     group = dist.group.WORLD.group_name
     batch = 3 if rank == world - 1 else 2
     x = seeded(1, batch, 4, 8)

@@ -34,7 +34,7 @@ def torch_ports(rank, world):
 
 def collmm_vs_torch_plan(rank, world):
     sg.llama_collectives_vs_torch(rank, world)
-    sg.llama_trains_as_unsharded(rank, world, seq=4 * world + 1)  # every rank some rows (issue 43's item 7)
+    sg.llama_trains_as_unsharded(rank, world, seq=4 * world + 1)  # every rank some rows
     sg.shared_gather_misuse(rank, world)
     sg.algo_refused_when_built(rank, world)
     sg.profiler_sees_ops(rank, world)
