@@ -1,18 +1,22 @@
 // harness.hpp: what the cli tests share: running a command (collmm-bench under mpirun) with a time
-// limit and its output and exit code captured, a fresh output directory, and a small .npy reader.
+// limit and its output and exit code captured, a job held in the background, a fresh output
+// directory, and a small .npy reader.
 #pragma once
 
 #include <sys/wait.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace collmm_cli_test {
@@ -39,6 +43,19 @@ inline CommandResult run_command(const std::string& command, int limit_s) {
   return r;
 }
 
+// The job's exit code. Open MPI 4.1's mpiexec, after an MPI_ABORT, sometimes crashes itself in its
+// cleanup (SIGSEGV in PMIx_server_finalize, seen on the loaded CI machine): the rank's code is then
+// in its abort message ("with errorcode N"), and that is the job's. Any other result as it came.
+inline int job_exit_code(const CommandResult& r) {
+  const std::string abort = "MPI_ABORT was invoked on rank ";
+  const std::string code = "with errorcode ";
+  const size_t at = r.output.find(abort);
+  const bool launcher_crashed = r.rc == 128 + SIGSEGV && r.output.find("PMIx_server_finalize") != std::string::npos;
+  if (!launcher_crashed || at == std::string::npos) return r.rc;
+  const size_t c = r.output.find(code, at);
+  return c == std::string::npos ? r.rc : std::atoi(r.output.c_str() + c + code.size());
+}
+
 // "mpirun --oversubscribe --allow-run-as-root -np P" (the tests run on 2 cores as root in CI).
 inline std::string mpirun(int np) {
   return std::string(COLLMM_MPIEXEC) + " --oversubscribe --allow-run-as-root -np " + std::to_string(np);
@@ -61,6 +78,55 @@ inline std::string read_file(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
+
+// The PID of a stopped process (state T) whose command line holds `text`; -1 if none.
+inline int stopped_process_with(const std::string& text) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(e.path() / "cmdline"), st(e.path() / "stat");
+    std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>()), stat;
+    std::getline(st, stat);
+    const size_t paren = stat.rfind(')');
+    if (line.find(text) != std::string::npos && paren != std::string::npos && stat.substr(paren + 2, 1) == "T")
+      return std::stoi(pid);
+  }
+  return -1;
+}
+
+// A job started in the background (from `cwd`): its output goes to `log`, its exit code to `rc_file`
+// (written when it ends). The test holds it (--debug-hang-rank) and goes on meanwhile.
+struct BackgroundJob {
+  std::string log, rc_file;
+
+  BackgroundJob(const std::string& job, const std::string& cwd, const std::string& name)
+      : log(cwd + "/" + name + ".log"), rc_file(cwd + "/" + name + ".rc") {
+    const std::string line = "sh -c 'cd " + cwd + " && (" + job + " > " + log + " 2>&1; echo $? > " + rc_file +
+                             ".part && mv " + rc_file + ".part " + rc_file + ") < /dev/null > /dev/null 2>&1 &'";
+    if (run_command(line, 10).rc != 0) throw std::runtime_error("cannot start in the background: " + job);
+  }
+
+  // The PID of its stopped process whose command line holds `text`, waited for up to `limit_s`; -1 if none.
+  static int held_with(const std::string& text, int limit_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+    for (;;) {
+      const int pid = stopped_process_with(text);
+      if (pid > 0 || std::chrono::steady_clock::now() > end) return pid;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  // Its exit code's line ("0\n"), waited for up to `limit_s` (the file appears whole: written
+  // aside and renamed); "" if it has not ended by then.
+  std::string exit_code(int limit_s) const {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+    while (!std::filesystem::exists(rc_file)) {
+      if (std::chrono::steady_clock::now() > end) return "";
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return read_file(rc_file);
+  }
+};
 
 inline size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;

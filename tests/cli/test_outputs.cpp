@@ -206,21 +206,6 @@ TEST(Outputs, ARewriteKeepsModeOwnerAndLinks) {
   EXPECT_TRUE(has(r, "it is a symbolic link to 'nowhere/r.json', which does not exist")) << r.output;
 }
 
-// The PID of a stopped process whose command line holds `text`; -1 if none.
-int stopped_process_with(const std::string& text) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmd(e.path() / "cmdline"), st(e.path() / "stat");
-    std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>()), stat;
-    std::getline(st, stat);
-    const size_t paren = stat.rfind(')');
-    if (line.find(text) != std::string::npos && paren != std::string::npos && stat.substr(paren + 2, 1) == "T")
-      return std::stoi(pid);
-  }
-  return -1;
-}
-
 // Job A is held (SIGSTOP) in its probe of the cache, between the probe's create and its unlink
 // (which, when the probe was the cache's own name, deleted what another job wrote meanwhile); job B
 // writes the cache; A goes on. Both jobs' rows are in the cache.
@@ -230,25 +215,14 @@ TEST(Outputs, TwoJobsOnOneCacheKeepBothJobsRows) {
   const std::string job_a = mpirun(2) + " " + bench() +
                             " --op ag_gemm --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --timeout 60 --tune-cache " + cache +
                             " --debug-hang-rank 0 --debug-phase probe";
-  ASSERT_EQ(run_command("sh -c '(" + job_a + " > " + dir + "/a.log 2>&1; echo $? > " + dir +
-                            "/a.rc) < /dev/null > /dev/null 2>&1 &'",
-                        10)
-                .rc,
-            0);
-  int held = -1;
-  for (int i = 0; i < 300 && held < 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    held = stopped_process_with(cache);
-  }
+  const BackgroundJob a(job_a, dir, "a");
+  const int held = BackgroundJob::held_with(cache, 30);
   ASSERT_GT(held, 0) << "job A was not held in its probe";
   const CommandResult b = run_command(
       mpirun(2) + " " + bench() + " --op gemm_rs --algo ring -m 64 -n 64 -k 64 -w 1 -i 2 --tune-cache " + cache, 60);
   EXPECT_EQ(b.rc, 0) << b.output;
   ::kill(held, SIGCONT);
-  for (int i = 0; i < 600 && !std::filesystem::exists(dir + "/a.rc"); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_EQ(read_file(dir + "/a.rc"), "0\n") << read_file(dir + "/a.log");
+  EXPECT_EQ(a.exit_code(60), "0\n") << read_file(a.log);
   const nlohmann::json j = nlohmann::json::parse(read_file(cache));
   int ag = 0, rs = 0;
   for (const auto& e : j.at("entries")) (e.at("op") == "ag_gemm" ? ag : rs) += 1;

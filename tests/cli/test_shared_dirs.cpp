@@ -75,21 +75,6 @@ TEST(SharedDirs, AFileThisUserCannotReplaceIsRefusedBeforeWork) {
   EXPECT_NE(read_file(dir.path + "/r.json").find("\"algo\": \"ring\""), std::string::npos);
 }
 
-// The PID of a stopped process whose command line holds `text`; -1 if none.
-int stopped_process_with(const std::string& text) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmd(e.path() / "cmdline"), st(e.path() / "stat");
-    std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>()), stat;
-    std::getline(st, stat);
-    const size_t paren = stat.rfind(')');
-    if (line.find(text) != std::string::npos && paren != std::string::npos && stat.substr(paren + 2, 1) == "T")
-      return std::stoi(pid);
-  }
-  return -1;
-}
-
 TEST(SharedDirs, AFinalWriteThatFailsKeepsTheResultsBesideTheFile) {
   const std::string nobody = as_nobody();
   if (nobody.empty()) GTEST_SKIP() << "cannot switch to an unprivileged user here";
@@ -98,24 +83,14 @@ TEST(SharedDirs, AFinalWriteThatFailsKeepsTheResultsBesideTheFile) {
   // The job (user 65534) is held in its check of `out`, absent then; root makes `out` meanwhile.
   const std::string job =
       nobody + mpirun(2) + " " + bench() + kJob + " --json " + out + " --debug-hang-rank 0 --debug-phase probe";
-  ASSERT_EQ(run_command("sh -c 'cd " + dir.path + " && (" + job + " > " + dir.path + "/job.log 2>&1; echo $? > " +
-                            dir.path + "/job.rc) < /dev/null > /dev/null 2>&1 &'",
-                        10)
-                .rc,
-            0);
-  int held = -1;
-  for (int i = 0; i < 600 && held < 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    held = stopped_process_with(out);
-  }
+  const BackgroundJob bg(job, dir.path, "job");
+  const int held = BackgroundJob::held_with(out, 60);
   ASSERT_GT(held, 0) << "the job was not held in its check";
   shared_file(out, "root's");
   ::kill(held, SIGCONT);
-  for (int i = 0; i < 1200 && !std::filesystem::exists(dir.path + "/job.rc"); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const std::string log = read_file(dir.path + "/job.log");
-  EXPECT_EQ(read_file(dir.path + "/job.rc"), "1\n") << log;
+  const std::string rc = bg.exit_code(120);
+  const std::string log = read_file(bg.log);
+  EXPECT_EQ(rc, "1\n") << log;
   EXPECT_EQ(read_file(out), "root's");
   const std::string kept = "what was to be written is kept in '" + out + ".tmp.";
   const size_t at = log.find(kept);
