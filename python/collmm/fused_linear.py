@@ -17,6 +17,8 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from .traced_backward import backward_of, remember_module
+
 
 def algorithm_of(algo: str) -> str:
     """`algo` without its plan options ("ring:pieces4h" -> "ring"): what a backward runs, as the ops'
@@ -46,14 +48,16 @@ class _RowwiseLinear(torch.autograd.Function):
         y = torch.ops.collmm.fused_matmul_reduce_scatter(h, w.t(), "sum", d, group_name, algo=algo,
                                                          scatter_size=scatter_size)
         ctx.save_for_backward(h, w)
+        remember_module(ctx)
         ctx.d, ctx.group_name, ctx.algo, ctx.total = d, group_name, algorithm_of(algo), h.shape[d]
         return y + b
 
     @staticmethod
     def backward(ctx, dy):
         h, w = ctx.saved_tensors
-        gathered, (dh,) = torch.ops.collmm.fused_all_gather_matmul(dy, [w], ctx.d, ctx.group_name, return_A=True,
-                                                                   algo=ctx.algo, gathered_size=ctx.total)
+        with backward_of(ctx):
+            gathered, (dh,) = torch.ops.collmm.fused_all_gather_matmul(dy, [w], ctx.d, ctx.group_name, return_A=True,
+                                                                       algo=ctx.algo, gathered_size=ctx.total)
         flat = gathered.flatten(0, -2)
         dw = flat.t().mm(h.flatten(0, -2)) if ctx.needs_input_grad[1] else None
         db = flat.sum(0) if ctx.needs_input_grad[2] else None

@@ -461,6 +461,15 @@ TORCH_LIBRARY(collmm, m) {
   // The module whose forward runs now, for the trace's labels (collmm.trace's module hooks).
   m.def("trace_module(str name) -> ()",
         [](c10::string_view name) { collmm::torch_ext::set_trace_module(std::string(name)); });
+  // For autograd Functions written in Python: the module to label their backward's calls with (None
+  // where no trace runs), and the span of that backward (trace.hpp's trace_backward_begin/_end).
+  m.def("trace_forward_module() -> str?", []() -> std::optional<std::string> {
+    if (!collmm::torch_ext::tracing()) return std::nullopt;
+    return collmm::torch_ext::trace_module();
+  });
+  m.def("trace_backward_begin(str module) -> ()",
+        [](c10::string_view module) { collmm::torch_ext::trace_backward_begin(std::string(module)); });
+  m.def("trace_backward_end() -> ()", [] { collmm::torch_ext::trace_backward_end(); });
   m.def("trace_stop(str path, bool write) -> str", [](c10::string_view path, bool write) {
     return collmm::torch_ext::user_errors_as_value_errors(
         [&] { return collmm::torch_ext::trace_stop(std::string(path), write); });

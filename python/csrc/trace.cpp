@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "atomic_file.hpp"
@@ -16,10 +17,11 @@ namespace collmm::torch_ext {
 namespace {
 
 std::mutex g_trace_mutex;
-bool g_tracing = false;                                 // guarded by g_trace_mutex
-std::vector<TracedCall> g_calls;                        // guarded by g_trace_mutex
-std::string g_module;                                   // guarded by g_trace_mutex
-thread_local std::optional<std::string> t_backward_of;  // set by TraceBackward
+bool g_tracing = false;                                                    // guarded by g_trace_mutex
+std::vector<TracedCall> g_calls;                                           // guarded by g_trace_mutex
+std::string g_module;                                                      // guarded by g_trace_mutex
+thread_local std::optional<std::string> t_backward_of;                     // set by trace_backward_begin
+thread_local std::vector<std::optional<std::string>> t_outer_backward_of;  // what each begin replaced
 
 std::string table(const std::vector<TracedCall>& calls) {
   std::string out;
@@ -93,8 +95,16 @@ std::string trace_module() {
   return g_module;
 }
 
-TraceBackward::TraceBackward(std::string module) : outer_(t_backward_of) { t_backward_of = std::move(module); }
-TraceBackward::~TraceBackward() { t_backward_of = outer_; }
+void trace_backward_begin(std::string module) {
+  t_outer_backward_of.push_back(std::move(t_backward_of));
+  t_backward_of = std::move(module);
+}
+
+void trace_backward_end() {
+  if (t_outer_backward_of.empty()) return;
+  t_backward_of = std::move(t_outer_backward_of.back());
+  t_outer_backward_of.pop_back();
+}
 
 std::string trace_stop(const std::string& path, bool write) {
   std::vector<TracedCall> calls;

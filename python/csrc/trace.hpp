@@ -4,7 +4,6 @@
 // Nothing is recorded while tracing is off (the executors run without step times).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,17 +38,17 @@ void trace_add(TracedCall call);
 // The module whose forward runs now ("" for none): set by collmm.trace's module hooks.
 void set_trace_module(const std::string& name);
 std::string trace_module();
-// While one lives (on this thread), calls are labelled "<module> backward": the ops' autograd
-// backward, with the module of the forward it belongs to.
+// Between begin and end (on this thread), calls are labelled "<module> backward": an autograd
+// backward, with the module of the forward it belongs to. Begin and end nest. The ops' C++ autograd
+// uses TraceBackward; autograd Functions written in Python call the ops trace_backward_begin/_end.
+void trace_backward_begin(std::string module);
+void trace_backward_end();
 class TraceBackward {
  public:
-  explicit TraceBackward(std::string module);
-  ~TraceBackward();
+  explicit TraceBackward(std::string module) { trace_backward_begin(std::move(module)); }
+  ~TraceBackward() { trace_backward_end(); }
   TraceBackward(const TraceBackward&) = delete;
   TraceBackward& operator=(const TraceBackward&) = delete;
-
- private:
-  std::optional<std::string> outer_;
 };
 // Ends tracing. Where `write`: PATH.json (Chrome trace), PATH-<i>-<op>-<algo>.svg per call and
 // PATH.txt (the table). Returns the table.

@@ -64,16 +64,21 @@ def test_uneven_sequence(tmp_path):
     got = collmm(tmp_path, "collmm", "--collmm.trace_step", str(STEPS), *flags)
     assert got["wo"] == "RowParallelLinear"
     assert_same_losses(got, want, "seq 31 at TP 2, collmm's sequence-parallel")
-    # collmm's trace of the step: each layer's QKV and FFN gathers, wo and w2 reduce-scatters, and
-    # the backward's calls (labelled "(no module) forward": collmm.trace labels "backward" only the
-    # calls of the ops' own autograd, and these Functions' backward calls the ops directly)
+    # collmm's trace of the step, each call labelled with its module and pass: forward, the QKV and
+    # FFN gathers and the wo and w2 reduce-scatters; backward, each one's other op (the gathers'
+    # backward a reduce-scatter and a gather for the weights' gradients)
     table = (tmp_path / "collmm" / "collmm_trace" / f"step{STEPS}.txt").read_text().splitlines()
     calls = [(line.split()[1], " ".join(line.split()[14:])) for line in table[1:]]
+    expected = [("ag_gemm", "attention.qkv_linear forward"), ("gemm_rs", "attention.wo forward"),
+                ("ag_gemm", "feed_forward forward"), ("gemm_rs", "feed_forward forward"),
+                ("gemm_rs", "attention.qkv_linear backward"), ("ag_gemm", "attention.qkv_linear backward"),
+                ("ag_gemm", "attention.wo backward"),
+                ("gemm_rs", "feed_forward backward"), ("ag_gemm", "feed_forward backward")]
     for layer in range(6):
-        for op, module in (("ag_gemm", "attention.qkv_linear"), ("gemm_rs", "attention.wo"),
-                           ("ag_gemm", "feed_forward"), ("gemm_rs", "feed_forward")):
-            assert any(o == op and f"layers.{layer}." in label and label.endswith(f"{module} forward")
+        for op, module in expected:
+            assert any(o == op and f"layers.{layer}." in label and label.endswith(module)
                        for o, label in calls), f"no {op} of layers.{layer}.{module} in the trace: {calls}"
+    assert not any(label.startswith("(no module)") for _, label in calls), calls
     assert len(calls) >= 6 * (4 + 6), f"forward 4 and backward 6 calls per layer: {len(calls)} calls"
     got = collmm(tmp_path, "collmm_nosp", "--parallelism.no-enable-sequence-parallel", *flags)
     assert got["wo"] == "AllReduceLinear"

@@ -273,10 +273,56 @@ def sharding_case(rank, world):
     assert attn.wo.weight.shape[1] == attn_cfg.wo.in_features // world
 
 
+def trace_label_case(rank, world):
+    """collmm.trace labels the calls of these Functions' backward "<module> backward", as the ops' own
+    autograd does (their backward calls the ops directly), and so for fused_linear's row-wise linear
+    with a bias."""
+    import tempfile
+
+    import collmm
+    from collmm.fused_linear import rowwise_linear
+    from collmm.torchtitan.linear import AllGatherLinear, LinearReduceScatter
+
+    group = dist.group.WORLD
+    M, N, K = 4 * world + 1, 3 * world, 2 * world + 1
+
+    class Col(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(seeded(90, N, K)[chunk(N, world, rank)].clone())
+
+        def forward(self, x):
+            return AllGatherLinear.apply(x, self.w, None, group, group.group_name)
+
+    class Row(torch.nn.Module):
+        def __init__(self, rowwise):
+            super().__init__()
+            self.rowwise = rowwise
+            self.w = torch.nn.Parameter(seeded(91, K, N)[:, chunk(N, world, rank)].clone())
+            self.b = torch.nn.Parameter(seeded(92, K))
+
+        def forward(self, h):
+            if self.rowwise:
+                return rowwise_linear(h, self.w, self.b, 0, group.group_name, "ring")
+            return LinearReduceScatter.apply(h, self.w, self.b, group, group.group_name)
+
+    for rowwise in (False, True):
+        model = torch.nn.Sequential(Col(), Row(rowwise))
+        x = _leaf(seeded(93, M, K)[block(M, world, rank)])
+        with tempfile.TemporaryDirectory() as tmp, collmm.trace(f"{tmp}/step", model) as t:
+            model(x).square().sum().backward()
+        rows = [line.split(None, 14) for line in t.table.strip().splitlines()[1:]]
+        got = [(row[1], row[14]) for row in rows]
+        want = [("ag_gemm", "0 forward"), ("gemm_rs", "1 forward"), ("ag_gemm", "1 backward"),
+                ("gemm_rs", "0 backward"), ("ag_gemm", "0 backward")]
+        assert got == want, f"rowwise={rowwise}: {t.table}"
+
+
 def all_cases(rank, world):
     """Every case above on one group (each process imports torchtitan once)."""
     linear_cases(rank, world)
     in_flight_case(rank, world)
     module_cases(rank, world)
+    trace_label_case(rank, world)
     if world == 2:
         sharding_case(rank, world)

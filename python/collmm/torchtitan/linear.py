@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from ..ops import (block_size, fused_all_gather_matmul, fused_matmul_all_reduce,
                    fused_matmul_reduce_scatter)
+from ..traced_backward import backward_of, remember_module
 
 try:
     import spmd_types as spmd
@@ -54,6 +55,7 @@ def _gather_linears(ctx, x, weights: List[torch.Tensor], biases: List[Optional[t
     x_full, ys = fused_all_gather_matmul(x, [w.t() for w in weights], 0, group_name)
     ys = [y if b is None else y + b for y, b in zip(ys, biases)]
     ctx.save_for_backward(_k_block(x_full, group), *weights)
+    remember_module(ctx)
     ctx.group_name, ctx.rows = group_name, x.shape[0]
     ctx.has_bias = [b is not None for b in biases]
     return ys
@@ -64,8 +66,9 @@ def _gather_linears_backward(ctx, dys: List[torch.Tensor]) -> Tuple[torch.Tensor
     dys = [dy.contiguous() for dy in dys]
     dy_cat = dys[0] if len(dys) == 1 else torch.cat(dys, dim=1)
     w_cat = weights[0] if len(weights) == 1 else torch.cat(weights, dim=0)
-    dx = fused_matmul_reduce_scatter(dy_cat, w_cat, "sum", 0, ctx.group_name, scatter_size=ctx.rows)
-    _, dws = fused_all_gather_matmul(x_k, dys, 0, ctx.group_name, return_A=False)
+    with backward_of(ctx):
+        dx = fused_matmul_reduce_scatter(dy_cat, w_cat, "sum", 0, ctx.group_name, scatter_size=ctx.rows)
+        _, dws = fused_all_gather_matmul(x_k, dys, 0, ctx.group_name, return_A=False)
     dbs = [dy.sum(0) if has else None for dy, has in zip(dys, ctx.has_bias)]
     return dx, [dw.t().contiguous() for dw in dws], dbs
 
@@ -149,6 +152,7 @@ class LinearReduceScatter(torch.autograd.Function):
         if bias is not None:
             y = y + bias
         ctx.save_for_backward(x, w)
+        remember_module(ctx)
         ctx.group, ctx.group_name, ctx.has_bias = group, group_name, bias is not None
         return y
 
@@ -156,7 +160,8 @@ class LinearReduceScatter(torch.autograd.Function):
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
         dy = dy.contiguous()
-        dy_full, (dx,) = fused_all_gather_matmul(dy, [w], 0, ctx.group_name)
+        with backward_of(ctx):
+            dy_full, (dx,) = fused_all_gather_matmul(dy, [w], 0, ctx.group_name)
         dw = torch.mm(dy_full.t(), x)
         db = None
         if ctx.has_bias:  # each rank saw its own rows of dy: the bias's gradient sums them all
