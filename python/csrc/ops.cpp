@@ -34,7 +34,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "collmm/agreement.hpp"
+#include "agreement.hpp"
 #include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
 #include "nccl_comm.hpp"
