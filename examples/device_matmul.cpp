@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "collmm/data.hpp"
 #include "collmm/device_matmul.hpp"
+#include "data.hpp"
 
 #define CUDA_OK(call) check((call) == cudaSuccess, #call)
 #define NCCL_OK(call) check((call) == ncclSuccess, #call)

@@ -1,5 +1,5 @@
 // collmm/backend_options.hpp: the settings a backend is started with (make_executor,
-// collmm/backends.hpp), as enums with their names: to_string prints the name a user types,
+// src/common/backends.hpp), as enums with their names: to_string prints the name a user types,
 // parse_* reads it back and throws UsageError naming the expected ones.
 #pragma once
 

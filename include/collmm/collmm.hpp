@@ -22,14 +22,18 @@
 #include <utility>
 #include <vector>
 
-#include "collmm/backends.hpp"
+#include "collmm/backend_options.hpp"
 #include "collmm/measure_settings.hpp"
+#include "collmm/types.hpp"
 
 namespace collmm {
 
+// The backend a Context drives (internal: src/common/executor.hpp).
+class Executor;
+
 // Where a call's plan options come from: `plan` as given, or auto: the cost model's pick for the
 // shape, refined (AutoSettings::measure on, the default) by timing its best few candidates on the
-// call's own inputs the first time the shape runs (collmm/measured_choice.hpp).
+// call's own inputs the first time the shape runs (src/sim/measured_choice.hpp).
 enum class AlgoChoice { given, automatic };
 
 // How the collective and the GEMM are combined; the defaults are the ring, comm posted first.

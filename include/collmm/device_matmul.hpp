@@ -34,14 +34,16 @@
 
 #include "collmm/backend_options.hpp"
 #include "collmm/plan.hpp"
-#include "collmm/played_peers.hpp"
 
 namespace collmm {
 
+// Internal types the handle holds by pointer (src/cuda/cuda_executor.hpp, src/common/executor.hpp,
+// src/common/played_peers.hpp).
 namespace cuda {
 class CudaExecutor;
 }
 class Executor;
+class PlayedPeers;
 
 struct DeviceMatmulSettings {
   // The bound of the construction's agreement and of synchronize(), in seconds.
@@ -90,7 +92,8 @@ class DeviceMatmul {
   // std::runtime_error, the communicator aborted (so that no rank waits forever).
   void synchronize();
 
-  // The played peers of the host bed (null on NCCL).
+  // The played peers of the host bed (null on NCCL). A test hook: PlayedPeers is internal to
+  // collmm's tree (src/common/played_peers.hpp), so only its own tests and tools call it.
   PlayedPeers* played_peers();
 
  private:

@@ -1,6 +1,6 @@
 // collmm/measure_settings.hpp: how `auto` times its candidates (MeasureSettings: runs, margins, the
 // runoff and the tie), and what it decided for a shape (AutoDecision). The settings of the public
-// API (collmm/collmm.hpp's AutoSettings); the timing itself is collmm/measured_choice.hpp's.
+// API (collmm/collmm.hpp's AutoSettings); the timing itself is src/sim/measured_choice.hpp's.
 #pragma once
 
 #include <string>
@@ -13,7 +13,7 @@ enum class AutoMeasure { off, on };                  // off: the model's (or the
 AutoMeasure parse_auto_measure(const std::string&);  // "on" | "off"; UsageError otherwise
 std::string to_string(AutoMeasure);
 
-// Measured times within (1 + kTieMargin) x the fastest are a tie (pick_measured, collmm/tuning.hpp).
+// Measured times within (1 + kTieMargin) x the fastest are a tie (pick_measured, src/sim/tuning.hpp).
 constexpr double kTieMargin = 0.01;
 
 struct MeasureSettings {

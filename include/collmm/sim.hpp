@@ -1,9 +1,9 @@
 // collmm/sim.hpp: the simulator. It walks every rank's Plan (the same plans the backends run)
-// through the cost model of collmm/cost_model.hpp and returns what an executor returns: one
-// RankRun per rank with every step timed. So the Timeline, the SVG, the Chrome trace, the overlap
-// metric and the table serve predicted and measured runs alike.
+// through the cost model (the machine's figures: a Profile, collmm/profile.hpp) and returns what an
+// executor returns: one RankRun per rank with every step timed. So the Timeline, the SVG, the
+// Chrome trace, the overlap metric and the table serve predicted and measured runs alike.
 //
-// Entry points for the front ends:
+// Entry points:
 //   std::vector<RankRun> simulate(plans, dtype, profile, filter);   // plans[r] is rank r's
 //   SimResult simulate(problem, options, dtype, profile, filter);   // builds the plans itself
 //   Prediction predict(problem, options, dtype, profile);           // one row of the table
@@ -19,7 +19,7 @@
 // host spends issue_us x issue_ops(step) on each step that is not skipped, never waiting for the
 // device: per rank in list order (one issuer per rank), or, shared, one issuer for every rank in
 // the order the cuda local transport issues in (src/plan/issue_order.hpp, which both walk). See
-// sim_host.cpp.
+// src/sim/host_issue.hpp and src/sim/sim_host.cpp.
 //
 // The simulation is event-driven: a heap of activity end times, with rates changed only where SM
 // contention says so. Plans of P ranks have O(P) steps each, O(P^2) in all; P = 1024 ring runs
@@ -28,19 +28,12 @@
 
 #include <vector>
 
-#include "collmm/cost_model.hpp"
+#include "collmm/profile.hpp"
 #include "collmm/rank_run.hpp"
 #include "collmm/step_filter.hpp"
 #include "collmm/timeline.hpp"
 
 namespace collmm {
-
-// The device operations an executor enqueues for one step, the unit of the host issue cost: a
-// gemm, copy or add is one; a sendrecv one per receive (a copy on the receiving rank), at least
-// one; an allgather or reduce-scatter `world` (the local transport's P copies, or copy and P-1 adds).
-int issue_ops(StepKind kind, int receives, int world);
-// The host's time to enqueue `ops` device operations of a step of this kind (Profile::host).
-double issue_cost_us(const HostCost&, StepKind kind, int ops);
 
 // Simulates the plans of all ranks of one job (plans[r].rank == r, plans.size() == P). Throws
 // std::runtime_error when the plans do not match (a send without its receive, collectives that
@@ -57,12 +50,6 @@ struct SimResult {
 // Builds rank r's plan with make_plan for r = 0..P-1, one at a time, and simulates them.
 SimResult simulate(const Problem&, const PlanOptions&, Dtype, const Profile&, StepFilter filter = StepFilter::all,
                    bool want_timeline = true);
-
-// The host's share of a run: the simulated time of this problem's plans on a device that takes
-// no time, i.e. when the host (Profile::host, with `host`'s figures) has issued their last step;
-// 0 when host.issue_us is 0. Calibration takes it off measured times, so that the device figures
-// it fits do not count the issue a second time.
-double issue_time_us(const Problem&, const PlanOptions&, const HostCost& host, StepFilter filter = StepFilter::all);
 
 // One row of the predicted table, with the same columns as collmm-bench's measured one.
 struct Prediction {

@@ -85,7 +85,7 @@ struct PlanOptions {
 };
 
 // One field of a value: its key in text and JSON, its name in messages, its heading in the front
-// ends' tables (collmm/table_cells.hpp), whether JSON must hold it, and (integer fields) its range,
+// ends' tables (src/plan/table_cells.hpp), whether JSON must hold it, and (integer fields) its range,
 // the one set of limits that validate() and the tuning cache's parser check. The default is the
 // struct's own initialiser.
 struct Field {

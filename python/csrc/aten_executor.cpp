@@ -14,9 +14,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/version.h>
 
+#include "agreement.hpp"
 #include "c10d_transport.hpp"  // wait_bound
 #include "chrome_trace.hpp"
-#include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
 #include "comm_watch.hpp"
 #include "nccl_comm.hpp"

@@ -22,7 +22,7 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include "collmm/executor.hpp"
+#include "executor.hpp"
 #include "nccl_comm.hpp"
 
 namespace collmm::torch_ext {

@@ -10,8 +10,8 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include "collmm/executor.hpp"
 #include "comm_watch.hpp"  // Failure
+#include "executor.hpp"
 #include "store_channel.hpp"
 #include "torch_util.hpp"
 #include "transport.hpp"

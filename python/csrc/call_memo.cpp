@@ -5,7 +5,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "collmm/agreement.hpp"
+#include "agreement.hpp"
 #include "nccl_comm.hpp"
 #include "torch_util.hpp"
 

@@ -3,7 +3,7 @@
 // the sizes one rank cannot know) and torch.ops.collmm.fused_matmul_all_reduce, and their CPU and CUDA kernels.
 // `algo` is "auto" or an entry of the command lines' --algo: "ring", "ring:pieces4h" (algo_entries.hpp).
 // Every op call walks one skeleton (run_call, op_call.hpp): every rank checks its own tensors, the ranks
-// agree on the problem (python/csrc/call_memo.hpp, collmm/agreement.hpp: one exchange of the same size for
+// agree on the problem (python/csrc/call_memo.hpp, src/common/agreement.hpp: one exchange of the same size for
 // every op, the op's name among what they agree on), then collmm's plan runs on the caller's tensors
 // through the session's executor. A user error raises ValueError("collmm: ...") on every rank before
 // any data moves.
@@ -34,7 +34,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "collmm/agreement.hpp"
+#include "agreement.hpp"
 #include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
 #include "nccl_comm.hpp"

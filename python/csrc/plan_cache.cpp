@@ -13,10 +13,10 @@
 
 #include "algo_entries.hpp"
 #include "c10d_transport.hpp"
-#include "collmm/cost_model.hpp"
-#include "collmm/tuning.hpp"
+#include "collmm/profile.hpp"
 #include "nccl_comm.hpp"
 #include "torch_util.hpp"
+#include "tuning.hpp"
 
 namespace collmm::torch_ext {
 namespace {

@@ -1,6 +1,6 @@
 // plan_cache.hpp: the plans a session keeps (Prepared: a plan prepared on an executor of its own),
 // keyed by what a plan depends on (PlanKey: the problem, dtype and options, field by field), and
-// what "auto" chose per shape (collmm/measured_choice.hpp). A plan is prepared again only when the
+// what "auto" chose per shape (src/sim/measured_choice.hpp). A plan is prepared again only when the
 // problem, options or dtype change; every call then binds the caller's tensors to its buffers.
 #pragma once
 
@@ -12,10 +12,10 @@
 
 #include <c10/core/Device.h>
 
-#include "collmm/executor.hpp"
-#include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
 #include "comm_watch.hpp"
+#include "executor.hpp"
+#include "measured_choice.hpp"
 
 namespace collmm::torch_ext {
 

@@ -16,7 +16,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "collmm/executor.hpp"
+#include "executor.hpp"
 
 namespace collmm::torch_ext {
 

@@ -10,8 +10,8 @@
 
 #include "atomic_file.hpp"
 #include "chrome_trace.hpp"
-#include "collmm/overlap.hpp"
-#include "collmm/svg.hpp"
+#include "overlap.hpp"
+#include "svg.hpp"
 
 namespace collmm::torch_ext {
 namespace {

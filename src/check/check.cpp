@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "check_internal.hpp"
-#include "collmm/plan_check.hpp"
+#include "plan_check.hpp"
 
 namespace collmm {
 namespace check {

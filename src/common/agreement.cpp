@@ -1,5 +1,5 @@
 // agreement.cpp: option agreement across processes and shared failure, both via HostComm::allgather.
-#include "collmm/agreement.hpp"
+#include "agreement.hpp"
 
 #include <cstdint>
 #include <functional>

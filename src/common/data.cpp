@@ -1,6 +1,6 @@
 // data.cpp: inputs as a pure function of (seed, tensor, row, col); local shards; the f64
 // reference (OpenBLAS dgemm on the regenerated global inputs); comparison with a dtype tolerance.
-#include "collmm/data.hpp"
+#include "data.hpp"
 
 #include <cblas.h>
 

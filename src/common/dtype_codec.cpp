@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "collmm/data.hpp"
+#include "data.hpp"
 
 namespace collmm {
 namespace {

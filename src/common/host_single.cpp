@@ -1,7 +1,7 @@
 // host_single.cpp: the HostComm of a job that is one process (no MPI).
 #include <cstdlib>
 
-#include "collmm/host_comm.hpp"
+#include "host_comm.hpp"
 
 namespace collmm {
 namespace {

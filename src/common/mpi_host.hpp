@@ -8,8 +8,8 @@
 
 #include <mpi.h>
 
-#include "collmm/host_comm.hpp"
 #include "deadline.hpp"
+#include "host_comm.hpp"
 #include "poll.hpp"
 
 namespace collmm {

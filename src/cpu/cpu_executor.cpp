@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "backends.hpp"
 #include "blas_gemm.hpp"
-#include "collmm/backends.hpp"
 #include "host_executor.hpp"
 #include "mpi_host.hpp"
 #include "mpi_transport.hpp"

@@ -15,15 +15,15 @@
 
 #include <sched.h>
 
+#include "agreement.hpp"
 #include "blas_gemm.hpp"
 #include "buffers.hpp"
-#include "collmm/agreement.hpp"
 #include "collmm/element_types.hpp"
-#include "collmm/executor.hpp"
-#include "collmm/memory.hpp"
 #include "deadline.hpp"
+#include "executor.hpp"
 #include "host_executor.hpp"
 #include "lane_pool.hpp"
+#include "memory.hpp"
 
 namespace collmm {
 namespace cpu {

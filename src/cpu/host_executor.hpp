@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "collmm/backend_options.hpp"
-#include "collmm/executor.hpp"
+#include "executor.hpp"
 #include "transport.hpp"
 
 namespace collmm::cpu {

@@ -15,7 +15,7 @@
 #include <iostream>
 #include <string>
 
-#include "collmm/backends.hpp"
+#include "backends.hpp"
 #include "cuda_check.hpp"
 #include "cuda_executor.hpp"
 #include "deadline.hpp"

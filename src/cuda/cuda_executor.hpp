@@ -15,11 +15,11 @@
 #include <mutex>
 #include <vector>
 
+#include "calibration_hooks.hpp"
 #include "collmm/backend_options.hpp"
-#include "collmm/calibration_hooks.hpp"
-#include "collmm/executor.hpp"
-#include "collmm/played_peers.hpp"
+#include "executor.hpp"
 #include "host_link.hpp"
+#include "played_peers.hpp"
 #include "rank_device.hpp"
 #include "worker_pool.hpp"
 

@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "collmm/agreement.hpp"
+#include "agreement.hpp"
+#include "backends.hpp"
 #include "collmm/algorithms.hpp"
-#include "collmm/backends.hpp"
 #include "cuda_check.hpp"
 #include "cuda_executor.hpp"
 #include "nccl_host_comm.hpp"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "collmm/backend_options.hpp"
-#include "collmm/data.hpp"
+#include "data.hpp"
 #include "peer_inputs.hpp"
 #include "rank_device.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "collmm/host_comm.hpp"
+#include "host_comm.hpp"
 
 namespace collmm::cuda {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "collmm/data.hpp"
 #include "collmm/element_types.hpp"
 #include "cuda_check.hpp"
+#include "data.hpp"
 
 namespace collmm::cuda {
 namespace {

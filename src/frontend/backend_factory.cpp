@@ -1,7 +1,7 @@
 // backend_factory.cpp: make_executor (the backend BackendOptions names). COLLMM_HAVE_CUDA is defined when CMake
 // found nvcc and NCCL and built collmm_cuda; then collmm_cuda defines have_cuda_backend() (true),
 // else this file does (false).
-#include "collmm/backends.hpp"
+#include "backends.hpp"
 
 namespace collmm {
 

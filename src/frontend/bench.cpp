@@ -9,15 +9,16 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "agreement.hpp"
 #include "atomic_file.hpp"
 #include "bench_calibrate.hpp"
 #include "chrome_trace.hpp"
-#include "collmm/agreement.hpp"
-#include "collmm/svg.hpp"
+#include "cost_model.hpp"
 #include "preflight.hpp"
 #include "quote.hpp"
 #include "report.hpp"
 #include "save_dir.hpp"
+#include "svg.hpp"
 
 namespace collmm {
 namespace {

@@ -12,9 +12,10 @@
 #include "bench_case.hpp"
 #include "bench_model.hpp"
 #include "calibrate.hpp"
-#include "collmm/calibration_hooks.hpp"
+#include "calibration_hooks.hpp"
 #include "collmm/sim.hpp"
-#include "collmm/tuning.hpp"
+#include "host_issue.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 namespace {

@@ -5,8 +5,8 @@
 #include <ostream>
 
 #include "bench_options.hpp"
-#include "collmm/cost_model.hpp"
-#include "collmm/executor.hpp"
+#include "collmm/profile.hpp"
+#include "executor.hpp"
 
 namespace collmm {
 
@@ -17,12 +17,12 @@ constexpr int kCalibrateMinIters = 10;
 // Collective. Starts from --profile (or the backend's default profile) and measures:
 //  - host issue (first): every algorithm of the asked ops at the bench's shape, run whole; the
 //    host wall time the executor spent enqueueing (CalibrationHooks::last_issue_us, median of --iters)
-//    over the device operations it enqueued (sim.hpp's issue_ops; all local ranks' when one thread
-//    issues them, CalibrationHooks::single_issuer) gives Profile::host = {issue_us, shared}. cpu: steps are
-//    not enqueued, the base profile's figures stay. Where it is measured, the GEMM, link and
-//    collective times below are taken net of the host's issue lead for their plans (sim.hpp's
-//    issue_time_us), since the simulator adds the issue itself. Calibrate with the --graph
-//    setting you will run with (a graph's replay costs the host almost nothing).
+//    over the device operations it enqueued (host_issue.hpp's issue_ops; all local ranks' when one
+//    thread issues them, CalibrationHooks::single_issuer) gives Profile::host = {issue_us, shared}.
+//    cpu: steps are not enqueued, the base profile's figures stay. Where it is measured, the GEMM,
+//    link and collective times below are taken net of the host's issue lead for their plans
+//    (host_issue.hpp's issue_time_us), since the simulator adds the issue itself. Calibrate with the
+//    --graph setting you will run with (a graph's replay costs the host almost nothing).
 //  - GEMM: per shape (m, n, k), the sequential ag_gemm plan with M = m, N = n * P, K = k (its one
 //    GEMM is m x n x k on every rank) run with StepFilter::gemm_only after one whole iteration has
 //    filled the gathered A; the median of --iters runs (after --warmup) of the slowest rank. The

@@ -14,11 +14,11 @@
 #include <stdexcept>
 
 #include "calibrate.hpp"
+#include "calibration_hooks.hpp"
 #include "chrome_trace.hpp"
-#include "collmm/calibration_hooks.hpp"
 #include "collmm/element_types.hpp"
-#include "collmm/played_peers.hpp"
 #include "npy.hpp"
+#include "played_peers.hpp"
 #include "preflight.hpp"
 #include "quote.hpp"
 

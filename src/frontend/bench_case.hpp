@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "bench_options.hpp"
-#include "collmm/data.hpp"
-#include "collmm/executor.hpp"
-#include "collmm/median.hpp"
-#include "collmm/overlap.hpp"
 #include "collmm/timeline.hpp"
+#include "data.hpp"
+#include "executor.hpp"
+#include "median.hpp"
+#include "overlap.hpp"
 
 namespace collmm {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "bench_case.hpp"
-#include "collmm/cost_model.hpp"
-#include "collmm/tuning.hpp"
+#include "collmm/profile.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 

@@ -9,7 +9,7 @@
 
 #include "algo_entries.hpp"
 #include "collmm/backend_options.hpp"
-#include "collmm/measured_choice.hpp"
+#include "measured_choice.hpp"
 
 namespace collmm {
 

@@ -1,18 +1,19 @@
 // context.cpp: collmm::Context (collmm/collmm.hpp): one local rank's plan, prepared once per
 // (problem, options, dtype), then one iteration run on the caller's buffers (Executor::bind) where
 // the backend can (cpu), else with inputs written in and outputs read back (cuda). Automatic calls
-// take their options from an AutoChooser (collmm/measured_choice.hpp), whose candidates are timed
+// take their options from an AutoChooser (src/sim/measured_choice.hpp), whose candidates are timed
 // on the call's own buffers.
 #include "collmm/collmm.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "collmm/agreement.hpp"
+#include "agreement.hpp"
+#include "backends.hpp"
 #include "collmm/element_types.hpp"
-#include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
 #include "collmm/sim.hpp"
+#include "measured_choice.hpp"
 
 namespace collmm {
 

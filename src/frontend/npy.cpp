@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "atomic_file.hpp"
-#include "collmm/data.hpp"
+#include "data.hpp"
 #include "quote.hpp"
 
 namespace collmm {

@@ -1,13 +1,13 @@
 // preflight.hpp: collmm-bench's checks before any work, beside the plans' own (collmm/types.hpp):
 // every output path can be written (so that a finished run never loses its results to a typo), and
-// the memory the run needs fits the machine (collmm/memory.hpp). Both throw UsageError.
+// the memory the run needs fits the machine (src/common/memory.hpp). Both throw UsageError.
 #pragma once
 
 #include <utility>
 #include <vector>
 
 #include "bench_options.hpp"
-#include "collmm/memory.hpp"
+#include "memory.hpp"
 
 namespace collmm {
 

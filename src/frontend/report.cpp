@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "calibrate.hpp"
-#include "collmm/table_cells.hpp"
-#include "collmm/tuning.hpp"
+#include "table_cells.hpp"
+#include "tuning.hpp"
 
 #ifndef COLLMM_VERSION
 #define COLLMM_VERSION "unknown"
@@ -53,7 +53,7 @@ bool has_comm(const CaseResult& r) {
   return false;
 }
 
-// A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell holds the row's
+// A row's cells: the case's (its fields, src/plan/table_cells.hpp; the algo cell holds the row's
 // label: ring:pieces4, auto:ring), the steps its plan has, then the measured figures.
 std::vector<Cell> cells(const CaseResult& r, bool predicted) {
   std::vector<Cell> c = case_cells(r.problem, r.plan, r.dtype, r.label);

@@ -33,7 +33,7 @@ void print_table_summary(std::ostream&, const std::vector<CaseResult>&);
 void print_round(std::ostream&, Op, int round, int rounds, const std::vector<std::pair<std::string, double>>& times);
 
 // {"collmm_version", "backend", "world_size", "results": [...]}: a row starts with case_json's keys
-// (collmm/tuning.hpp: the problem's fields, "dtype", the plan options' fields), then "steps" (the
+// (src/sim/tuning.hpp: the problem's fields, "dtype", the plan options' fields), then "steps" (the
 // plan's step count) and the figures; undefined figures (NaN, or #wrong without --check) are null.
 // Beside those keys each row has "label", "options" (the plan options as the tuning cache writes
 // them), "overlap_hidden_fraction" (mean over ranks with comm), "_min", "_per_rank", and with

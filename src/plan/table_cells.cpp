@@ -1,5 +1,5 @@
 // table_cells.cpp: the case's cells of a table row, from the field lists.
-#include "collmm/table_cells.hpp"
+#include "table_cells.hpp"
 
 #include <algorithm>
 #include <iomanip>

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "collmm/sim.hpp"
+#include "host_issue.hpp"
 
 namespace collmm {
 

@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "collmm/cost_model.hpp"
 #include "collmm/plan.hpp"
+#include "collmm/profile.hpp"
 
 namespace collmm {
 
@@ -46,7 +46,7 @@ using CommTimer = std::function<double(double bytes)>;
 using CollectiveTimer = std::function<double(StepKind kind, double max_part_bytes)>;
 // Microseconds for one add step (out += a) whose output is `bytes`.
 using AddTimer = std::function<double(double bytes)>;
-// Host microseconds per device operation enqueued (sim.hpp's issue_ops: the unit of
+// Host microseconds per device operation enqueued (host_issue.hpp's issue_ops: the unit of
 // Profile::host.issue_us), and per GEMM launch where told apart (gemm_issue_us; 0: the same);
 // issue_us 0 where the backend does not enqueue its steps. `shared` is the spec's.
 using IssueTimer = std::function<HostCost()>;
@@ -74,14 +74,14 @@ struct CalibrationTimes {
 };
 
 // One algorithm's whole iteration as the host issued it: its GEMM launches, its other device
-// operations (sim.hpp's issue_ops) and the host wall time of the issue.
+// operations (host_issue.hpp's issue_ops) and the host wall time of the issue.
 struct IssueSample {
   double gemms = 0, others = 0, us = 0;
 };
 
 // The device operations the host issues for one iteration of `plans` (one per local rank): GEMM
-// launches and others (sim.hpp's issue_ops), summed over the ranks when one thread issues them all
-// (single_issuer), else those of the rank that issues the most. `us` is left 0.
+// launches and others (host_issue.hpp's issue_ops), summed over the ranks when one thread issues
+// them all (single_issuer), else those of the rank that issues the most. `us` is left 0.
 IssueSample issue_counts(const std::vector<Plan>& plans, int world, bool single_issuer);
 
 // m in {L/8, L/2, L}, (n, k) in {(L, L), (L/2, L)}: six shapes around the largest dimension L.

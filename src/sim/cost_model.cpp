@@ -1,6 +1,6 @@
 // cost_model.cpp: the times the cost model gives for a GEMM, a copy or add, one message and a ring
-// collective (the formulas are in collmm/cost_model.hpp).
-#include "collmm/cost_model.hpp"
+// collective (the formulas are in src/sim/cost_model.hpp).
+#include "cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,15 +1,15 @@
-// measured_choice.cpp: auto's measured choice (collmm/measured_choice.hpp): which candidates are
+// measured_choice.cpp: auto's measured choice (src/sim/measured_choice.hpp): which candidates are
 // timed, their times agreed across processes (the slowest one's), the pick, its printout, its
 // tuning-cache entries, and the per-process memory of the decisions.
-#include "collmm/measured_choice.hpp"
+#include "measured_choice.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 
-#include "collmm/agreement.hpp"
-#include "collmm/median.hpp"
+#include "agreement.hpp"
+#include "median.hpp"
 
 namespace collmm {
 

@@ -4,11 +4,11 @@
 #include <filesystem>
 
 #include "atomic_file.hpp"
-#include "collmm/cost_model.hpp"
 #include "collmm/sizes.hpp"
 #include "input_file.hpp"
 #include "json_file.hpp"
 #include "json_number.hpp"
+#include "profile_json.hpp"
 #include "quote.hpp"
 
 namespace collmm {

@@ -8,10 +8,10 @@
 #include <queue>
 #include <vector>
 
-#include "collmm/cost_model.hpp"
 #include "collmm/rank_run.hpp"
 #include "collmm/step_filter.hpp"
 #include "collmm/timeline.hpp"
+#include "cost_model.hpp"
 
 namespace collmm::sim {
 

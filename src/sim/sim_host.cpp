@@ -8,6 +8,7 @@
 //   them).
 #include <algorithm>
 
+#include "host_issue.hpp"
 #include "issue_order.hpp"
 #include "sim_engine.hpp"
 

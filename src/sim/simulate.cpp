@@ -4,7 +4,8 @@
 
 #include <algorithm>
 
-#include "collmm/overlap.hpp"
+#include "host_issue.hpp"
+#include "overlap.hpp"
 #include "sim_engine.hpp"
 
 namespace collmm {

@@ -1,7 +1,8 @@
-// tuning.cpp: `--algo auto` (collmm/tuning.hpp): candidates simulated by the cost model and a
+// tuning.cpp: `--algo auto` (src/sim/tuning.hpp): candidates simulated by the cost model and a
 // measured tuning cache that overrides the model for the shapes it holds (the cache's file:
 // tuning_cache.cpp).
-#include "collmm/tuning.hpp"
+#include "tuning.hpp"
+#include "cost_model.hpp"
 
 #include <algorithm>
 #include <cstdio>

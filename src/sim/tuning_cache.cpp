@@ -1,4 +1,4 @@
-// tuning_cache.cpp: the measured tuning cache's file (collmm/tuning.hpp): parsed and checked entry
+// tuning_cache.cpp: the measured tuning cache's file (src/sim/tuning.hpp): parsed and checked entry
 // by entry, written atomically (temporary file + rename), and updated under a lock so that jobs
 // sharing one cache neither lose each other's entries nor leave a corrupt file.
 #include <fcntl.h>
@@ -15,12 +15,12 @@
 
 #include "atomic_file.hpp"
 #include "collmm/sizes.hpp"
-#include "collmm/tuning.hpp"
 #include "input_file.hpp"
 #include "json_file.hpp"
 #include "json_number.hpp"
 #include "poll.hpp"
 #include "quote.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collmm/host_comm.hpp"
 #include "collmm/timeline.hpp"
+#include "host_comm.hpp"
 
 namespace collmm {
 

@@ -1,6 +1,6 @@
 // overlap.cpp: the hidden-communication fraction per rank, from the union of comm intervals and
-// the union of GEMM intervals (definitions in collmm/overlap.hpp).
-#include "collmm/overlap.hpp"
+// the union of GEMM intervals (definitions in src/timeline/overlap.hpp).
+#include "overlap.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
-// svg.cpp: a Timeline drawn as SVG (layout described in collmm/svg.hpp).
-#include "collmm/svg.hpp"
+// svg.cpp: a Timeline drawn as SVG (layout described in src/timeline/svg.hpp).
+#include "svg.hpp"
 
 #include "atomic_file.hpp"
 

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "../sim/xml_check.hpp"
-#include "collmm/cost_model.hpp"
 #include "collmm/plan.hpp"
-#include "collmm/tuning.hpp"
+#include "collmm/profile.hpp"
 #include "harness.hpp"
+#include "tuning.hpp"
 
 using namespace collmm_cli_test;
 using nlohmann::json;

@@ -5,8 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "collmm/collmm.hpp"
-#include "collmm/data.hpp"
-#include "collmm/tuning.hpp"
+#include "data.hpp"
+#include "executor.hpp"
+#include "tuning.hpp"
 
 using namespace collmm;
 

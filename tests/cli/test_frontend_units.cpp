@@ -8,13 +8,13 @@
 #include <cstring>
 #include <sstream>
 
+#include "agreement.hpp"
+#include "backends.hpp"
 #include "bench_case.hpp"
 #include "bench_model.hpp"
 #include "chrome_trace.hpp"
-#include "collmm/agreement.hpp"
-#include "collmm/backends.hpp"
-#include "collmm/data.hpp"
 #include "collmm/sim.hpp"
+#include "data.hpp"
 #include "harness.hpp"
 #include "npy.hpp"
 #include "report.hpp"

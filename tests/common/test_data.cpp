@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "collmm/data.hpp"
+#include "data.hpp"
 
 using namespace collmm;
 

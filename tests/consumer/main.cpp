@@ -1,13 +1,15 @@
-// main.cpp: a user's program on an installed collmm: plans checked for P = 4 (make_plan,
-// check_problem), then one ag_gemm through a Context (one rank, the cpu backend) against a plain
-// triple loop. Prints "consumer: ok" and exits 0, or says what failed and exits 1.
+// main.cpp: a user's program on an installed collmm: a plan made for P = 4 (make_plan) and its time
+// predicted (predict on the built-in profile cpu-2core), then one ag_gemm through a Context (one
+// rank, the cpu backend) against a plain triple loop. Prints "consumer: ok" and exits 0, or says
+// what failed and exits 1.
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "collmm/collmm.hpp"
 #include "collmm/plan.hpp"
-#include "collmm/plan_check.hpp"
+#include "collmm/profile.hpp"
+#include "collmm/sim.hpp"
 
 int main(int argc, char** argv) {
   using namespace collmm;
@@ -15,9 +17,14 @@ int main(int argc, char** argv) {
   PlanOptions options;
   options.algo = Algo::ring;
   const Plan plan = make_plan(problem, options, 0);
-  const CheckReport report = check_problem(problem, options);
-  if (plan.steps.empty() || !report.ok()) {
-    std::fprintf(stderr, "consumer: plan check failed: %s\n", report.text().c_str());
+  if (plan.steps.empty()) {
+    std::fprintf(stderr, "consumer: make_plan gave no steps\n");
+    return 1;
+  }
+  const Prediction prediction = predict(problem, options, Dtype::f32, load_profile("cpu-2core"));
+  if (!(prediction.time_us > 0) || prediction.timeline.events.empty()) {
+    std::fprintf(stderr, "consumer: predict gave %g us and %zu events\n", prediction.time_us,
+                 prediction.timeline.events.size());
     return 1;
   }
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "collmm/backends.hpp"
-#include "collmm/data.hpp"
+#include "backends.hpp"
+#include "data.hpp"
 
 namespace collmm::cpu_test {
 

@@ -9,8 +9,8 @@
 #include <iostream>
 #include <thread>
 
-#include "collmm/backends.hpp"
-#include "collmm/data.hpp"
+#include "backends.hpp"
+#include "data.hpp"
 
 int main(int argc, char** argv) {
   using namespace collmm;

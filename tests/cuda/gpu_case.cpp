@@ -5,8 +5,8 @@
 
 #include <sstream>
 
-#include "collmm/data.hpp"
-#include "collmm/played_peers.hpp"
+#include "data.hpp"
+#include "played_peers.hpp"
 
 namespace collmm::test {
 

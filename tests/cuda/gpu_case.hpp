@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "collmm/executor.hpp"
+#include "executor.hpp"
 
 namespace collmm::test {
 

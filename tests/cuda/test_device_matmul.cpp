@@ -18,11 +18,12 @@
 #include <string>
 #include <thread>
 
-#include "collmm/backends.hpp"
-#include "collmm/data.hpp"
+#include "backends.hpp"
 #include "collmm/device_matmul.hpp"
+#include "data.hpp"
 #include "gpu_case.hpp"
 #include "mpi_host.hpp"
+#include "played_peers.hpp"
 
 namespace collmm {
 namespace {

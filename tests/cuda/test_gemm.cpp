@@ -6,8 +6,8 @@
 #include <cmath>
 #include <random>
 
-#include "collmm/data.hpp"
 #include "cuda_check.hpp"
+#include "data.hpp"
 #include "gpu_case.hpp"
 #include "lt_gemm.hpp"
 

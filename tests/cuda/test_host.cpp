@@ -7,7 +7,7 @@
 // usage errors. Skips (with the reason) where no GPU is usable.
 #include <gtest/gtest.h>
 
-#include "collmm/backends.hpp"
+#include "backends.hpp"
 #include "gpu_case.hpp"
 
 namespace collmm {

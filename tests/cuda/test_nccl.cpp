@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "collmm/backends.hpp"
+#include "backends.hpp"
 #include "gpu_case.hpp"
 #include "mpi_host.hpp"
 

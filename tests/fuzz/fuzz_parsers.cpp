@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collmm/cost_model.hpp"
 #include "collmm/sizes.hpp"
-#include "collmm/tuning.hpp"
+#include "profile_json.hpp"
+#include "tuning.hpp"
 
 namespace {
 

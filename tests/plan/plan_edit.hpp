@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "collmm/plan.hpp"
-#include "collmm/plan_check.hpp"
+#include "plan_check.hpp"
 
 namespace collmm::test {
 

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "collmm/plan_check.hpp"
+#include "plan_check.hpp"
 
 namespace collmm {
 namespace {

@@ -1,6 +1,6 @@
 // test_fields.cpp: what the field lists of Problem and PlanOptions (collmm/types.hpp) give: every
 // integer field's range checked by validate() with its name and range in the message, the text of
-// a value, the key of a problem and dtype, and the tables' case cells (collmm/table_cells.hpp), a
+// a value, the key of a problem and dtype, and the tables' case cells (src/plan/table_cells.hpp), a
 // column per field.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 
 #include "collmm/algorithms.hpp"
 #include "collmm/sizes.hpp"
-#include "collmm/table_cells.hpp"
 #include "collmm/types.hpp"
+#include "table_cells.hpp"
 
 namespace collmm {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "collmm/plan_check.hpp"
+#include "plan_check.hpp"
 
 namespace collmm {
 namespace {

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "collmm/plan_check.hpp"
 #include "collmm/sizes.hpp"
+#include "plan_check.hpp"
 
 namespace collmm {
 namespace {

@@ -1,7 +1,7 @@
 // sim_test_util.hpp: profiles with round numbers for the simulator's analytic tests.
 #pragma once
 
-#include "collmm/cost_model.hpp"
+#include "cost_model.hpp"
 
 namespace collmm::test {
 

@@ -2,8 +2,8 @@
 // backend a bf16 run's C and gemm_rs's forwarded sums are f32, as OpenBLAS writes them.
 #include <gtest/gtest.h>
 
-#include "collmm/cost_model.hpp"
 #include "collmm/sim.hpp"
+#include "profile_json.hpp"
 
 namespace collmm {
 namespace {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "collmm/sim.hpp"
+#include "host_issue.hpp"
 #include "sim_test_util.hpp"
 
 namespace collmm {

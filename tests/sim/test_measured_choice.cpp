@@ -1,4 +1,4 @@
-// test_measured_choice.cpp: auto's measured choice (collmm/measured_choice.hpp) with faked
+// test_measured_choice.cpp: auto's measured choice (src/sim/measured_choice.hpp) with faked
 // timings: which candidates are timed, the pick agreed across processes (threads joined by an
 // in-memory HostComm) when their timings differ, and the decision kept per process and in a tuning
 // cache (source "auto", read back as measured on the next process's first call).
@@ -10,8 +10,8 @@
 #include <mutex>
 #include <thread>
 
-#include "collmm/measured_choice.hpp"
 #include "collmm/plan.hpp"
+#include "measured_choice.hpp"
 
 using namespace collmm;
 

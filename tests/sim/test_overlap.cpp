@@ -2,7 +2,7 @@
 // by hand.
 #include <gtest/gtest.h>
 
-#include "collmm/overlap.hpp"
+#include "overlap.hpp"
 
 namespace collmm {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "collmm/algorithms.hpp"
 #include "collmm/sim.hpp"
-#include "collmm/tuning.hpp"
 #include "sim_test_util.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 namespace {

@@ -8,8 +8,9 @@
 #include <map>
 
 #include "calibrate.hpp"
-#include "collmm/cost_model.hpp"
 #include "collmm/sim.hpp"
+#include "cost_model.hpp"
+#include "profile_json.hpp"
 
 namespace collmm {
 namespace {

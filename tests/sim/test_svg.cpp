@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "collmm/sim.hpp"
-#include "collmm/svg.hpp"
+#include "svg.hpp"
 #include "xml_check.hpp"
 
 namespace collmm {

@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "collmm/tuning.hpp"
 #include "sim_test_util.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 namespace {

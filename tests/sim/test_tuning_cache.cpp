@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "collmm/tuning.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 namespace {

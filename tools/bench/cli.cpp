@@ -7,8 +7,8 @@
 #include "cli_range.hpp"
 #include "cli_size.hpp"
 #include "collmm/algorithms.hpp"
-#include "collmm/cost_model.hpp"
 #include "collmm/ops.hpp"
+#include "collmm/profile.hpp"
 #include "fault_point.hpp"
 
 namespace collmm {

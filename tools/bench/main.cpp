@@ -8,10 +8,10 @@
 #include <iostream>
 #include <string>
 
+#include "backends.hpp"
 #include "bench.hpp"
 #include "bench_calibrate.hpp"
 #include "cli.hpp"
-#include "collmm/backends.hpp"
 #include "quote.hpp"
 #include "report.hpp"
 

@@ -1,7 +1,7 @@
 // main.cpp: collmm-sim, the predicted side of collmm-bench. It runs the same plans through the
 // cost model (collmm/sim.hpp) for any P up to 1024 and prints the predicted table; it can draw the
 // predicted timeline (SVG), write it as a Chrome trace and as JSON, and show what --algo auto
-// would pick (collmm/tuning.hpp).
+// would pick (src/sim/tuning.hpp).
 //
 //   collmm-sim --op ag_gemm|gemm_rs|all --algo NAME|all|auto|ALGO:piecesS,... -m M -n N -k K -P P
 //              --dtype bf16 --profile h200-nvlink|FILE.json --timeline FILE.svg --trace FILE.json --json FILE
@@ -20,10 +20,11 @@
 #include "cli_range.hpp"
 #include "cli_size.hpp"
 #include "collmm/ops.hpp"
-#include "collmm/svg.hpp"
-#include "collmm/tuning.hpp"
+#include "cost_model.hpp"
 #include "quote.hpp"
+#include "svg.hpp"
 #include "table.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 namespace {

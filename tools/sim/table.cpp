@@ -1,8 +1,10 @@
 // table.cpp: collmm-sim's predicted table and JSON.
 #include "table.hpp"
 
-#include "collmm/table_cells.hpp"
-#include "collmm/tuning.hpp"
+#include "host_issue.hpp"
+#include "profile_json.hpp"
+#include "table_cells.hpp"
+#include "tuning.hpp"
 
 #include <algorithm>
 #include <iomanip>
@@ -17,7 +19,7 @@ std::string fixed(double v, int precision) {
   return s.str();
 }
 
-// A row's cells: the case's (its fields, collmm/table_cells.hpp; the algo cell its label), then the
+// A row's cells: the case's (its fields, src/plan/table_cells.hpp; the algo cell its label), then the
 // predicted figures.
 std::vector<Cell> cells(const Prediction& p, const std::string& label) {
   std::vector<Cell> c = case_cells(p.problem, p.options, p.dtype, label);

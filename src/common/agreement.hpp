@@ -1,4 +1,4 @@
-// collmm/agreement.hpp: collective checks that end a job cleanly before any data moves: options that
+// agreement.hpp: collective checks that end a job cleanly before any data moves: options that
 // differ between processes, and an error that some process found in its own options. Every
 // process calls them at the same point and every process throws the same UsageError, so each one
 // can print it and exit: nobody is left waiting in a collective.
@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "collmm/host_comm.hpp"
 #include "collmm/types.hpp"
+#include "host_comm.hpp"
 
 namespace collmm {
 

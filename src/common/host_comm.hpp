@@ -1,4 +1,4 @@
-// collmm/host_comm.hpp: the processes of one job, joined for the front end's own bookkeeping
+// host_comm.hpp: the processes of one job, joined for the front end's own bookkeeping
 // (agreement checks, max over ranks, the gathering of timelines). MPI_COMM_WORLD, a NCCL
 // communicator, a c10d group, or a single process.
 #pragma once

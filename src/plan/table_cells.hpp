@@ -1,4 +1,4 @@
-// collmm/table_cells.hpp: the rows of the front ends' text tables (collmm-bench's, collmm-sim's) as
+// table_cells.hpp: the rows of the front ends' text tables (collmm-bench's, collmm-sim's) as
 // cells: a heading, a width and a text each. Every table starts with the case's cells: the
 // Problem's fields, the dtype, then the PlanOptions' fields, each from its field list (types.hpp),
 // so a new field is a new column in every table.

@@ -1,7 +1,7 @@
-// collmm/executor.hpp: what every backend offers the front ends. An Executor drives the ranks of
+// executor.hpp: what every backend offers the front ends. An Executor drives the ranks of
 // this process (one per MPI process for cpu and cuda+nccl; several for cuda -g G or --transport
 // local): it holds their buffers, walks their Plans, and times every step. Its HostComm
-// (collmm/host_comm.hpp) joins the processes of the job; the factories are in collmm/backends.hpp.
+// (src/common/host_comm.hpp) joins the processes of the job; the factories are in src/common/backends.hpp.
 #pragma once
 
 #include <memory>
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "collmm/element_types.hpp"
-#include "collmm/host_comm.hpp"
-#include "collmm/memory.hpp"
 #include "collmm/plan.hpp"
 #include "collmm/rank_run.hpp"
 #include "collmm/step_filter.hpp"
+#include "host_comm.hpp"
+#include "memory.hpp"
 
 namespace collmm {
 
@@ -34,9 +34,9 @@ class Executor {
   Dtype out_dtype(Dtype in) const { return output_dtype(gemm_library(), in); }
   virtual std::string timing_note() const { return {}; }  // e.g. why timings are not overlap figures
   // Optional capabilities, each reached through its accessor: null where the backend has none.
-  // The peers this backend plays (collmm/played_peers.hpp; cuda --transport host).
+  // The peers this backend plays (src/common/played_peers.hpp; cuda --transport host).
   virtual PlayedPeers* played_peers() { return nullptr; }
-  // What it offers `collmm-bench --calibrate` (collmm/calibration_hooks.hpp; cuda).
+  // What it offers `collmm-bench --calibrate` (src/common/calibration_hooks.hpp; cuda).
   virtual CalibrationHooks* calibration_hooks() { return nullptr; }
 
   // Throws UsageError when this process's need (host memory, and device memory per local rank)

@@ -1,4 +1,4 @@
-// collmm/svg.hpp: one iteration's Timeline (measured or predicted) as an SVG picture that opens in
+// svg.hpp: one iteration's Timeline (measured or predicted) as an SVG picture that opens in
 // a browser: a row per rank and lane ("r comm": sendrecv, collectives, adds and copies; "r gemm":
 // GEMMs, "r gemm L" when there are several GEMM lanes), one box per executed step coloured by
 // kind with its chunk number on it (where the box is wide enough to hold it; every box also

@@ -1,4 +1,4 @@
-// collmm/plan_check.hpp: the plan checker. It runs the plans of all P ranks symbolically, under the
+// plan_check.hpp: the plan checker. It runs the plans of all P ranks symbolically, under the
 // execution rules written at the top of plan.hpp, and proves what makes a schedule safe to run:
 //
 //  1. structure: waits name earlier steps, lanes exist, every comm step is on lane 0 (so list

@@ -1,4 +1,4 @@
-// collmm/backends.hpp: the backend factories, each defined in its backend's library.
+// backends.hpp: the backend factories, each defined in its backend's library.
 // make_executor picks by BackendOptions::backend and throws UsageError for a backend this build
 // lacks.
 #pragma once
@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "collmm/backend_options.hpp"
-#include "collmm/executor.hpp"
+#include "executor.hpp"
 
 namespace collmm {
 

@@ -1,4 +1,4 @@
-// collmm/median.hpp: the median of a list of times, the one statistic every timing in collmm
+// median.hpp: the median of a list of times, the one statistic every timing in collmm
 // reports (the bench's iterations and rounds, auto's timed candidates).
 #pragma once
 

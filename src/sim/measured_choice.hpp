@@ -1,4 +1,4 @@
-// collmm/measured_choice.hpp: an `auto` that measures. The cost model's choice (tuning.hpp) is the
+// measured_choice.hpp: an `auto` that measures. The cost model's choice (tuning.hpp) is the
 // start: its best few candidates (predicted within `margin` of the best, at most `max_candidates`,
 // the pick itself and sequential always among them) are timed on the real inputs the first time a shape runs, and the
 // fastest (a tie within 1% to the fewest host steps: pick_measured) runs from then on. Every
@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "collmm/host_comm.hpp"
 #include "collmm/measure_settings.hpp"
-#include "collmm/tuning.hpp"
+#include "host_comm.hpp"
+#include "tuning.hpp"
 
 namespace collmm {
 

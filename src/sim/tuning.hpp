@@ -1,4 +1,4 @@
-// collmm/tuning.hpp: `--algo auto`: the algorithm, stages and GEMM lane count for one shape and P,
+// tuning.hpp: `--algo auto`: the algorithm, stages and GEMM lane count for one shape and P,
 // chosen from the cost model and refined by a measured tuning cache.
 //
 // Entry points for the front ends:
@@ -24,9 +24,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "collmm/algorithms.hpp"
-#include "collmm/cost_model.hpp"
 #include "collmm/measure_settings.hpp"
+#include "collmm/profile.hpp"
 #include "collmm/types.hpp"
 
 namespace collmm {

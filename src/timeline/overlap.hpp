@@ -1,4 +1,4 @@
-// collmm/overlap.hpp: how much of the communication a run hid under its GEMMs, read off a
+// overlap.hpp: how much of the communication a run hid under its GEMMs, read off a
 // Timeline (measured or predicted).
 //
 // Entry point for the front ends:

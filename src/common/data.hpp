@@ -1,4 +1,4 @@
-// collmm/data.hpp: test and benchmark data. Inputs are a pure function of (seed, tensor, row, col),
+// data.hpp: test and benchmark data. Inputs are a pure function of (seed, tensor, row, col),
 // so any process can make any rank's shard, or the whole gathered matrix for a reference, without
 // moving data. Values are random, non-zero, and exactly representable in the dtype they are made
 // for. Also: element encoding (f64/f32/f16/bf16/fp8 <-> double), the f64 reference, and the

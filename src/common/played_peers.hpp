@@ -1,4 +1,4 @@
-// collmm/played_peers.hpp: what a backend offers when it plays the peers of its ranks (cuda
+// played_peers.hpp: what a backend offers when it plays the peers of its ranks (cuda
 // --transport host): it makes what they send from the job's inputs, and checks what its ranks
 // send them. Reached through Executor::played_peers() (null where the peers are real processes
 // or emulated ranks).
@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "collmm/data.hpp"
+#include "data.hpp"
 
 namespace collmm {
 

@@ -1,4 +1,4 @@
-// collmm/calibration_hooks.hpp: what a backend may offer `collmm-bench --calibrate` beyond the
+// calibration_hooks.hpp: what a backend may offer `collmm-bench --calibrate` beyond the
 // Executor interface: how its host threads issue the steps, and a way to time the device's own
 // work apart from that issue. A backend whose steps a host thread enqueues on a device (cuda)
 // implements this beside Executor and returns itself from Executor::calibration_hooks(); one whose
