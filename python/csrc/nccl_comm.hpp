@@ -1,6 +1,7 @@
 // nccl_comm.hpp: the NCCL communicator of a c10d NCCL group, called directly. c10d wraps each of
 // its calls in a Work, events, stashed tensors, a watchdog entry and a flight-recorder entry: 40-110
-// us of host time per call on the GPU machine (docs/perf.md), while a plan makes one call per step.
+// us of host time per call on the GPU machine (docs/perf/log-2026-12.md, 2026-12-04), while a plan
+// makes one call per step.
 // Here a step's sends and receives are one ncclGroup of ncclSend/ncclRecv and a collective one
 // ncclAllGather / ncclReduceScatter, on the stream the caller gives.
 //

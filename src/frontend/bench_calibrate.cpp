@@ -120,9 +120,8 @@ double device_us(double measured, const Problem& p, const PlanOptions& po, StepF
 }
 
 // GPUs: the bench's own sequential plan run for about 2 s before anything is timed, so that every
-// time below is taken at the clocks and power of sustained load, as the bench's rows are. Measured
-// on the H200 (docs/perf.md): the 8192-sized GEMMs of a cold start timed 15-25% faster than the
-// same plan's GEMMs inside the bench. The count of runs is process 0's, so NCCL ranks stay together.
+// time below is taken at the clocks and power of sustained load, as the bench's rows are. The
+// count of runs is process 0's, so NCCL ranks stay together.
 void settle(Executor& ex, const BenchOptions& o, int world) {
   if (ex.backend() != "cuda") return;
   std::vector<Plan> plans;
