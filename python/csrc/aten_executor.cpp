@@ -20,6 +20,7 @@
 #include "collmm/element_types.hpp"
 #include "comm_watch.hpp"
 #include "nccl_comm.hpp"
+#include "peer_messages.hpp"
 #include "step_marks.hpp"
 #include "torch_util.hpp"
 
@@ -413,15 +414,13 @@ class AtenExecutor : public Executor {
     used_c10d_ = true;
     Pending p;
     if (coalesce()) group_->startCoalescing(device_.type());
+    std::vector<PeerMessage> recvs, sends;
     for (const Transfer& t : s.recvs) {
-      std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->recv(v, t.peer, tags_.next_recv(t.peer)));
+      recvs.push_back({t.peer, rows(t.slice)});
       if (std::find(p.peers.begin(), p.peers.end(), t.peer) == p.peers.end()) p.peers.push_back(t.peer);
     }
-    for (const Transfer& t : s.sends) {
-      std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->send(v, t.peer, tags_.next_send(t.peer)));
-    }
+    for (const Transfer& t : s.sends) sends.push_back({t.peer, rows(t.slice)});
+    p.works = post_messages(*group_, tags_, recvs, sends);
     if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
     return p;
   }

@@ -12,6 +12,7 @@
 
 #include "collmm/executor.hpp"
 #include "comm_watch.hpp"  // Failure
+#include "peer_messages.hpp"
 #include "store_channel.hpp"
 #include "torch_util.hpp"
 #include "transport.hpp"
