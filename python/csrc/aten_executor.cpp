@@ -23,6 +23,7 @@
 #include "peer_messages.hpp"
 #include "step_marks.hpp"
 #include "torch_util.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {

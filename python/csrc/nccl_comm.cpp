@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <typeinfo>
 
 #include <c10/core/DeviceGuard.h>
@@ -23,33 +22,7 @@
 namespace collmm::torch_ext {
 namespace {
 std::atomic<bool> g_direct{true};
-std::mutex g_last_mutex;
-std::string g_last_path = "none", g_last_options;
-std::string g_last_auto;
 }  // namespace
-
-void note_last_auto(const std::string& report) {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  g_last_auto = report;
-}
-std::string last_auto_report() {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  return g_last_auto;
-}
-
-void note_last_run(const char* comm_path, const std::string& plan_options) {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  g_last_path = comm_path;
-  g_last_options = plan_options;
-}
-std::string last_comm_path() {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  return g_last_path;
-}
-std::string last_plan_options() {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  return g_last_options;
-}
 
 void set_comm(const std::string& path) {
   if (path != "auto" && path != "c10d") throw UsageError("comm must be auto or c10d (got " + path + ")");

@@ -79,16 +79,5 @@ struct GroupComm {
 // through NcclComm where of() reaches the communicator, else c10d) or "c10d" (always c10d's calls).
 void set_comm(const std::string& path);
 bool direct_comm_allowed();
-// The last run of this process: how it moved its data, "nccl" (NcclComm), "c10d", "nccl+c10d" (uneven
-// collectives padded through c10d beside the rest) or "none" (no transfer), and its plan's options
-// (to_string(PlanOptions): what "auto" picked).
-void note_last_run(const char* comm_path, const std::string& plan_options);
-std::string last_comm_path();
-std::string last_plan_options();
-// auto's last decision in this process (a shape's first call decides, later calls reuse it): the
-// model's alternatives, and, where it timed them, each candidate's host steps, times and the pick, as
-// collmm-bench --algo auto prints them.
-void note_last_auto(const std::string& report);
-std::string last_auto_report();
 
 }  // namespace collmm::torch_ext

@@ -15,8 +15,8 @@
 #include "c10d_transport.hpp"
 #include "collmm/cost_model.hpp"
 #include "collmm/tuning.hpp"
-#include "nccl_comm.hpp"
 #include "torch_util.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {

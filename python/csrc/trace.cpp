@@ -21,6 +21,10 @@ std::vector<TracedCall> g_calls;                        // guarded by g_trace_mu
 std::string g_module;                                   // guarded by g_trace_mutex
 thread_local std::optional<std::string> t_backward_of;  // set by TraceBackward
 
+std::mutex g_last_mutex;
+std::string g_last_path = "none", g_last_options;  // guarded by g_last_mutex
+std::string g_last_auto;                           // guarded by g_last_mutex
+
 std::string table(const std::vector<TracedCall>& calls) {
   std::string out;
   char line[256];
@@ -118,6 +122,29 @@ std::string trace_stop(const std::string& path, bool write) {
   write_file_atomically(path + ".json", chrome_trace(timelines).dump() + "\n");
   write_file_atomically(path + ".txt", text);
   return text;
+}
+
+void note_last_auto(const std::string& report) {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  g_last_auto = report;
+}
+std::string last_auto_report() {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  return g_last_auto;
+}
+
+void note_last_run(const char* comm_path, const std::string& plan_options) {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  g_last_path = comm_path;
+  g_last_options = plan_options;
+}
+std::string last_comm_path() {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  return g_last_path;
+}
+std::string last_plan_options() {
+  std::lock_guard<std::mutex> lock(g_last_mutex);
+  return g_last_options;
 }
 
 }  // namespace collmm::torch_ext
