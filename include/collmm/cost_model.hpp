@@ -31,14 +31,14 @@
 //                     launch_order, an SM comm kernel that becomes ready while a GEMM runs waits
 //                     for it (the GEMM holds every SM), and GEMMs ready after it queue behind it.
 //   host issue:       a step cannot start before the host has enqueued it. The host spends
-//                     issue_us per device operation (sim.hpp's issue_ops: a GEMM, copy or add is
-//                     one; a sendrecv one per receive, at least one; a collective P, the local
-//                     transport's per-part copies or adds; a GEMM costs gemm_issue_us where it is
-//                     set), the step's event records and waits
-//                     folded in, and never waits for the device. One issuer per rank walks its plan
-//                     in list order; shared (one host thread for every emulated rank, cuda
-//                     --transport local) walks them in the local transport's order (round robin,
-//                     each rank up to its next comm step, a comm step once its group stands there).
+//                     issue_us per device operation, the step's event records and waits folded in,
+//                     and never waits for the device. The operations are sim.hpp's issue_ops: a
+//                     GEMM, copy or add is one; a sendrecv one per receive, at least one; a
+//                     collective P, the local transport's per-part copies or adds. A GEMM costs
+//                     gemm_issue_us where it is set. One issuer per rank walks its plan in list
+//                     order. Shared (one host thread for every emulated rank, cuda --transport
+//                     local) walks them in the local transport's order: round robin, each rank up
+//                     to its next comm step, a comm step once its group stands there.
 //                     issue_us 0 (the built-in profiles): no host term.
 #pragma once
 
@@ -80,8 +80,8 @@ struct LinkCost {
   double inter_latency_us = 0;
   // The hop from a transfer to the add that waits for it. Where a transport runs its transfers on
   // streams of their own and the adds on a lane (the host bed), a reduce-scatter's step is a
-  // sendrecv, then an event hop, then the add, which must end before the next send: an add after a
-  // receive (the rings' and the lowered reduce-scatter's alike) costs this much more. With many
+  // sendrecv, then an event hop, then the add, which must end before the next send. So an add after
+  // a receive (the rings' and the lowered reduce-scatter's alike) costs this much more. With many
   // small parts (pipelined's stages, small M) that fixed cost dominates. 0: the add hides under
   // the transfer (a fused reduce, as NCCL's).
   double collective_step_us = 0;
@@ -106,7 +106,7 @@ struct CollectiveCost {
   double latency_us = 0;
   // The measured (part bytes, us per ring step) behind the line, ascending by bytes. When present
   // a ring step takes the piecewise-linear interpolation between them (below the first: the
-  // first's time; above the last: the last's plus the extra bytes at gbps): a library collective
+  // first's time; above the last: the last's plus the extra bytes at gbps). A library collective
   // is not one line from in-cache to out-of-cache sizes (Open MPI's reduce-scatter of small parts).
   std::vector<std::pair<double, double>> points;
 };

@@ -9,8 +9,8 @@
 //   double fit_contention(profile, problem, ring, dtype, measured_us);
 //
 // What is fitted:
-//   GEMM: a rate table (GemmModel::table), one point per shape, tflops = 2mnk / t; the per-call
-//         overhead is left 0 (the measured times include it); the dtype's roofline peak is set to
+//   GEMM: a rate table (GemmModel::table), one point per shape, tflops = 2mnk / t. The per-call
+//         overhead is left 0 (the measured times include it). The dtype's roofline peak is set to
 //         the fastest point (used by shapes of other dtypes only if the table lacks them).
 //   link: least squares of t = latency + bytes / bw over the message sizes (intra-node figures;
 //         inter-node too when base.links.ranks_per_node is 0, i.e. one domain).

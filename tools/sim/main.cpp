@@ -1,5 +1,5 @@
 // main.cpp: collmm-sim, the predicted side of collmm-bench. It runs the same plans through the
-// cost model (collmm/sim.hpp) for any P up to 1024 and prints the predicted table; it can draw the
+// cost model (collmm/sim.hpp) for any P up to 1024 and prints the predicted table. It can draw the
 // predicted timeline (SVG), write it as a Chrome trace and as JSON, and show what --algo auto
 // would pick (collmm/tuning.hpp).
 //
