@@ -213,7 +213,7 @@ class AtenExecutor : public Executor {
     if (!w.wait(wait_limit_)) throw std::runtime_error("the transfer's wait was aborted");
   }
 
-  // A CPU run whose transfer failed or ran out (a peer stopped, died, or gave up): gloo has closed
+  // A CPU run whose transfer failed or ran out (a peer stopped, died, or gave up). gloo has closed
   // the group's connections (a wait that runs out does so) or will at its own bound, and no Work
   // can be taken back. The Works still posted and the plan's scratch are kept (keep_after_give_up;
   // the call's tensors by Session::run), the group's failure says why (every later call on the
@@ -332,8 +332,8 @@ class AtenExecutor : public Executor {
           for (const Transfer& t : *ts) bytes += message(t).bytes;
       return bytes;
     };
-    // Every sendrecv step with messages is issued as its runs issue it, 0-byte messages included: a
-    // rank whose messages of a step are all empty (an uneven split's empty chunk) still meets its
+    // Every sendrecv step with messages is issued as its runs issue it, 0-byte messages included. So
+    // a rank whose messages of a step are all empty (an uneven split's empty chunk) still meets its
     // peers' messages to it, which they post whatever their size. A collective's size is the same on
     // every rank, so one of 0 bytes is left out everywhere.
     auto issued = [&](const Step& s) {

@@ -55,8 +55,8 @@ bool find(void* lib, const char* name, F& f) {
 }
 
 // The NCCL that torch's libtorch_cuda.so runs: each function looked up through its handle, which
-// searches it and then the libraries it needs (libnccl.so.2 where torch links NCCL as a library;
-// torch's own copy where it links NCCL in and exports it; neither: null).
+// searches it and then the libraries it needs. That finds libnccl.so.2 where torch links NCCL as a
+// library, torch's own copy where it links NCCL in and exports it; neither: null.
 const NcclLib* nccl_lib() {
   static const NcclLib* lib = []() -> const NcclLib* {
     void* so = dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
@@ -77,9 +77,9 @@ const NcclLib* nccl_lib() {
 }
 
 // Two members of c10d::ProcessGroupNCCL, from the libtorch_cuda.so this process loaded (called on a
-// ProcessGroupNCCL only): isInitialized() (its communicators made; not virtual in every torch)
-// and getCommPtr() (the current device's communicator as an integer; it reads a missing one through
-// a null pointer, hence isInitialized first).
+// ProcessGroupNCCL only). isInitialized(): its communicators made (not virtual in every torch).
+// getCommPtr(): the current device's communicator as an integer; it reads a missing one through a
+// null pointer, hence isInitialized first.
 struct PgNccl {
   bool (*is_initialized)(c10d::Backend*) = nullptr;
   int64_t (*comm_ptr)(c10d::Backend*) = nullptr;

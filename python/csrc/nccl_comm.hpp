@@ -35,12 +35,13 @@ class NcclComm {
     size_t bytes;
   };
 
-  // The group's communicator on `device`, where it can be reached: the group's CUDA backend is a
-  // ProcessGroupNCCL (not a wrapper) that has made its communicators (ProcessGroupNCCL::
-  // isInitialized; the caller has run a c10d transfer on `device` first, so the one of `device` is
-  // among them) and has not aborted them (getCommPtr throws then), and this process has the NCCL
-  // torch runs and those two members (above). Else null. Cheap (two lookups under c10d's locks):
-  // asked again at every run, so a communicator c10d aborted or replaced since is never used.
+  // The group's communicator on `device`, where it can be reached. That needs three things. The
+  // group's CUDA backend is a ProcessGroupNCCL (not a wrapper) that has made its communicators
+  // (ProcessGroupNCCL::isInitialized; the caller has run a c10d transfer on `device` first, so the
+  // one of `device` is among them). It has not aborted them (getCommPtr throws then). This process
+  // has the NCCL torch runs and those two members (above). Else null. Cheap (two lookups under
+  // c10d's locks): asked again at every run, so a communicator c10d aborted or replaced since is
+  // never used.
   static std::unique_ptr<NcclComm> of(c10d::ProcessGroup& group, c10::Device device);
 
   // On `stream` (a cudaStream_t): every receive and send of a step, in one ncclGroup.

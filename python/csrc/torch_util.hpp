@@ -1,6 +1,6 @@
-// torch_util.hpp: what the extension's files share: the dtypes the ops take as collmm's Dtype,
-// collmm's Dtype as an ATen scalar type, and the parts of a collective padded to one size (gloo and
-// the c10d collectives want parts of one size: uneven ones travel as zero-padded copies).
+// torch_util.hpp: what the extension's files share. The dtypes the ops take as collmm's Dtype, and
+// collmm's Dtype as an ATen scalar type. The parts of a collective padded to one size: gloo and the
+// c10d collectives want parts of one size, so uneven ones travel as zero-padded copies.
 #pragma once
 
 #include <dlfcn.h>

@@ -22,10 +22,12 @@ struct TracedCall {
 };
 
 // Per call, from its timeline, all on one basis, the slowest rank (the one whose last step ends
-// last): time = its last step's end; t_gemm, t_comm = the union of its GEMM (comm) step intervals;
-// E = (t_gemm + t_comm - time) / min(t_gemm, t_comm), the part of the smaller one hidden
-// (collmm-bench's E with this call's own t_gemm and t_comm in place of the sequential plan's);
-// hidden = the mean over ranks of the comm time covered by a GEMM.
+// last):
+//   - time: its last step's end;
+//   - t_gemm, t_comm: the union of its GEMM (comm) step intervals;
+//   - E: (t_gemm + t_comm - time) / min(t_gemm, t_comm), the part of the smaller one hidden
+//     (collmm-bench's E with this call's own t_gemm and t_comm in place of the sequential plan's);
+//   - hidden: the mean over ranks of the comm time covered by a GEMM.
 struct CallFigures {
   double time_us = 0, t_gemm_us = 0, t_comm_us = 0, hidden = 0, e = 0;
 };
