@@ -61,10 +61,10 @@ int stages_of(const Problem&, const PlanOptions&);
 // o.waves where the op and algorithm take waves and it is given, else 1.
 int waves_of(const Problem&, const PlanOptions&);
 
-// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for (its row: stages
-// outside pipelined, waves outside gemm_ar's ring, merge outside the ag_gemm ring, pieces outside
-// ring and bidir, piece sizes where there is one piece) at its default. What a front end runs for each
-// algorithm when one set of flags serves several (--algo all).
+// `o` as algorithm `algo` of `op` takes it: an option that algorithm has no use for is at its
+// default. Its row says which: stages outside pipelined, waves outside gemm_ar's ring, merge outside
+// the ag_gemm ring, pieces outside ring and bidir, piece sizes where there is one piece. What a
+// front end runs for each algorithm when one set of flags serves several (--algo all).
 PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 
 // The rows of the smallest piece of work --pieces cuts: the smallest rank's block, divided by the
@@ -73,9 +73,9 @@ PlanOptions options_for(Op op, Algo algo, PlanOptions o);
 int64_t edge_rows(const Problem&, const PlanOptions&);
 
 // validate(Problem) (collmm/types.hpp) and the options that one algorithm takes, in one UsageError
-// naming everything wrong: every integer option within its range, merge, waves and pieces only where
-// the rows take them, pieces the edge chunk has the rows for, stages and waves the smallest block
-// can split into.
+// naming everything wrong. Every integer option is within its range; merge, waves and pieces are
+// set only where the rows take them. The edge chunk has the rows for its pieces, and the smallest
+// block can split into the stages and waves.
 void validate(const Problem&, const PlanOptions&);
 
 // The simulator walks every step of every rank's plan; bounded so that every run ends in seconds
@@ -83,12 +83,13 @@ void validate(const Problem&, const PlanOptions&);
 constexpr double kMaxSimulatedSteps = 4e6;
 double simulated_steps(const Problem&, const PlanOptions&);
 
-// The configurations `--algo auto` simulates for this problem, in the table's order: each row's
-// stage counts (those the shape allows, within kMaxSimulatedSteps) times its GEMM lane counts (1
-// and 2 where it takes lanes), all posted comm-first; then each row's merges (ag_gemm, P > merge);
-// then each row's pieces (1 lane, pieces <= edge_rows), then its pieces of halving size (1 lane,
-// 2^(pieces-1) <= edge_rows). With one rank, only the row marked
-// alone_at_one_rank.
+// The configurations `--algo auto` simulates for this problem, in the table's order:
+//   - each row's stage counts (those the shape allows, within kMaxSimulatedSteps) times its GEMM
+//     lane counts (1 and 2 where it takes lanes), all posted comm-first;
+//   - then each row's merges (ag_gemm, P > merge);
+//   - then each row's pieces (1 lane, pieces <= edge_rows), then its pieces of halving size
+//     (1 lane, 2^(pieces-1) <= edge_rows).
+// With one rank, only the row marked alone_at_one_rank.
 std::vector<PlanOptions> auto_candidates(const Problem&);
 
 }  // namespace collmm

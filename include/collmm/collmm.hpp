@@ -1,9 +1,10 @@
 // collmm/collmm.hpp: the C++ API. A Context starts a backend (for cpu: MPI, one rank per process)
-// and runs ag_gemm / gemm_rs / gemm_ar on the caller's local shards, with the communication overlapped with
-// the GEMM by the chosen algorithm. Buffers are host memory, row-major, of the element type given
-// (C of context.out_dtype(dtype)). The cpu backend runs the plan on them in place (Executor::bind:
-// A and B read, C and the gathered A written, no copy); where the executor cannot bind (cuda, for
-// now) the inputs are written in before each call and the outputs read back after it.
+// and runs ag_gemm / gemm_rs / gemm_ar on the caller's local shards, with the communication
+// overlapped with the GEMM by the chosen algorithm. Buffers are host memory, row-major, of the
+// element type given (C of context.out_dtype(dtype)). The cpu backend runs the plan on them in
+// place (Executor::bind: A and B read, C and the gathered A written, no copy). Where the executor
+// cannot bind (cuda, for now) the inputs are written in before each call and the outputs read back
+// after it.
 //
 //   #include "collmm/collmm.hpp"
 //   collmm::Context ctx;                     // MPI_Init; rank() and world_size() from the job
@@ -31,9 +32,9 @@ namespace collmm {
 // The backend a Context drives (internal: src/common/executor.hpp).
 class Executor;
 
-// Where a call's plan options come from: `plan` as given, or auto: the cost model's pick for the
-// shape, refined (AutoSettings::measure on, the default) by timing its best few candidates on the
-// call's own inputs the first time the shape runs (src/sim/measured_choice.hpp).
+// Where a call's plan options come from: `plan` as given, or auto. Auto is the cost model's pick for
+// the shape, refined (AutoSettings::measure on, the default) by timing its best few candidates on
+// the call's own inputs the first time the shape runs (src/sim/measured_choice.hpp).
 enum class AlgoChoice { given, automatic };
 
 // How the collective and the GEMM are combined; the defaults are the ring, comm posted first.

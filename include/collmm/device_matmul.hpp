@@ -1,6 +1,6 @@
 // collmm/device_matmul.hpp: the C++ API on device memory (the cuda backend). A DeviceMatmul is made
-// once per (problem, plan options, dtype) on the caller's NCCL communicator and GPU; each call takes
-// device pointers and a cudaStream_t, as cuBLASMp's and NCCL's own calls do: no copy of A, B or C,
+// once per (problem, plan options, dtype) on the caller's NCCL communicator and GPU. Each call takes
+// device pointers and a cudaStream_t, as cuBLASMp's and NCCL's own calls do. No copy of A, B or C,
 // no host synchronization, and it can be captured in a CUDA graph.
 //
 //   #include "collmm/device_matmul.hpp"
@@ -15,8 +15,8 @@
 //   gemm_ar  a [M, K_r], b [K_r, N] or [N, K_r], c [M, N]
 // where D_r = block_size(D, P, r) (types.hpp).
 //
-// The plan runs on lanes (CUDA streams) of its own: each call's lanes wait for what the caller's
-// stream holds when the call is made, and the caller's stream waits for the plan's end; its
+// The plan runs on lanes (CUDA streams) of its own. Each call's lanes wait for what the caller's
+// stream holds when the call is made, and the caller's stream waits for the plan's end. Its
 // transfers are NCCL calls on the caller's communicator. Calls on one DeviceMatmul run in the order
 // made; every rank makes the same calls in the same order (they are collective, as NCCL's). A
 // graph that captured a call holds the handle's own scratch: launch its replays on one stream, in
@@ -55,13 +55,13 @@ struct DeviceMatmulSettings {
 
 class DeviceMatmul {
  public:
-  // Collective over `comm` (every rank makes it at the same point): checks that every rank gives the
-  // same problem, options and dtype, that problem.world is the communicator's size, and that the GPU
-  // takes the dtype; UsageError on every rank otherwise, before anything is allocated (and after, where
-  // a rank could not allocate its buffers). A rank that
-  // does not come within timeout_s: std::runtime_error, the communicator aborted (not to be used or
-  // destroyed afterwards). The communicator stays the caller's: used, never destroyed here. The
-  // GPU is the communicator's (ncclCommCuDevice).
+  // Collective over `comm` (every rank makes it at the same point). Checks that every rank gives
+  // the same problem, options and dtype, that problem.world is the communicator's size, and that
+  // the GPU takes the dtype. UsageError on every rank otherwise, before anything is allocated (and
+  // after, where a rank could not allocate its buffers). A rank that does not come within
+  // timeout_s: std::runtime_error, the communicator aborted (not to be used or destroyed
+  // afterwards). The communicator stays the caller's: used, never destroyed here. The GPU is the
+  // communicator's (ncclCommCuDevice).
   DeviceMatmul(ncclComm_t comm, const Problem& problem, const PlanOptions& options, Dtype dtype,
                const DeviceMatmulSettings& settings = {});
   // The same on collmm's own bootstrap (make_cuda_executor: mpirun or torchrun, one rank per

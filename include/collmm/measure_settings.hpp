@@ -23,9 +23,10 @@ struct MeasureSettings {
   int max_candidates = 4;  // sequential included
   double margin = 0.25;    // candidates predicted within (1 + margin) x the best prediction
   // The runoff: after the first pass, the candidates measured within (1 + runoff_margin) x the
-  // fastest are timed again, up to runoff_passes more passes (each in the other order), while two
-  // or more stay that close; a candidate's time is the median of its passes. One pass's outlier
-  // (a run of 8% measured on the host bed) then cannot decide between candidates 2-5% apart.
+  // fastest are timed again while two or more stay that close. That is up to runoff_passes more
+  // passes, each in the other order; a candidate's time is the median of its passes. One pass's
+  // outlier (a run of 8% measured on the host bed) then cannot decide between candidates 2-5%
+  // apart.
   double runoff_margin = 0.05;
   int runoff_passes = 2;
   // A tie: candidates measured within (1 + tie_margin) x the fastest. The tie goes to the plan of

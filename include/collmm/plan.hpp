@@ -122,8 +122,9 @@ Lowered lower_collectives(const Plan&);
 // reads the chunk from A).
 bool only_fills_output(const Plan&, int i);
 
-// Shared by the builders: a plan with A, B, C (and nothing else) for this rank; a local step
-// (gemm, copy or add: out = a @ B, out = a, out += a) with its labels and waits; a mod b in [0, b).
+// Shared by the builders. empty_plan: a plan with A, B, C (and nothing else) for this rank.
+// local_step: a gemm, copy or add (out = a @ B, out = a, out += a) with its labels and waits.
+// ring_mod: a mod b in [0, b).
 Plan empty_plan(const Problem&, const PlanOptions&, int rank);
 Step local_step(StepKind kind, int lane, Slice out, Slice a, int index, int chunk, std::vector<int> waits = {});
 // A GEMM step, out = a @ B: local_step's shorthand for the builders.
@@ -149,8 +150,8 @@ inline EdgeCut edge_cut(const PlanOptions& o, PieceOrder order, bool cut = true)
 
 // Where piece i of `cut` starts within R rows (i = cut.pieces: R), so piece i is rows
 // [piece_offset(i), piece_offset(i + 1)). Equal: as block_size splits R. Halving, largest first:
-// the rows left after i pieces are R >> i (i < S), so the pieces are R - R/2, R/2 - R/4, ...
-// (each the rounded-up half of what is left) and the last R >> (S-1); every piece has a row where
+// the rows left after i pieces are R >> i (i < S). So the pieces are R - R/2, R/2 - R/4, ...
+// (each the rounded-up half of what is left) and the last R >> (S-1). Every piece has a row where
 // R >= 2^(S-1) (rows_for_pieces). Smallest first: the same pieces in the mirrored order.
 inline int64_t piece_offset(int64_t rows, const EdgeCut& cut, int i) {
   const int S = cut.pieces;

@@ -8,13 +8,15 @@
 //   SimResult simulate(problem, options, dtype, profile, filter);   // builds the plans itself
 //   Prediction predict(problem, options, dtype, profile);           // one row of the table
 //
-// Execution rules (plan.hpp's, followed exactly): steps on a lane run one after another in list
-// order; a step also waits for the steps in `waits`; a sendrecv step is one group: its messages
-// start when both sides have posted them (the k-th send r -> q meets the k-th receive on q from
-// r) and the step ends when all its messages are done; the k-th allgather / reduce-scatter of
-// every rank is one collective that starts when every rank has posted it and ends on all ranks
-// together. Among steps that become ready at the same instant, the earlier one in the list starts
-// first (that is what "posted first" means here). Skipped steps (StepFilter) take no time.
+// Execution rules (plan.hpp's, followed exactly):
+//   - steps on a lane run one after another in list order; a step also waits for the steps in
+//     `waits`;
+//   - a sendrecv step is one group: its messages start when both sides have posted them (the k-th
+//     send r -> q meets the k-th receive on q from r), and the step ends when all are done;
+//   - the k-th allgather / reduce-scatter of every rank is one collective that starts when every
+//     rank has posted it and ends on all ranks together.
+// Among steps that become ready at the same instant, the earlier one in the list starts first (that
+// is what "posted first" means here). Skipped steps (StepFilter) take no time.
 // Host issue (Profile::host, issue_us > 0): a step also waits until the host has enqueued it. The
 // host spends issue_us x issue_ops(step) on each step that is not skipped, never waiting for the
 // device: per rank in list order (one issuer per rank), or, shared, one issuer for every rank in

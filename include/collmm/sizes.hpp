@@ -1,6 +1,7 @@
 // collmm/sizes.hpp: sizes as users type them ("8192", "8K", "1M") and the bounds every problem
-// must keep: each size, each product of two sizes (the element count of A, B or C) and P, so that
-// no byte count overflows and no plan asks for more lanes or ranks than a machine can run.
+// must keep. Each size, each product of two sizes (the element count of A, B or C) and P are
+// bounded, so that no byte count overflows and no plan asks for more lanes or ranks than a machine
+// can run.
 // collmm-bench and collmm-sim parse -m, -n and -k with parse_size.
 #pragma once
 

@@ -78,7 +78,7 @@ struct PlanOptions {
                        // steps (fewer, larger GEMMs; the comm is unchanged)
   int pieces = 1;      // ring and bidir: the ring's exposed edge (ag_gemm: the last chunk's transfer
                        // and GEMM; gemm_rs: the first partial's GEMM and send) cut into this many
-                       // row pieces, each its own transfer, so only 1/pieces of a chunk's GEMM is
+                       // row pieces, each its own transfer. So only 1/pieces of a chunk's GEMM is
                        // left with nothing beside it
   PieceSizes piece_sizes = PieceSizes::equal;  // the sizes of those pieces (pieces > 1 only); the
                                                // rule is piece_of's (collmm/plan.hpp)

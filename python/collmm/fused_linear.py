@@ -10,8 +10,9 @@ collmm.shared_gather) and for layers built on plain tensors:
         all_gather(dy): whole on every rank (one fused_all_gather_matmul)
 
 Weights are this rank's shards ([N_r, K] for a Colwise linear, [N, K_r] for a Rowwise one), as
-nn.Linear holds them; a DTensor parameter's .to_local() passes its gradient back with the parameter's
-placements, so a replicated bias gets a Replicate() gradient, as torch's RowwiseParallel gives it.
+nn.Linear holds them. A DTensor parameter's .to_local() passes its gradient back with the
+parameter's placements. So a replicated bias gets a Replicate() gradient, as torch's RowwiseParallel
+gives it.
 """
 from typing import List, Optional, Sequence
 

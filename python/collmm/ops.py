@@ -97,9 +97,9 @@ def _with_first(a: torch.Tensor, dim: int, first: int, last: int) -> torch.Tenso
 
 
 # torch.compile's caches (AOTAutograd's and inductor's FX graph cache) key a compiled graph on its
-# code and inputs, not on the process group behind a group name: a graph compiled at world 1 would
-# be loaded at world 2 (the same shard shapes, the group named "0" in both) with the fake kernel's
-# world-1 sizes baked in. A fake kernel whose sizes come from a group (no gathered_size /
+# code and inputs, not on the process group behind a group name. So a graph compiled at world 1
+# would be loaded at world 2 (the same shard shapes, the group named "0" in both) with the fake
+# kernel's world-1 sizes baked in. A fake kernel whose sizes come from a group (no gathered_size /
 # scatter_size) therefore adds that group's size (and, for the scatter's default split, this rank)
 # to torch.compile's cache_key_tag. Dynamo runs the fake kernels while it traces, before either
 # cache computes its key, so the compile that first meets a group is keyed on it.
@@ -189,9 +189,9 @@ def fused_all_gather_matmul(
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
         return_A: return the gathered A (else None, and it stays in collmm's scratch).
         algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
-            of its own as collmm-bench's ``--algo`` spells them: "ring:pieces4" (the last chunk's
-            transfer and GEMM cut in 4 pieces), "ring:pieces4h" (pieces of 1/2, 1/4, ... of the
-            chunk, the largest moved first), "ring:merge2".
+            of its own as collmm-bench's ``--algo`` spells them. Examples: "ring:pieces4" (the last
+            chunk's transfer and GEMM cut in 4 pieces), "ring:pieces4h" (pieces of 1/2, 1/4, ...
+            of the chunk, the largest moved first), "ring:merge2".
         gathered_size: the size of A along ``gather_dim`` (the sum over the ranks). Only
             torch.compile needs it, and only where the ranks' sizes differ; checked when given.
             Under torch.compile, without it: P times this rank's size (checked).
@@ -253,9 +253,9 @@ def fused_matmul_reduce_scatter(
             the transposed problem, one copy of B. The result is contiguous, as torch's.
         group: a ``ProcessGroup``, its ``group_name``, or None (the default group).
         algo: "auto" (the cost model's pick), one of ``ALGOS``, or an algorithm with plan options
-            of its own as collmm-bench's ``--algo`` spells them: "ring:pieces4" (the first
-            partial's GEMM and send cut in 4 pieces), "ring:pieces4h" (pieces of halving size,
-            1/8, 1/8, 1/4, 1/2 of the block, the smallest computed and sent first).
+            of its own as collmm-bench's ``--algo`` spells them. Examples: "ring:pieces4" (the
+            first partial's GEMM and send cut in 4 pieces), "ring:pieces4h" (pieces of halving
+            size, 1/8, 1/8, 1/4, 1/2 of the block, the smallest computed and sent first).
         scatter_size: this rank's size of the result along ``scatter_dim`` (any split whose sizes
             add up to A's); default ``block_size(A.size(scatter_dim), P, rank)``.
         pieces, piece_sizes: deprecated (a FutureWarning): ``algo="ring", pieces=4,

@@ -14,11 +14,11 @@ a replicated input (no communication forward; Megatron's MLP without sequence pa
 and a Rowwise with a Replicate() output), nn.Embedding.
 
 The sequence may be split any way. A Rowwise's output rows on each rank are the rows that the last
-Colwise input of the same sequence length had on that rank (on this group), so that a block's
-output adds to its input (the residual); without such a Colwise, torch.chunk's split (DTensor's).
-An input may come as a local tensor (this rank's rows) or as a DTensor; under torch.compile, the
-gathered length comes from the DTensor's global shape (a local tensor: P times its own rows, and a
-call whose ranks hold other sizes raises collmm's ValueError naming gathered_size). A sequence whose
+Colwise input of the same sequence length had on that rank (on this group). So a block's output adds
+to its input (the residual); without such a Colwise, torch.chunk's split (DTensor's) holds. An input
+may come as a local tensor (this rank's rows) or as a DTensor. Under torch.compile, the gathered
+length comes from the DTensor's global shape. For a local tensor it is P times its own rows, and a
+call whose ranks hold other sizes raises collmm's ValueError naming gathered_size. A sequence whose
 torch.chunk split leaves a rank no rows is refused by a Rowwise embedding with local outputs (see
 _EmptyRankCheck); a DTensor with the true sizes runs with a zero-row rank.
 """
@@ -226,8 +226,9 @@ class _EmptyRankCheck:
     """A forward pre-hook of an nn.Embedding under RowwiseParallel(output_layouts=Shard(d)) with local
     outputs: ValueError on every rank where torch.chunk's split of the sequence leaves a rank no rows.
     Such a local tensor into torch's SequenceParallel becomes, on that rank alone, a DTensor of global
-    length 0 (from_local infers P times the local length), which DTensor gathers on that rank alone:
-    the ranks' collectives go out of step and the next collective waits until the group's timeout.
+    length 0 (from_local infers P times the local length), which DTensor gathers on that rank alone.
+    The ranks' collectives then go out of step and the next collective waits until the group's
+    timeout.
     The input (replicated by then) is the same on every rank, so every rank decides alike, with no
     collective."""
 
@@ -294,9 +295,9 @@ class ColwiseParallel(_torch_style.ColwiseParallel):
 
 class RowwiseParallel(_torch_style.RowwiseParallel):
     """torch's RowwiseParallel (same arguments) plus ``algo`` (checked here). On an nn.Linear whose
-    input is sharded on its features (``Shard(-1)``, the default), the forward is collmm's GEMM +
-    reduce-scatter with ``output_layouts=Shard(d)`` (d the sequence dim, not the last), and collmm's
-    GEMM + all-reduce with ``Replicate()`` (the default); otherwise torch's style as it is."""
+    input is sharded on its features (``Shard(-1)``, the default), the forward is collmm's. With
+    ``output_layouts=Shard(d)`` (d the sequence dim, not the last) it is GEMM + reduce-scatter; with
+    ``Replicate()`` (the default), GEMM + all-reduce. Otherwise torch's style as it is."""
 
     def __init__(self, *, input_layouts: Optional[Placement] = None, output_layouts: Optional[Placement] = None,
                  use_local_output: bool = True, algo: str = "auto"):
@@ -325,7 +326,7 @@ class RowwiseParallel(_torch_style.RowwiseParallel):
 
 def _release_groups_at_exit() -> None:
     """At the interpreter's exit, before its finalization: DTensor's sharding-propagation caches hold
-    the mesh (and through it the process group) of every DTensor op that ran; cleared, with a
+    the mesh (and through it the process group) of every DTensor op that ran. Cleared, with a
     collection, the groups of models already gone are destroyed while the interpreter still runs.
     Destroyed during finalization instead, after collmm's calls on it, a gloo group aborted the
     process in 2 of 6 runs of python/bench/tp_step.py ("terminate called without an active

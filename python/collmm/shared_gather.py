@@ -5,7 +5,7 @@ module, then ColwiseParallel on a replicated input). collmm's Colwise linears ga
 inside the fused op, so wq, wk and wv would gather the same rows three times. With SharedGather on
 the parent module, the first of the named linears that the parent's forward calls runs one
 fused_all_gather_matmul for all of them (collmm.fused_linear.colwise_linears: their weights side by
-side), and each sibling called with the same input takes its part of the result; the backward
+side). Each sibling called with the same input takes its part of the result. The backward
 reduce-scatters the input's gradient once. The linears stay separate nn.Linear modules (their
 state_dict keys, checkpoints and DTensor parameters unchanged):
 

@@ -3,11 +3,11 @@ modules whose weight (and bias) are DTensors on the group's 1-D mesh, as collmm.
 and RowwiseParallel (collmm/parallel.py) make them and with their forward.
 
 With P ranks in `group`, a ColumnParallelLinear(K, N) holds rows block r of the [N, K] weight
-(Shard(0): torch.chunk's split, N_r output features) and a RowParallelLinear(K, N) columns block r
-(Shard(1): K_r input features). Built directly, a layer initializes as nn.Linear(K, N) of the full
-size would (one weight drawn from the caller's RNG state, the full fan-in; rank 0's, scattered),
-then sharded; from_linear takes an existing nn.Linear's. Activations between them follow Megatron's
-sequence parallelism:
+(Shard(0): torch.chunk's split, N_r output features). A RowParallelLinear(K, N) holds columns block
+r (Shard(1): K_r input features). Built directly, a layer initializes as nn.Linear(K, N) of the full
+size would, then is sharded: one weight drawn from the caller's RNG state, the full fan-in (rank
+0's, scattered). from_linear takes an existing nn.Linear's. Activations between them follow
+Megatron's sequence parallelism::
 
     x_r [s_r, b, K]  --ColumnParallelLinear-->  h_r [s, b, N_r]  --(elementwise)-->
     h_r [s, b, N_r]  --RowParallelLinear----->  y_r [s_r, b, K']      (s = sum of s_r, dim 0 split)
@@ -27,22 +27,24 @@ transposed view of the local shard); outputs and gradients equal those of the un
 torch.nn.Linear (tested).
 
 Parameters that every rank holds whole in a sequence-parallel block (a LayerNorm's weight and bias,
-a bias added to the sharded activations) see only this rank's rows: after backward, all-reduce their
-gradients over the group before the optimizer step (or parallelize the norms with torch's
-SequenceParallel, whose DTensor parameters get their gradients reduced)::
+a bias added to the sharded activations) see only this rank's rows. After backward, all-reduce their
+gradients over the group before the optimizer step, or parallelize the norms with torch's
+SequenceParallel, whose DTensor parameters get their gradients reduced::
 
     for p in norm.parameters():
         dist.all_reduce(p.grad, group=group)
 
 (RowParallelLinear's bias does this itself.) RowParallelLinear(..., sequence_parallel=False) is
-Megatron's row-parallel linear without sequence parallelism: input h_r [s, ..., K_r], output y [s,
-..., K'] whole on every rank, y = sum_q h_q @ W_q^T + b (fused_matmul_all_reduce), backward
-dh_r = dy @ W_r with no communication. shard() cuts an input into this rank's block;
-gather_state_dict() and load_full_state_dict() turn a sharded model's state_dict into the unsharded
-model's and back (torch.distributed.checkpoint saves and loads it sharded, at any world size).
-save_checkpoint(state, root, step) and load_checkpoint(state, root) save and load with DCP so that
-a save killed part-way never tears a checkpoint: a new directory per step, an atomic "latest"
-pointer, and the load takes the newest complete step (collmm/checkpoint.py).
+Megatron's row-parallel linear without sequence parallelism. Its input is h_r [s, ..., K_r], its
+output y [s, ..., K'] whole on every rank: y = sum_q h_q @ W_q^T + b (fused_matmul_all_reduce).
+Its backward, dh_r = dy @ W_r, has no communication.
+
+shard() cuts an input into this rank's block. gather_state_dict() and load_full_state_dict() turn
+a sharded model's state_dict into the unsharded model's and back (torch.distributed.checkpoint
+saves and loads it sharded, at any world size). save_checkpoint(state, root, step) and
+load_checkpoint(state, root) save and load with DCP so that a save killed part-way never tears a
+checkpoint. They use a new directory per step and an atomic "latest" pointer, and the load takes
+the newest complete step (collmm/checkpoint.py).
 """
 from typing import Dict, Union
 
@@ -131,14 +133,14 @@ class RowParallelLinear(RowwiseForward, _ParallelLinear):
     block r of them, `local_in` features; weight a DTensor Shard(1)); input full along dim 0, output
     sequence-parallel (dim 0 split), or whole on every rank with sequence_parallel=False.
 
-    Args: in_features, out_features, bias (as nn.Linear: a DTensor Replicate() held whole by every
-    rank, added to this rank's rows after the reduce-scatter; its gradient, whole on every rank, comes
-    from the backward's all-gather of dy),
-    group (a ProcessGroup, its name, or None), algo, device, dtype, and (keyword) sequence_parallel
-    (default True; False: the output whole on every rank, collmm's GEMM + all-reduce).
-    forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with s_r
-    = scatter_size (this rank's rows: any split of s), by default the rows that the last
-    ColumnParallelLinear input of length s had on this rank (else torch.chunk's split); with
+    Args: in_features, out_features, bias, group (a ProcessGroup, its name, or None), algo, device,
+    dtype, and (keyword) sequence_parallel. The bias is as nn.Linear's: a DTensor Replicate() held
+    whole by every rank, added to this rank's rows after the reduce-scatter. Its gradient, whole on
+    every rank, comes from the backward's all-gather of dy. sequence_parallel: default True; False
+    gives the output whole on every rank (collmm's GEMM + all-reduce).
+    forward(h, scatter_size=None): h is [s, ..., K_r]; the result [s_r, ..., out_features] with
+    s_r = scatter_size (this rank's rows: any split of s). By default s_r is the rows that the last
+    ColumnParallelLinear input of length s had on this rank (else torch.chunk's split). With
     sequence_parallel=False, [s, ..., out_features].
     from_linear(linear, group=None, algo="auto", sequence_parallel=True): this rank's shard of `linear`
     (the same on every rank): columns block r of its weight, its whole bias.

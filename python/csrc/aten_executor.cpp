@@ -20,8 +20,10 @@
 #include "collmm/element_types.hpp"
 #include "comm_watch.hpp"
 #include "nccl_comm.hpp"
+#include "peer_messages.hpp"
 #include "step_marks.hpp"
 #include "torch_util.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {
@@ -211,7 +213,7 @@ class AtenExecutor : public Executor {
     if (!w.wait(wait_limit_)) throw std::runtime_error("the transfer's wait was aborted");
   }
 
-  // A CPU run whose transfer failed or ran out (a peer stopped, died, or gave up): gloo has closed
+  // A CPU run whose transfer failed or ran out (a peer stopped, died, or gave up). gloo has closed
   // the group's connections (a wait that runs out does so) or will at its own bound, and no Work
   // can be taken back. The Works still posted and the plan's scratch are kept (keep_after_give_up;
   // the call's tensors by Session::run), the group's failure says why (every later call on the
@@ -330,8 +332,8 @@ class AtenExecutor : public Executor {
           for (const Transfer& t : *ts) bytes += message(t).bytes;
       return bytes;
     };
-    // Every sendrecv step with messages is issued as its runs issue it, 0-byte messages included: a
-    // rank whose messages of a step are all empty (an uneven split's empty chunk) still meets its
+    // Every sendrecv step with messages is issued as its runs issue it, 0-byte messages included. So
+    // a rank whose messages of a step are all empty (an uneven split's empty chunk) still meets its
     // peers' messages to it, which they post whatever their size. A collective's size is the same on
     // every rank, so one of 0 bytes is left out everywhere.
     auto issued = [&](const Step& s) {
@@ -413,15 +415,13 @@ class AtenExecutor : public Executor {
     used_c10d_ = true;
     Pending p;
     if (coalesce()) group_->startCoalescing(device_.type());
+    std::vector<PeerMessage> recvs, sends;
     for (const Transfer& t : s.recvs) {
-      std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->recv(v, t.peer, tags_.next_recv(t.peer)));
+      recvs.push_back({t.peer, rows(t.slice)});
       if (std::find(p.peers.begin(), p.peers.end(), t.peer) == p.peers.end()) p.peers.push_back(t.peer);
     }
-    for (const Transfer& t : s.sends) {
-      std::vector<at::Tensor> v{rows(t.slice)};
-      p.works.push_back(group_->send(v, t.peer, tags_.next_send(t.peer)));
-    }
+    for (const Transfer& t : s.sends) sends.push_back({t.peer, rows(t.slice)});
+    p.works = post_messages(*group_, tags_, recvs, sends);
     if (coalesce()) p.works = {group_->endCoalescing(device_.type())};  // one Work for the group, as batch_isend_irecv
     return p;
   }

@@ -1,15 +1,15 @@
 // bounded_store.hpp: requests to a c10d Store, each bounded by a deadline. c10d's own bound is not
-// enough: TCPStore's client, after a wait that timed out, asks its server to cancel the wait and
-// reads the answer without a bound, and every other request reads its answer without one too, so
-// a stopped server (rank 0 SIGSTOPped under torchrun or init_method tcp://: it hosts the TCPStore)
+// enough. TCPStore's client, after a wait that timed out, asks its server to cancel the wait and
+// reads the answer without a bound; every other request reads its answer without one too. So a
+// stopped server (rank 0 SIGSTOPped under torchrun or init_method tcp://: it hosts the TCPStore)
 // holds the caller until the server runs again.
 //
 // So each request runs on a thread of this object's own, and the caller waits for its result until
-// the deadline. A request that outlives it stays with that thread (nothing can take it back); the
-// caller gets StoreStuck, and so does every later request while the thread is still inside it,
-// except one posted (post()), which runs when the thread is free again.
+// the deadline. A request that outlives it stays with that thread (nothing can take it back). The
+// caller gets StoreStuck, and so does every later request while the thread is still inside it.
+// The exception is one posted (post()), which runs when the thread is free again.
 // The thread and what a request uses (the store, the request's own copies of its keys and values)
-// are shared with it: a request left behind touches nothing the caller owns, and the thread is
+// are shared with it. So a request left behind touches nothing the caller owns, and the thread is
 // detached, not joined, when this object goes while one is inside.
 #pragma once
 

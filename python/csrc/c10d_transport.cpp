@@ -32,15 +32,14 @@ int C10dTransport::rank() const { return group_->getRank(); }
 int C10dTransport::size() const { return group_->getSize(); }
 
 void C10dTransport::sendrecv(const std::vector<cpu::Message>& sends, const std::vector<cpu::Message>& recvs) {
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (const cpu::Message& m : recvs) {
-    std::vector<at::Tensor> t{bytes_at(m.data, static_cast<size_t>(m.rows) * m.row_bytes)};
-    works.push_back(group_->recv(t, m.peer, tags_.next_recv(m.peer)));
-  }
-  for (const cpu::Message& m : sends) {
-    std::vector<at::Tensor> t{bytes_at(m.data, static_cast<size_t>(m.rows) * m.row_bytes)};
-    works.push_back(group_->send(t, m.peer, tags_.next_send(m.peer)));
-  }
+  auto as_tensors = [](const std::vector<cpu::Message>& messages) {
+    std::vector<PeerMessage> out;
+    for (const cpu::Message& m : messages)
+      out.push_back({m.peer, bytes_at(m.data, static_cast<size_t>(m.rows) * m.row_bytes)});
+    return out;
+  };
+  std::vector<c10::intrusive_ptr<c10d::Work>> works =
+      post_messages(*group_, tags_, as_tensors(recvs), as_tensors(sends));
   wait_all(works);
 }
 

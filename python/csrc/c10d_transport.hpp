@@ -11,7 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "comm_watch.hpp"  // Failure
-#include "executor.hpp"
+#include "peer_messages.hpp"
 #include "store_channel.hpp"
 #include "torch_util.hpp"
 #include "transport.hpp"
@@ -37,12 +37,12 @@ class C10dTransport : public cpu::Transport {
 };
 
 // The group as the process-level HostComm. Its exchanges go through `channel`, the group's Store,
-// where given (host only: no wait for the device, capturable); else through the group's own
-// collectives, on CPU tensors where the group has a CPU backend (gloo; "cpu:gloo,cuda:nccl"), else
-// on tensors of `device` (an NCCL-only group: then each one waits for the device). Every wait is
-// bounded by wait_bound() and one that runs out throws c10::DistBackendError naming phase() (the
+// where given (host only: no wait for the device, capturable). Else they go through the group's
+// own collectives: on CPU tensors where the group has a CPU backend (gloo; "cpu:gloo,cuda:nccl"),
+// else on tensors of `device` (an NCCL-only group: then each one waits for the device). Every wait
+// is bounded by wait_bound() and one that runs out throws c10::DistBackendError naming phase() (the
 // call it waited in). Such a wait leaves the group out of step (bounded_wait) in `failure`, the
-// group's: from then on every exchange raises it without posting anything, so a late rank's
+// group's. From then on every exchange raises it without posting anything. So a late rank's
 // exchange meets the one still posted, or times out, never a later exchange of another size (gloo
 // ends a process whose message has another size than the one posted). abort() ends this process
 // (std::abort): the host executor's watchdog calls it when a run hangs past its timeout.
@@ -81,7 +81,7 @@ std::chrono::milliseconds wait_bound(c10d::ProcessGroup& group);
 // raises, and DistBackendError names `what` (the call it waited in).
 void bounded_wait(c10d::ProcessGroup& group, c10d::Work& work, const std::string& what, Failure& failure);
 
-// Why a wait for the other ranks on the group failed after `waited` of its `bound`: "no answer ...
+// Why a wait for the other ranks on the group failed after `waited` of its `bound`. "no answer ...
 // within T s" where it ran out, else "... failed after t s: <error's first line> (a peer left ...)"
 // (gloo reports a peer's death at once: connection reset or closed). `peers`: the ranks the wait
 // was for, where known (a stuck transfer's peers), named as the silent ones; else "the other ranks".
@@ -89,9 +89,9 @@ std::string wait_failed(int rank, int size, std::chrono::milliseconds bound, std
                         const std::string& what, const std::string& error, const std::vector<int>& peers = {});
 
 // What a transfer given up leaves to the group's backend: its Works and the memory they read or
-// write (the call's tensors, the plan's scratch), kept until the process ends, so that a transfer
-// that lands late (c10d cannot take one back) writes into memory that is still owned, never into
-// memory freed or handed out again.
+// write (the call's tensors, the plan's scratch), kept until the process ends. So a transfer that
+// lands late (c10d cannot take one back) writes into memory that is still owned, never into memory
+// freed or handed out again.
 void keep_after_give_up(std::vector<at::Tensor> tensors, std::vector<c10::intrusive_ptr<c10d::Work>> works);
 
 }  // namespace collmm::torch_ext

@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "agreement.hpp"
-#include "nccl_comm.hpp"
 #include "torch_util.hpp"
+#include "trace.hpp"
 
 namespace collmm::torch_ext {
 namespace {

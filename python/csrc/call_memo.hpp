@@ -1,6 +1,6 @@
 // call_memo.hpp: what a session's op calls settled before data moved. agree(): the ranks' one
 // exchange for a call (src/common/agreement.hpp: any rank's misfit, the keys every rank must share, each
-// rank's numbers), with the fingerprints agreed so far; recall() and remember(): the memo of a call
+// rank's numbers), with the fingerprints agreed so far. recall() and remember(): the memo of a call
 // by its CallKey, so that a call like one before skips its checks and planning. The rules of
 // set_check ("every", "first") and of CUDA graph capture for them are here.
 //

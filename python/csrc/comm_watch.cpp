@@ -15,9 +15,9 @@ namespace collmm::torch_ext {
 namespace {
 
 // The calling thread's CUDA stream-capture mode set to relaxed (cudaThreadExchangeStreamCaptureMode,
-// from the libcudart torch loaded): its cudaEventQuery calls then neither fail nor invalidate a CUDA
-// graph another thread captures in the global mode (torch.cuda.graph's default), as c10d's watchdog
-// does for its own queries.
+// from the libcudart torch loaded), as c10d's watchdog does for its own queries. Its cudaEventQuery
+// calls then neither fail nor invalidate a CUDA graph another thread captures in the global mode
+// (torch.cuda.graph's default).
 void relax_capture_mode() {
   using Exchange = int (*)(int*);
   for (const char* lib : {"libcudart.so.13", "libcudart.so.12", "libcudart.so"}) {

@@ -1,11 +1,12 @@
 // comm_watch.hpp: a bound on the NCCL transfers collmm enqueues itself (nccl_comm.hpp), which c10d's
-// watchdog does not see. A run hands in an event recorded on the device after its last transfer; one
-// thread per process polls the events (every 20 ms while there are some, without holding the lock the
-// issuing thread takes; it sleeps while there are none). Where an event has not
-// completed within its bound (a peer stopped or died: its transfers never come), the thread prints
-// why on stderr, aborts the group's backend (c10d's abort: its communicators end, and the kernels
-// waiting in them return, so the host's next synchronization returns) and leaves the message in
-// the run's Failure, which every later call on that group raises as DistBackendError.
+// watchdog does not see. A run hands in an event recorded on the device after its last transfer.
+// One thread per process polls the events: every 20 ms while there are some, without holding the
+// lock the issuing thread takes; it sleeps while there are none. Where an event has not completed
+// within its bound (a peer stopped or died: its transfers never come), the thread does three
+// things. It prints why on stderr. It aborts the group's backend (c10d's abort: its communicators
+// end, and the kernels waiting in them return, so the host's next synchronization returns). It
+// leaves the message in the run's Failure, which every later call on that group raises as
+// DistBackendError.
 //
 // Nothing is watched under CUDA graph capture (a replay's kernels belong to the graph), as c10d
 // watches nothing there either.

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <typeinfo>
 
 #include <c10/core/DeviceGuard.h>
@@ -23,33 +22,7 @@
 namespace collmm::torch_ext {
 namespace {
 std::atomic<bool> g_direct{true};
-std::mutex g_last_mutex;
-std::string g_last_path = "none", g_last_options;
-std::string g_last_auto;
 }  // namespace
-
-void note_last_auto(const std::string& report) {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  g_last_auto = report;
-}
-std::string last_auto_report() {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  return g_last_auto;
-}
-
-void note_last_run(const char* comm_path, const std::string& plan_options) {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  g_last_path = comm_path;
-  g_last_options = plan_options;
-}
-std::string last_comm_path() {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  return g_last_path;
-}
-std::string last_plan_options() {
-  std::lock_guard<std::mutex> lock(g_last_mutex);
-  return g_last_options;
-}
 
 void set_comm(const std::string& path) {
   if (path != "auto" && path != "c10d") throw UsageError("comm must be auto or c10d (got " + path + ")");
@@ -82,8 +55,8 @@ bool find(void* lib, const char* name, F& f) {
 }
 
 // The NCCL that torch's libtorch_cuda.so runs: each function looked up through its handle, which
-// searches it and then the libraries it needs (libnccl.so.2 where torch links NCCL as a library;
-// torch's own copy where it links NCCL in and exports it; neither: null).
+// searches it and then the libraries it needs. That finds libnccl.so.2 where torch links NCCL as a
+// library, torch's own copy where it links NCCL in and exports it; neither: null.
 const NcclLib* nccl_lib() {
   static const NcclLib* lib = []() -> const NcclLib* {
     void* so = dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
@@ -104,9 +77,9 @@ const NcclLib* nccl_lib() {
 }
 
 // Two members of c10d::ProcessGroupNCCL, from the libtorch_cuda.so this process loaded (called on a
-// ProcessGroupNCCL only): isInitialized() (its communicators made; not virtual in every torch)
-// and getCommPtr() (the current device's communicator as an integer; it reads a missing one through
-// a null pointer, hence isInitialized first).
+// ProcessGroupNCCL only). isInitialized(): its communicators made (not virtual in every torch).
+// getCommPtr(): the current device's communicator as an integer; it reads a missing one through a
+// null pointer, hence isInitialized first.
 struct PgNccl {
   bool (*is_initialized)(c10d::Backend*) = nullptr;
   int64_t (*comm_ptr)(c10d::Backend*) = nullptr;

@@ -1,6 +1,7 @@
 // nccl_comm.hpp: the NCCL communicator of a c10d NCCL group, called directly. c10d wraps each of
 // its calls in a Work, events, stashed tensors, a watchdog entry and a flight-recorder entry: 40-110
-// us of host time per call on the GPU machine (docs/perf.md), while a plan makes one call per step.
+// us of host time per call on the GPU machine (docs/perf/log-2026-12.md, 2026-12-04), while a plan
+// makes one call per step.
 // Here a step's sends and receives are one ncclGroup of ncclSend/ncclRecv and a collective one
 // ncclAllGather / ncclReduceScatter, on the stream the caller gives.
 //
@@ -34,12 +35,13 @@ class NcclComm {
     size_t bytes;
   };
 
-  // The group's communicator on `device`, where it can be reached: the group's CUDA backend is a
-  // ProcessGroupNCCL (not a wrapper) that has made its communicators (ProcessGroupNCCL::
-  // isInitialized; the caller has run a c10d transfer on `device` first, so the one of `device` is
-  // among them) and has not aborted them (getCommPtr throws then), and this process has the NCCL
-  // torch runs and those two members (above). Else null. Cheap (two lookups under c10d's locks):
-  // asked again at every run, so a communicator c10d aborted or replaced since is never used.
+  // The group's communicator on `device`, where it can be reached. That needs three things. The
+  // group's CUDA backend is a ProcessGroupNCCL (not a wrapper) that has made its communicators
+  // (ProcessGroupNCCL::isInitialized; the caller has run a c10d transfer on `device` first, so the
+  // one of `device` is among them). It has not aborted them (getCommPtr throws then). This process
+  // has the NCCL torch runs and those two members (above). Else null. Cheap (two lookups under
+  // c10d's locks): asked again at every run, so a communicator c10d aborted or replaced since is
+  // never used.
   static std::unique_ptr<NcclComm> of(c10d::ProcessGroup& group, c10::Device device);
 
   // On `stream` (a cudaStream_t): every receive and send of a step, in one ncclGroup.
@@ -78,16 +80,5 @@ struct GroupComm {
 // through NcclComm where of() reaches the communicator, else c10d) or "c10d" (always c10d's calls).
 void set_comm(const std::string& path);
 bool direct_comm_allowed();
-// The last run of this process: how it moved its data, "nccl" (NcclComm), "c10d", "nccl+c10d" (uneven
-// collectives padded through c10d beside the rest) or "none" (no transfer), and its plan's options
-// (to_string(PlanOptions): what "auto" picked).
-void note_last_run(const char* comm_path, const std::string& plan_options);
-std::string last_comm_path();
-std::string last_plan_options();
-// auto's last decision in this process (a shape's first call decides, later calls reuse it): the
-// model's alternatives, and, where it timed them, each candidate's host steps, times and the pick, as
-// collmm-bench --algo auto prints them.
-void note_last_auto(const std::string& report);
-std::string last_auto_report();
 
 }  // namespace collmm::torch_ext

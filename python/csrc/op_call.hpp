@@ -1,6 +1,7 @@
 // op_call.hpp: the skeleton every op call of ops.cpp walks (run_call: check -> agree -> plan -> bind
-// -> run) and what it takes of each op (CallBase and the steps an op's call struct has), with the
-// helpers the ops share (their CallKey, binding a tensor to a plan's buffer, UsageError as ValueError).
+// -> run) and what it takes of each op (CallBase and the steps an op's call struct has). Here too:
+// the helpers the ops share (their CallKey, binding a tensor to a plan's buffer, UsageError as
+// ValueError).
 #pragma once
 
 #include <string>

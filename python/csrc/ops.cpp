@@ -2,11 +2,11 @@
 // torch.ops.collmm.fused_matmul_reduce_scatter (the arguments of torch.ops.symm_mem's fused ops, plus `algo` and
 // the sizes one rank cannot know) and torch.ops.collmm.fused_matmul_all_reduce, and their CPU and CUDA kernels.
 // `algo` is "auto" or an entry of the command lines' --algo: "ring", "ring:pieces4h" (algo_entries.hpp).
-// Every op call walks one skeleton (run_call, op_call.hpp): every rank checks its own tensors, the ranks
-// agree on the problem (python/csrc/call_memo.hpp, src/common/agreement.hpp: one exchange of the same size for
-// every op, the op's name among what they agree on), then collmm's plan runs on the caller's tensors
-// through the session's executor. A user error raises ValueError("collmm: ...") on every rank before
-// any data moves.
+// Every op call walks one skeleton (run_call, op_call.hpp). Every rank checks its own tensors. The
+// ranks agree on the problem (python/csrc/call_memo.hpp, src/common/agreement.hpp: one exchange of the
+// same size for every op, the op's name among what they agree on). Then collmm's plan runs on the
+// caller's tensors through the session's executor. A user error raises ValueError("collmm: ...") on
+// every rank before any data moves.
 //
 //   fused_all_gather_matmul(A [..., K], Bs [[K, N_r], ...], gather_dim, group_name,
 //                           return_A, algo, gathered_size)
@@ -22,11 +22,11 @@
 //     returns S = sum over ranks q of A_q @ B_q [..., N] on every rank (reduce_op "avg": divided by P)
 //
 // The dimension gathered or scattered goes first (in place when A is contiguous and it is dim 0 or
-// every dim before it has size 1, else one copy of A); the dims between it and the last are
-// flattened into the GEMM's rows, and the rows of every rank as they come are collmm's split (the
-// plan as it is) or run padded (row_split.hpp); so do the columns of Bs[0] (each rank's N_r) and of
-// A (K_r). B is read in place as [K, N] row-major (layout kn) or as the transposed view of an
-// nn.Linear weight stored [N, K] (w.t(), layout nk); a B of one row or column fits both, and the
+// every dim before it has size 1, else one copy of A). The dims between it and the last are
+// flattened into the GEMM's rows. The rows of every rank as they come are collmm's split (the plan
+// as it is) or run padded (row_split.hpp); so do the columns of Bs[0] (each rank's N_r) and of A
+// (K_r). B is read in place as [K, N] row-major (layout kn) or as the transposed view of an
+// nn.Linear weight stored [N, K] (w.t(), layout nk). A B of one row or column fits both, and the
 // ranks take the layout any of them needs.
 #include <algorithm>
 #include <optional>

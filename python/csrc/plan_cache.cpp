@@ -14,8 +14,8 @@
 #include "algo_entries.hpp"
 #include "c10d_transport.hpp"
 #include "collmm/profile.hpp"
-#include "nccl_comm.hpp"
 #include "torch_util.hpp"
+#include "trace.hpp"
 #include "tuning.hpp"
 
 namespace collmm::torch_ext {

@@ -49,17 +49,17 @@ class PlanCache {
   PlanCache(c10::Device device, ExecutorKind kind, int rank, HostComm& host, std::shared_ptr<Failure> exchanges,
             MakeExecutor make_executor, std::function<void()> dropping);
 
-  // The plan options for `algo` ("auto": the measured choice: the cost model's best few
-  // candidates for this problem and dtype, ranked with the cpu-2core profile on CPU and h200-nvlink
-  // on CUDA, timed on this device on the shape's first call, the fastest kept per shape; else the
-  // entry's algorithm and options, the rest at their defaults: entry_options, algo_entries.hpp).
+  // The plan options for `algo`. "auto": the measured choice. The cost model's best few candidates
+  // for this problem and dtype are ranked with the cpu-2core profile on CPU and h200-nvlink on CUDA,
+  // then timed on this device on the shape's first call; the fastest is kept per shape. Else the
+  // entry's algorithm and options, the rest at their defaults (entry_options, algo_entries.hpp).
   PlanOptions options(const Problem& problem, Dtype dtype, const std::string& algo);
   // The last options()' decision as last_auto() reports it ("" unless its algo was "auto").
   const std::string& auto_report() const { return auto_report_; }
 
-  // This rank's plan for (problem, options, dtype) on an executor prepared for it: made on first
-  // use (collective: the executor checks that every rank prepares the same problem), then reused,
-  // so a model whose layers alternate shapes (forward, backward) prepares each shape once. At most
+  // This rank's plan for (problem, options, dtype) on an executor prepared for it. Made on first
+  // use (collective: the executor checks that every rank prepares the same problem), then reused.
+  // So a model whose layers alternate shapes (forward, backward) prepares each shape once. At most
   // kMaxPrepared are kept: one more drops the first in PlanKey's order (the same on every rank).
   // Under CUDA graph capture (`capturing`) a plan not kept throws UsageError (capture forbids
   // preparing one).

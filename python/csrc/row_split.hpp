@@ -1,11 +1,11 @@
-// row_split.hpp: the caller's split of a dimension over the ranks, as collmm's plans take it. A plan
-// splits M (and ag_gemm's N, gemm_rs's K) as block_size(total, P, q) (collmm/types.hpp). Any other
-// split (a sequence of s rows sharded over P ranks with a batch of b > 1 each holds
-// block_size(s, P, q) * b rows; a weight sharded as torch.chunk splits it) runs as the plan of P
-// equal blocks of the largest rank's size: each rank's part padded with zeros to that size on the
-// way in, the padding dropped on the way out (one copy each way; at most P * (most - fewest) rows
-// or columns of GEMM more). The rows are M; the columns of ag_gemm's B (N) and of gemm_rs's A and
-// rows of its B (K) are split the same way, each rank's N_r or K_r its own.
+// row_split.hpp: the caller's split of a dimension over the ranks, as collmm's plans take it. A
+// plan splits M (and ag_gemm's N, gemm_rs's K) as block_size(total, P, q) (collmm/types.hpp). Any
+// other split runs as the plan of P equal blocks of the largest rank's size. Examples: a sequence
+// of s rows sharded over P ranks with a batch of b > 1 (each holds block_size(s, P, q) * b rows); a
+// weight sharded as torch.chunk splits it. Each rank's part is padded with zeros to that size on
+// the way in, the padding dropped on the way out. That is one copy each way, and at most
+// P * (most - fewest) rows or columns of GEMM more. The rows are M; the columns of ag_gemm's B (N)
+// and of gemm_rs's A and rows of its B (K) are split the same way, each rank's N_r or K_r its own.
 #pragma once
 
 #include <vector>

@@ -48,7 +48,8 @@ std::shared_ptr<StoreChannel> channel_for(c10d::ProcessGroup& group, c10::Device
 }
 
 // CPU tensors default to the ATen executor: torch's own BLAS ran 5-7x faster than the system
-// OpenBLAS of the host executor at M = 2048, K = N = 1024 on the CI machine (docs/perf.md).
+// OpenBLAS of the host executor at M = 2048, K = N = 1024 on the CI machine
+// (docs/perf/log-2026-12.md, 2026-12-03).
 ExecutorKind g_cpu_kind = ExecutorKind::aten;  // guarded by g_mutex
 Channel g_channel = Channel::automatic;        // guarded by g_mutex
 std::atomic<double> g_timeout_s{0};

@@ -1,6 +1,6 @@
-// session.hpp: what the ops keep per process group and device (Session): the group's links (a host
-// comm for the ops' own exchanges, over the channel set_channel picked; the group's failure), the
-// call memos and agreement (call_memo.hpp) and the prepared plans (plan_cache.hpp), and the run of a
+// session.hpp: what the ops keep per process group and device (Session). The group's links (a host
+// comm for the ops' own exchanges, over the channel set_channel picked; the group's failure). The
+// call memos and agreement (call_memo.hpp), the prepared plans (plan_cache.hpp), and the run of a
 // plan. session_for finds a session and holds it for one call; the settings sessions read are here
 // (set_check is call_memo.hpp's).
 #pragma once
@@ -20,9 +20,9 @@
 namespace collmm::torch_ext {
 
 // How the ops agree: over the group's Store, through shared memory set up over it (every rank on
-// one host), over the group's own collectives, or (auto) over the Store, in shared memory where the
-// ranks share a host, where the group's collectives would run on the device (an NCCL-only group),
-// else the group.
+// one host), or over the group's own collectives. automatic: where the group's collectives would
+// run on the device (an NCCL-only group), over the Store, in shared memory where the ranks share a
+// host; else the group.
 enum class Channel { automatic, store, shm, group };
 
 class Session {

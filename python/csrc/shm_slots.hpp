@@ -13,10 +13,11 @@
 // slot go through the store instead (in_store marks them); the stamp still comes through here. A
 // rank that gives up on round s (its wait ran out) stamps -(s + 1): the others see that it left.
 //
-// What a peer wrote is checked before it is used: while this rank waits in round s, rank q's
-// buffer of round s holds s - 1 (round s - 2; 0 before the second round), s + 1 or -(s + 1), and its other
-// buffer s or -s (round s - 1; 0 at the first round), s + 2 or -(s + 2) (q is one round ahead); a length
-// is 0..slot_bytes and in_store 0 or 1. Anything else raises DistBackendError naming q.
+// What a peer wrote is checked before it is used. While this rank waits in round s, rank q's
+// buffer of round s holds s - 1 (round s - 2; 0 before the second round), s + 1 or -(s + 1). Its
+// other buffer holds s or -s (round s - 1; 0 at the first round), s + 2 or -(s + 2) (q is one
+// round ahead). A length is 0..slot_bytes and in_store 0 or 1. Anything else raises
+// DistBackendError naming q.
 #pragma once
 
 #include <chrono>
@@ -35,8 +36,8 @@ class ShmSlots {
   static constexpr size_t kMaxSlotBytes = size_t{16} << 20;
 
   // Rank 0 creates the segment `name` (shm_open's: "/collmm-..."; a name taken is refused) for
-  // `size` ranks, slots of `slot_bytes` (at most kMaxSlotBytes), its memory reserved (a full
-  // /dev/shm is refused here, not met later as SIGBUS); the others attach to it, checking its size.
+  // `size` ranks, slots of `slot_bytes` (at most kMaxSlotBytes). Its memory is reserved (a full
+  // /dev/shm is refused here, not met later as SIGBUS). The others attach to it, checking its size.
   // Null where it cannot, with the reason in `why`. The name is unlinked by StoreChannel's setup
   // (store_channel.hpp); the mapping lives as long as this object.
   static std::unique_ptr<ShmSlots> create(const std::string& name, int size, size_t slot_bytes, std::string& why);

@@ -29,9 +29,9 @@ class StepRange {
   at::RecordFunction record_;
 };
 
-// Step times of one run, only when asked for: host clock on CPU (a comm step ends when its wait
-// returns), timing events on the device's current stream on CUDA (a comm step's start is where the
-// stream reached its issue, its end where the stream may go on after it).
+// Step times of one run, only when asked for. On CPU, the host clock (a comm step ends when its wait
+// returns). On CUDA, timing events on the device's current stream: a comm step's start is where the
+// stream reached its issue, its end where the stream may go on after it.
 class StepClock {
  public:
   StepClock(c10::Device device, size_t steps);

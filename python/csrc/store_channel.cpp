@@ -160,8 +160,8 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
     return;
   }
   // Every rank knows the segment's name from here on, and every rank unlinks it when the setup
-  // ends, however it ends (its mapping stays): a segment rank 0 made is gone from /dev/shm once any
-  // rank is through, whichever rank died or stopped on the way.
+  // ends, however it ends (its mapping stays). So a segment rank 0 made is gone from /dev/shm once
+  // any rank is through, whichever rank died or stopped on the way.
   const std::string segment = field(0, 2);
   if (segment.rfind("/collmm-", 0) != 0 || segment.find('/', 1) != std::string::npos)
     C10_THROW_ERROR(DistBackendError, who() + "rank 0 named the shared memory '" + segment + "', not /collmm-...");
@@ -171,7 +171,7 @@ void StoreChannel::start(std::chrono::milliseconds timeout, const std::string& w
   } unlink_segment{segment};
   // 2: every rank says it has read the name; only then does rank 0 make the segment (a rank that
   // dies later leaves a name that every other rank knows). 3: rank 0 sends the random number it
-  // wrote there (or why it could not make it); each rank maps the segment and checks that it reads
+  // wrote there (or why it could not make it). Each rank maps the segment and checks that it reads
   // that number (ranks in other containers or namespaces find no segment of that name, or another
   // one). 4: each says whether it could.
   store_round("", timeout, what);

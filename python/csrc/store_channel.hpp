@@ -1,7 +1,7 @@
 // store_channel.hpp: an allgather of small strings through the group's c10d Store (the key-value
 // store the group was made with: TCPStore under torchrun, FileStore with file://), host only. The
 // ops agree over it on an NCCL-only group, whose own collectives run on the device and would make
-// the host wait for everything queued before the call: a store exchange waits only for the other
+// the host wait for everything queued before the call. A store exchange waits only for the other
 // ranks' hosts, and runs under CUDA graph capture too.
 //
 // Through the store, a round costs three requests (TCPStore: set, which is not answered, multiGet
@@ -18,8 +18,8 @@
 // call. Where every rank is on this host (SharedMemory::where_local, the default, or ::required),
 // three more store rounds set up shared memory (shm_slots.hpp) and every later round goes through
 // it: a copy and a poll, no request to the store's server (long strings still travel through the
-// store). The setup checks that every rank maps the same memory (hostname and boot id alike, then
-// a random number rank 0 wrote and every rank read back), so ranks in separate containers or
+// store). The setup checks that every rank maps the same memory: hostname and boot id alike, then
+// a random number rank 0 wrote and every rank read back. So ranks in separate containers or
 // namespaces on one machine fall back to the store (or, ::required, are refused). Rank 0 makes the
 // segment only once every rank knows its name, and every rank unlinks the name when the setup ends
 // however it ends: no segment stays in /dev/shm after any rank dies or stops during the setup. The
@@ -31,9 +31,9 @@
 //
 // A wait that runs out throws c10::DistBackendError (torch.distributed.DistBackendError in
 // Python) naming the ranks that did not answer and `what` (the call it waited in). The rank then
-// marks that round as given up (in shared memory and in its key), so a rank that comes late raises
-// too instead of taking the round for finished, and every later call of the channel raises: the
-// ranks' rounds no longer match (make a new group), as a timed-out NCCL communicator is aborted.
+// marks that round as given up (in shared memory and in its key). So a rank that comes late raises
+// too instead of taking the round for finished. Every later call of the channel raises, as a
+// timed-out NCCL communicator is aborted: the ranks' rounds no longer match (make a new group).
 #pragma once
 
 #include <chrono>

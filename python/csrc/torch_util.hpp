@@ -1,12 +1,11 @@
-// torch_util.hpp: what the extension's files share: the dtypes the ops take as collmm's Dtype,
-// collmm's Dtype as an ATen scalar type, the parts of a collective padded to one size (gloo and the c10d collectives
-// want parts of one size: uneven ones travel as zero-padded copies), and the tags of point-to-point messages.
+// torch_util.hpp: what the extension's files share. The dtypes the ops take as collmm's Dtype, and
+// collmm's Dtype as an ATen scalar type. The parts of a collective padded to one size: gloo and the
+// c10d collectives want parts of one size, so uneven ones travel as zero-padded copies.
 #pragma once
 
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -56,17 +55,6 @@ inline at::Tensor padded_rows(const at::Tensor& t, int64_t most) {
   pad.back() = most - t.size(0);
   return at::constant_pad_nd(t, pad);
 }
-
-// Tags of point-to-point messages: the k-th message to a peer carries tag k, so the k-th send to
-// q meets q's k-th receive from this rank.
-class PeerTags {
- public:
-  int next_send(int peer) { return sent_[peer]++; }
-  int next_recv(int peer) { return received_[peer]++; }
-
- private:
-  std::map<int, int> sent_, received_;
-};
 
 // opts.asyncOp where this torch's options have it. false: c10d runs the collective on the caller's
 // current stream (no stream of its own, no events to wait for, nothing stashed for its watchdog),

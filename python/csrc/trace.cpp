@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "atomic_file.hpp"
 #include "chrome_trace.hpp"
@@ -16,12 +17,25 @@
 namespace collmm::torch_ext {
 namespace {
 
-std::mutex g_trace_mutex;
-bool g_tracing = false;                                                    // guarded by g_trace_mutex
-std::vector<TracedCall> g_calls;                                           // guarded by g_trace_mutex
-std::string g_module;                                                      // guarded by g_trace_mutex
+std::mutex g_mutex;  // guards every value below but the thread_local ones
+bool g_tracing = false;
+std::vector<TracedCall> g_calls;
+std::string g_module;
+std::string g_last_path = "none", g_last_options, g_last_auto;             // the last run's record
 thread_local std::optional<std::string> t_backward_of;                     // set by trace_backward_begin
 thread_local std::vector<std::optional<std::string>> t_outer_backward_of;  // what each begin replaced
+
+// One of the values above, read or replaced under g_mutex.
+template <class T>
+T read_locked(const T& value) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return value;
+}
+template <class T>
+void write_locked(T& value, T new_value) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  value = std::move(new_value);
+}
 
 std::string table(const std::vector<TracedCall>& calls) {
   std::string out;
@@ -67,33 +81,23 @@ CallFigures figures(const Timeline& t) {
 }
 
 void trace_start() {
-  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  std::lock_guard<std::mutex> lock(g_mutex);
   g_tracing = true;
   g_calls.clear();
 }
 
-bool tracing() {
-  std::lock_guard<std::mutex> lock(g_trace_mutex);
-  return g_tracing;
-}
+bool tracing() { return read_locked(g_tracing); }
 
 void trace_add(TracedCall call) {
-  std::lock_guard<std::mutex> lock(g_trace_mutex);
+  std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_tracing) return;
   const std::string& module = t_backward_of ? *t_backward_of : g_module;
   call.label = (module.empty() ? std::string("(no module)") : module) + (t_backward_of ? " backward" : " forward");
   g_calls.push_back(std::move(call));
 }
 
-void set_trace_module(const std::string& name) {
-  std::lock_guard<std::mutex> lock(g_trace_mutex);
-  g_module = name;
-}
-
-std::string trace_module() {
-  std::lock_guard<std::mutex> lock(g_trace_mutex);
-  return g_module;
-}
+void set_trace_module(const std::string& name) { write_locked(g_module, name); }
+std::string trace_module() { return read_locked(g_module); }
 
 void trace_backward_begin(std::string module) {
   t_outer_backward_of.push_back(std::move(t_backward_of));
@@ -109,7 +113,7 @@ void trace_backward_end() {
 std::string trace_stop(const std::string& path, bool write) {
   std::vector<TracedCall> calls;
   {
-    std::lock_guard<std::mutex> lock(g_trace_mutex);
+    std::lock_guard<std::mutex> lock(g_mutex);
     g_tracing = false;
     calls.swap(g_calls);
   }
@@ -129,5 +133,15 @@ std::string trace_stop(const std::string& path, bool write) {
   write_file_atomically(path + ".txt", text);
   return text;
 }
+
+void note_last_run(const char* comm_path, const std::string& plan_options) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_last_path = comm_path;
+  g_last_options = plan_options;
+}
+std::string last_comm_path() { return read_locked(g_last_path); }
+std::string last_plan_options() { return read_locked(g_last_options); }
+void note_last_auto(const std::string& report) { write_locked(g_last_auto, report); }
+std::string last_auto_report() { return read_locked(g_last_auto); }
 
 }  // namespace collmm::torch_ext

@@ -1,7 +1,8 @@
 // trace.hpp: the steps of every op call made while collmm.trace is on, as collmm-bench shows its
 // runs: one Chrome trace of the calls laid end to end, an SVG timeline per call, and a table per
 // call (op, algo, shape, time, t_gemm and t_comm read off the call's own steps, hidden%, E).
-// Nothing is recorded while tracing is off (the executors run without step times).
+// Nothing is recorded while tracing is off (the executors run without step times). Beside it, kept
+// always: the last run's record (torch.ops.collmm.last_comm, last_plan, last_auto).
 #pragma once
 
 #include <string>
@@ -20,10 +21,12 @@ struct TracedCall {
 };
 
 // Per call, from its timeline, all on one basis, the slowest rank (the one whose last step ends
-// last): time = its last step's end; t_gemm, t_comm = the union of its GEMM (comm) step intervals;
-// E = (t_gemm + t_comm - time) / min(t_gemm, t_comm), the part of the smaller one hidden
-// (collmm-bench's E with this call's own t_gemm and t_comm in place of the sequential plan's);
-// hidden = the mean over ranks of the comm time covered by a GEMM.
+// last):
+//   - time: its last step's end;
+//   - t_gemm, t_comm: the union of its GEMM (comm) step intervals;
+//   - E: (t_gemm + t_comm - time) / min(t_gemm, t_comm), the part of the smaller one hidden
+//     (collmm-bench's E with this call's own t_gemm and t_comm in place of the sequential plan's);
+//   - hidden: the mean over ranks of the comm time covered by a GEMM.
 struct CallFigures {
   double time_us = 0, t_gemm_us = 0, t_comm_us = 0, hidden = 0, e = 0;
 };
@@ -53,5 +56,17 @@ class TraceBackward {
 // Ends tracing. Where `write`: PATH.json (Chrome trace), PATH-<i>-<op>-<algo>.svg per call and
 // PATH.txt (the table). Returns the table.
 std::string trace_stop(const std::string& path, bool write);
+
+// The last run of this process: how it moved its data, "nccl" (NcclComm), "c10d", "nccl+c10d" (uneven
+// collectives padded through c10d beside the rest) or "none" (no transfer), and its plan's options
+// (to_string(PlanOptions): what "auto" picked).
+void note_last_run(const char* comm_path, const std::string& plan_options);
+std::string last_comm_path();
+std::string last_plan_options();
+// auto's last decision in this process (a shape's first call decides, later calls reuse it): the
+// model's alternatives, and, where it timed them, each candidate's host steps, times and the pick, as
+// collmm-bench --algo auto prints them.
+void note_last_auto(const std::string& report);
+std::string last_auto_report();
 
 }  // namespace collmm::torch_ext

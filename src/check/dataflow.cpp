@@ -2,13 +2,13 @@
 // exactly what it holds, as a multiset of terms:
 //   - ag_gemm: A row t of rank r holds {A row (offset_r + t)}; a GEMM on rank q turns each term
 //     into that row times B_q; copies, transfers and the allgather move terms.
-//   - gemm_rs, gemm_ar: A row i of rank r holds {A_r row i}; a GEMM on rank q turns it into A_r row i @ B_q,
-//     which is rank r's partial of row i when q = r; add (and accumulating GEMMs) take the union,
-//     reduce_scatter the union over the ranks.
-// At the end: ag_gemm C row i of rank r holds exactly {A row i @ B_r} and was written once, the
-// gathered A row i holds {A row i}; gemm_rs C row t of rank r holds every rank's partial of row
-// (offset_r + t) exactly once, gemm_ar C row i of every rank every rank's partial of row i. A row never written holds
-// nothing, which the same comparison reports.
+//   - gemm_rs, gemm_ar: A row i of rank r holds {A_r row i}; a GEMM on rank q turns it into
+//     A_r row i @ B_q, which is rank r's partial of row i when q = r. add (and accumulating GEMMs)
+//     take the union, reduce_scatter the union over the ranks.
+// At the end, ag_gemm: C row i of rank r holds exactly {A row i @ B_r} and was written once, and
+// the gathered A row i holds {A row i}. gemm_rs: C row t of rank r holds every rank's partial of
+// row (offset_r + t) exactly once. gemm_ar: C row i of every rank holds every rank's partial of
+// row i. A row never written holds nothing, which the same comparison reports.
 #include <algorithm>
 #include <iterator>
 #include <sstream>

@@ -45,9 +45,9 @@ struct PeerTraffic {
 // transfer is a sendrecv. Throws std::runtime_error when the plans do not check.
 PeerTraffic peer_traffic(const std::vector<Plan>& plans, int rank);
 
-// Rank `rank`'s plan run alone, in list order, with every receive filled from traffic.received:
-// the sentences describing where what it sends differs from traffic.sent, or where its outputs
-// are not what the job's outputs must be (none: staging this traffic reproduces the job exactly).
+// Rank `rank`'s plan run alone, in list order, with every receive filled from traffic.received.
+// Returns the sentences describing where what it sends differs from traffic.sent, or where its
+// outputs are not what the job's outputs must be (none: staging this traffic reproduces the job).
 std::vector<std::string> replay_alone(const std::vector<Plan>& plans, int rank, const PeerTraffic& traffic);
 
 }  // namespace collmm::check

@@ -1,14 +1,15 @@
 // plan_check.hpp: the plan checker. It runs the plans of all P ranks symbolically, under the
 // execution rules written at the top of plan.hpp, and proves what makes a schedule safe to run:
 //
-//  1. structure: waits name earlier steps, lanes exist, every comm step is on lane 0 (so list
-//     order is the order transfers are posted, which MPI and NCCL match by), slices lie inside
-//     their buffers, A and B are never written, no step is empty, shapes agree (GEMM rows and widths, copy/add/transfer
-//     element counts, one row width on both sides, since the data check follows whole rows);
+//  1. structure: waits name earlier steps and lanes exist. Every comm step is on lane 0 (so list
+//     order is the order transfers are posted, which MPI and NCCL match by). Slices lie inside
+//     their buffers, A and B are never written, and no step is empty. Shapes agree: GEMM rows and
+//     widths, copy/add/transfer element counts, one row width on both sides (the data check
+//     follows whole rows).
 //  2. matching and no deadlock: the k-th send r->q has the k-th receive on q from r, of the same
-//     size; every rank's k-th collective is the same one with the same part sizes; a simulation
-//     (lane FIFO + waits; a sendrecv group ends once each of its transfers met a posted
-//     counterpart; a collective once every rank posted it) runs every step to its end;
+//     size. Every rank's k-th collective is the same one with the same part sizes. A simulation
+//     runs every step to its end: lane FIFO + waits; a sendrecv group ends once each of its
+//     transfers met a posted counterpart, a collective once every rank posted it.
 //  3. data: every row carries the multiset of terms it holds (which global A row, multiplied by
 //     which rank's B). At the end, ag_gemm: C row i of rank r was written exactly once, by a GEMM
 //     of global A row i with B_r, and the gathered A holds A row i in row i;

@@ -1,8 +1,8 @@
 // races.cpp: data races within one rank. Step i happens before step j when they share a lane (the
 // lane runs its steps one after another, a comm step included: it ends before the next starts),
 // when j waits for i, or through a chain of those. Two steps with neither order that touch
-// overlapping rows of one buffer, one of them writing, are a race: a GEMM overwriting a partial
-// that a send still reads, a GEMM reading rows a receive is still writing, and so on.
+// overlapping rows of one buffer, one of them writing, are a race. Examples: a GEMM overwriting a
+// partial that a send still reads, a GEMM reading rows a receive is still writing.
 #include <cstdint>
 #include <sstream>
 

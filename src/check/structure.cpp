@@ -1,9 +1,9 @@
 // structure.cpp: the plan checker's first pass. Every rank's plan is for the same problem and
-// options, and every step is well formed on its own: its lane exists (lane 0 for every comm
-// step), it waits only for earlier steps, its slices lie inside their buffers, its shapes agree
-// (rows * cols element counts, with the widths taken from the buffers, and one width on both sides
-// since the data check follows whole rows), it is not empty, A and B are never written, and no
-// step writes rows that it also reads or writes through another of its slices.
+// options, and every step is well formed on its own. Its lane exists (lane 0 for every comm
+// step), it waits only for earlier steps, and its slices lie inside their buffers. Its shapes agree:
+// rows * cols element counts, with the widths taken from the buffers, and one width on both sides
+// (the data check follows whole rows). It is not empty, A and B are never written, and no step
+// writes rows that it also reads or writes through another of its slices.
 #include <sstream>
 
 #include "check_internal.hpp"

@@ -22,8 +22,8 @@ void check_processes_agree(HostComm& host, const std::vector<std::pair<std::stri
 void raise_if_any_process_failed(HostComm& host, const std::string& my_error);
 
 // Both checks above and an allgather of `mine` (numbers each process may hold differently, such as
-// its split sizes; the same count on every process) in one allgather of numbers when all is well:
-// each process sends an error flag, a fingerprint of its keys and `mine`. Only when some process
+// its split sizes; the same count on every process), in one allgather of numbers when all is well.
+// Each process sends an error flag, a fingerprint of its keys and `mine`. Only when some process
 // has an error or a fingerprint differs do the two full exchanges follow, on every process alike,
 // and they throw the same UsageError everywhere. With one process nothing is exchanged. Returns
 // every process's `mine`. What a call that runs often (a PyTorch op) agrees with.

@@ -58,7 +58,7 @@ bool names_a_descriptor(std::string path) {
 }
 
 // Why this process may not rename a file over `target` (an existing file, `st` its stat) though it
-// may write into it ("" when it may): the sticky bit of its directory (as in /tmp) lets only the
+// may write into it ("" when it may). The sticky bit of its directory (as in /tmp) lets only the
 // file's owner, the directory's owner or root replace or remove it.
 std::string sticky_refusal(const std::string& target, const struct stat& st) {
   const std::string dir = directory_of(target);

@@ -1,9 +1,9 @@
 // atomic_file.hpp: the one writer of every file collmm writes, and its probe before any work.
 // A regular file (or a path not there yet) is written so that a reader, or a run after a killed
-// one, sees the old file or the whole new one: the bytes go to a temporary created with
+// one, sees the old file or the whole new one. The bytes go to a temporary created with
 // O_CREAT|O_EXCL|O_NOFOLLOW under an unpredictable name beside the target (same directory, same
-// file system), are flushed, and the temporary is renamed over the target; an existing file's mode
-// (and, where the writer may, its owner and group) is kept. A path that is not a regular file (a
+// file system). They are flushed, and the temporary is renamed over the target; an existing file's
+// mode (and, where the writer may, its owner and group) is kept. A path that is not a regular file (a
 // character device such as /dev/null, a FIFO with a reader, /dev/stdout) is written through: opened
 // and written in place, never replaced. A symbolic link is followed as open() follows it (the
 // file it names is replaced, the link kept); a dangling one is refused. Nothing else under the
@@ -28,7 +28,7 @@ inline void write_file_atomically(const std::string& path, std::string_view text
 }
 
 // Why `path` cannot be written as an output ("" when it can), probed without blocking and without
-// changing anything under its name: a file is opened for writing (not truncated) where it exists,
+// changing anything under its name. A file is opened for writing (not truncated) where it exists,
 // and a temporary is created and removed beside it. The reason is the system's ("No such file or
 // directory") or says what the path is ("it is a directory", "it is a FIFO that no process reads",
 // "it is a symbolic link to T, which does not exist"). A path written through keeps the descriptor

@@ -1,7 +1,7 @@
 // deadline.hpp: a watchdog for a call that has no timeout of its own (NCCL communicator
-// setup waits for every rank, forever): a thread that, unless the guard is gone first, prints a
-// message naming the rank and what it was doing once the deadline passes, then ends the job
-// through `on_timeout` (which must not return: MPI_Abort, or _Exit where there is no MPI).
+// setup waits for every rank, forever). It is a thread that acts once the deadline passes, unless
+// the guard is gone first. It prints a message naming the rank and what it was doing, then ends
+// the job through `on_timeout` (which must not return: MPI_Abort, or _Exit where there is no MPI).
 #pragma once
 
 #include <condition_variable>

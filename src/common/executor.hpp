@@ -51,8 +51,8 @@ class Executor {
   // Whether bind() works on this backend (cpu: host memory; cuda: not yet).
   virtual bool can_bind() const { return false; }
   // Runs on the caller's memory: from now on buffer `buffer` of local rank i is the `nbytes` bytes
-  // at `data` (row-major, the buffer's shape and dtype), read and written in place by every later
-  // run(), write(), read() and poison(), until prepare() or bind() again (data = nullptr: the
+  // at `data` (row-major, the buffer's shape and dtype). Every later run(), write(), read() and
+  // poison() reads and writes it in place, until prepare() or bind() again (data = nullptr: the
   // executor's own memory again). Inputs (A, B) are only read. Throws UsageError when the size is
   // not the buffer's or the backend cannot bind.
   virtual void bind(int i, int buffer, void* data, size_t nbytes) {

@@ -1,11 +1,12 @@
 // fault_point.hpp: hidden hooks for the tests of faults (collmm-bench's --debug-die-rank,
 // --debug-hang-rank and --debug-phase): a process told to kill itself (SIGKILL) or to stop
 // (SIGSTOP) at a named point does so when it gets there. The points outside the bench's own
-// phases: "mpi_init" (before MPI_Init), "mpi_finalize" (after the bounded barrier, before
-// MPI_Finalize), "sendrecv" (the cpu transport's first point-to-point group, before it is posted),
-// "probe" (the check of an output before any work: its probe temporary created, not yet removed),
-// "write" (an output file opened under its temporary name, before its bytes are written) and
-// "rename" (the temporary written and flushed, before it is renamed into place).
+// phases:
+//   - "mpi_init" (before MPI_Init), "mpi_finalize" (after the bounded barrier, before MPI_Finalize);
+//   - "sendrecv" (the cpu transport's first point-to-point group, before it is posted);
+//   - "probe" (the check of an output before any work: its probe temporary created, not removed);
+//   - "write" (an output file opened under its temporary name, before its bytes are written);
+//   - "rename" (the temporary written and flushed, before it is renamed into place).
 #pragma once
 
 #include <string>

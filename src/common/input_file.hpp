@@ -1,6 +1,6 @@
 // input_file.hpp: the one reader of the files a user gives collmm as input (a --profile, a
 // --tune-cache). Only a regular file is read, and only up to a size limit (collmm/sizes.hpp's
-// kMaxInputFileBytes): a device that never ends (/dev/zero), a FIFO or a huge sparse file is
+// kMaxInputFileBytes). A device that never ends (/dev/zero), a FIFO or a huge sparse file is
 // refused before anything is read, so that no input can exhaust the node's memory.
 #pragma once
 

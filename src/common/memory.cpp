@@ -1,7 +1,7 @@
 // memory.cpp: the memory this process and this node may still use, and the host side of the
-// memory check (memory.hpp). Three bounds, the tightest wins: the node's MemAvailable, the
+// memory check (memory.hpp). Three bounds, the tightest wins. The node's MemAvailable. The
 // memory cgroup's limit less its usage (v2 memory.max, v1 memory.limit_in_bytes: a container's or
-// a Slurm job's limit) for all the processes of the node together, and this process's own
+// a Slurm job's limit), for all the processes of the node together. This process's own
 // RLIMIT_AS / RLIMIT_DATA (ulimit -v, ulimit -d) less what it already maps.
 #include "memory.hpp"
 

@@ -1,6 +1,6 @@
-// memory.hpp: what a run will need in memory, estimated before anything is allocated, and
-// the host side of the check that refuses a run the machine cannot hold (a UsageError naming the
-// figures, instead of the OOM killer ending one rank with no message).
+// memory.hpp: what a run will need in memory, estimated before anything is allocated. And
+// the host side of the check that refuses a run the machine cannot hold: a UsageError naming the
+// figures, instead of the OOM killer ending one rank with no message.
 #pragma once
 
 #include <cstdint>

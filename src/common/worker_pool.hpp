@@ -7,7 +7,7 @@
 //
 // A thread whose work throws ends its own part of the round; the first exception of a round is
 // rethrown by the wait, once every thread is back. `on_error` runs once, on the failing thread,
-// right after that first failure and outside the pool's lock: there a caller wakes what the other
+// right after that first failure and outside the pool's lock. There a caller wakes what the other
 // threads wait for (the cuda backend aborts its NCCL communicators, whose peers would wait for the
 // failed rank).
 #pragma once

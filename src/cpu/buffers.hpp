@@ -1,7 +1,7 @@
-// buffers.hpp: the host memory of one rank's plan: every buffer of the plan, 64-byte aligned, with
+// buffers.hpp: the host memory of one rank's plan. Every buffer of the plan, 64-byte aligned, has
 // the element type its role gives it (input dtype for A, B and the gathered A; output dtype for C
-// and work buffers), and the pointer arithmetic from a plan Slice to bytes. A buffer may be bound
-// to memory the caller owns (Executor::bind): then every step reads and writes that memory.
+// and work buffers). Here too: the pointer arithmetic from a plan Slice to bytes. A buffer may be
+// bound to memory the caller owns (Executor::bind): then every step reads and writes that memory.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
-// host_executor.cpp: the cpu backend's Executor over any Transport: one rank per process, its
+// host_executor.cpp: the cpu backend's Executor over any Transport. One rank per process, its
 // plan's buffers in host memory (its own, or the caller's: bind), lanes as threads (lane 0 makes
-// every transport call of a run; GEMM lanes call OpenBLAS), the agreement check of every rank's
+// every transport call of a run; GEMM lanes call OpenBLAS). The agreement check of every rank's
 // problem before any data moves, and the watchdog that aborts the job when a run outlives
 // BackendOptions::timeout_s. cpu_executor.cpp gives it MPI; the PyTorch extension a ProcessGroup.
 #include <algorithm>

@@ -1,6 +1,6 @@
 // lane_pool.hpp: lanes as threads. One persistent thread per lane of a Plan (a WorkerPool whose
-// rounds are the iterations); in each iteration a lane runs its steps in list order, each after
-// the steps in its `waits` are done (done flags and a condition variable), and times them with the
+// rounds are the iterations). In each iteration a lane runs its steps in list order, each after
+// the steps in its `waits` are done (done flags and a condition variable). It times them with the
 // steady clock. The pool knows nothing of BLAS or MPI: it calls back for every step it runs.
 //
 //   main:    start(t0, skip) ──────────────── wait_until(deadline) ── times()

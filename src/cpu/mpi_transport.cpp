@@ -1,6 +1,6 @@
 // mpi_transport.cpp: MPI point-to-point groups and collectives for the cpu backend, every call
 // checked (COLLMM_MPI). Counts travel as rows of a contiguous row datatype, so a slice of more than
-// INT_MAX elements still moves in one call; reductions need a basic type, so they count elements
+// INT_MAX elements still moves in one call. Reductions need a basic type, so they count elements
 // and say so clearly when a part is too large.
 #include "mpi_transport.hpp"
 

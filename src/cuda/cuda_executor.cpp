@@ -159,7 +159,7 @@ Comparison CudaExecutor::check_sent() {
 }
 
 // The lowered plan's step times as the given plan's: a collective spans its ring's steps. One
-// with nothing to move (P = 1, or no rows anywhere) lowers to no step: it gets an empty span where
+// with nothing to move (P = 1, or no rows anywhere) lowers to no step. It gets an empty span where
 // it would have run, at the end of what it waits for and of the step before it on its lane.
 RankRun CudaExecutor::unlowered(const RankRun& run, StepFilter filter) const {
   if (run.steps.empty()) return run;

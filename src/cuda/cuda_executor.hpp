@@ -1,10 +1,10 @@
 // cuda_executor.hpp: the CUDA backend's Executor. It drives the ranks of this process (one per
-// MPI or torchrun process, G with -g G, all P with --transport local): a RankDevice per rank,
-// plans issued in list order onto the lanes (CUDA streams), comm steps on NCCL or, for emulated
-// ranks, as device copies (local_transport.hpp), or, for one rank whose peers live in host memory,
-// as copies over PCIe (host_link.hpp; that rank runs its plan with collectives lowered to rings).
-// Optionally one iteration is captured into a CUDA
-// graph per rank (per process for local) and replayed. Timestamps come from CUDA events.
+// MPI or torchrun process, G with -g G, all P with --transport local): a RankDevice per rank, plans
+// issued in list order onto the lanes (CUDA streams). Comm steps run on NCCL; for emulated ranks,
+// as device copies (local_transport.hpp); for one rank whose peers live in host memory, as copies
+// over PCIe (host_link.hpp; that rank runs its plan with collectives lowered to rings). Optionally
+// one iteration is captured into a CUDA graph per rank (per process for local) and replayed.
+// Timestamps come from CUDA events.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
-// device_matmul.cpp: collmm::DeviceMatmul (collmm/device_matmul.hpp): the CUDA executor with one
-// local rank whose A, B and C are the caller's device memory, its iterations forked from and joined
-// back to the caller's stream (CudaExecutor::enqueue); on the caller's NCCL communicator or on
-// collmm's own bootstrap.
+// device_matmul.cpp: collmm::DeviceMatmul (collmm/device_matmul.hpp). It is the CUDA executor with
+// one local rank whose A, B and C are the caller's device memory, on the caller's NCCL communicator
+// or on collmm's own bootstrap. Its iterations fork from and join back to the caller's stream
+// (CudaExecutor::enqueue).
 #include "collmm/device_matmul.hpp"
 
 #include <stdexcept>

@@ -1,7 +1,7 @@
-// elementwise.hpp: the GPU kernels beside the GEMMs: the plans' add steps (out[i] += a[i] over
-// `count` elements of an output dtype: f64, f32, f16, bf16), and a copy by SMs (for the host
-// transport's kernel-copy mode, which moves chunks between device and mapped pinned host memory
-// with a kernel instead of a copy engine). Both enqueued on a stream. `a` may live on another GPU
+// elementwise.hpp: the GPU kernels beside the GEMMs. The plans' add steps (out[i] += a[i] over
+// `count` elements of an output dtype: f64, f32, f16, bf16). A copy by SMs, for the host
+// transport's kernel-copy mode (it moves chunks between device and mapped pinned host memory with a
+// kernel instead of a copy engine). Both enqueued on a stream. `a` may live on another GPU
 // when peer access is on (ranks emulated over several GPUs).
 #pragma once
 

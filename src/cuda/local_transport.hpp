@@ -1,7 +1,7 @@
 // local_transport.hpp: P ranks emulated in one process (--transport local). Every rank's plan is
-// issued from one host thread, round robin over the ranks; a rank stops at a comm step until all
+// issued from one host thread, round robin over the ranks. A rank stops at a comm step until all
 // the peers of that group (a sendrecv's partners, transitively; every rank for a collective) stand
-// at their matching step, and then the whole group is issued at once in three phases:
+// at their matching step. Then the whole group is issued at once in three phases:
 //   1. each member's open_step: its waits, then its start event ("my send data is ready");
 //   2. each receiver waits for its senders' start events and pulls the data with cudaMemcpyAsync
 //      (cudaMemcpyPeerAsync across GPUs) on its own comm lane (reduce_scatter: copy + GPU adds),

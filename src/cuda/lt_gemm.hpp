@@ -1,8 +1,8 @@
 // lt_gemm.hpp: row-major GEMMs on cuBLASLt, C[m, n] (+)= A[m, k] @ B, for one device.
 //
 // Row-major matrices are column-major transposes, so C^T = B^T A^T is handed to cuBLASLt with
-// cuBLASLt's "A" = our B and its "B" = our A: no copies, and each chunk GEMM writes straight into
-// its rows of C (any row offset: the alignment preferences are read off the real pointers).
+// cuBLASLt's "A" = our B and its "B" = our A. No copies: each chunk GEMM writes straight into its
+// rows of C (any row offset: the alignment preferences are read off the real pointers).
 // Matmul descriptors, layouts and the chosen algorithm are cached per GemmKey (shape, leading
 // dimensions, dtype, B layout, SM target, pointer alignments). The caller owns the workspace
 // (one per lane). Element types: f64; f32; tf32 (f32 storage, TF32 tensor cores); f16 and bf16

@@ -1,9 +1,8 @@
-// nccl_host_comm.cpp: HostComm over NCCL (see nccl_host_comm.hpp): small all-gathers staged
-// through pinned host memory and device buffers kept between calls (grown when a call needs more),
-// each waited for with a deadline: the stream and the communicator's asynchronous error are
-// polled, napping between polls, and a wait past the timeout or an NCCL error aborts the
-// communicator and ends this process (under torchrun, the job) with a message naming the rank and
-// the phase.
+// nccl_host_comm.cpp: HostComm over NCCL (see nccl_host_comm.hpp). Small all-gathers are staged
+// through pinned host memory and device buffers kept between calls (grown when a call needs more).
+// Each is waited for with a deadline: the stream and the communicator's asynchronous error are
+// polled, napping between polls. A wait past the timeout or an NCCL error aborts the communicator
+// and ends this process (under torchrun, the job) with a message naming the rank and the phase.
 #include "nccl_host_comm.hpp"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// nccl_host_comm.hpp: a HostComm over an NCCL communicator, for jobs started by torchrun (no MPI):
-// the front end's bookkeeping (barrier, allgather of strings and doubles) goes through small NCCL
+// nccl_host_comm.hpp: a HostComm over an NCCL communicator, for jobs started by torchrun (no MPI).
+// The front end's bookkeeping (barrier, allgather of strings and doubles) goes through small NCCL
 // all-gathers on a stream of its own, each bounded by `timeout_s` like the MPI HostComm's.
 #pragma once
 

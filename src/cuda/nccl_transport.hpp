@@ -1,9 +1,9 @@
 // nccl_transport.hpp: a plan's comm steps on NCCL, for one rank on its comm lane.
 //  - sendrecv: one ncclGroupStart/End with an ncclSend/ncclRecv per transfer (bytes, ncclUint8);
 //  - allgather: ncclAllGather when every part has the same rows and they lie back to back in
-//    rank order; when they have the same rows at a uniform stride (ag_gemm pipelined: each stage's
+//    rank order. When they have the same rows at a uniform stride (ag_gemm pipelined: each stage's
 //    part of every chunk), ncclAllGather into the rank's scratch and one cudaMemcpy2DAsync that
-//    spreads the parts to their rows; else one ncclBroadcast per root in a group (an allgatherv);
+//    spreads the parts to their rows. Else one ncclBroadcast per root in a group (an allgatherv);
 //  - reduce_scatter: ncclReduceScatter (sum, output dtype) when the parts are equal and back to
 //    back, else one ncclReduce per root in a group.
 // Also: making communicators with NCCL's CTA bounds (ncclConfig_t minCTAs / maxCTAs).

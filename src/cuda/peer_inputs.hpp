@@ -1,9 +1,10 @@
 // peer_inputs.hpp: the whole job's inputs on the GPU, from which the host transport makes what a
-// rank's peers send it: the global A [M, K] (and, for gemm_rs and gemm_ar, the global B as [K, N], or [N, K]
-// for fp8 GEMMs, which cuBLASLt wants "TN"), in the input dtype, made from the bench's seed
-// (data.hpp: every value is a pure function of (seed, tensor, row, col)). materialize() computes
-// the rows one transfer carries (check::peer_traffic) on the GPU: rows of A are copied, running
-// sums of partials are GEMMs of the ranks' blocks of A and B summed into one buffer.
+// rank's peers send it. They are the global A [M, K] and, for gemm_rs and gemm_ar, the global B as
+// [K, N] (or [N, K] for fp8 GEMMs, which cuBLASLt wants "TN"). They are in the input dtype, made
+// from the bench's seed (data.hpp: every value is a pure function of (seed, tensor, row, col)).
+// materialize() computes the rows one transfer carries (check::peer_traffic) on the GPU. Rows of A
+// are copied; running sums of partials are GEMMs of the ranks' blocks of A and B summed into one
+// buffer.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // rank_device.hpp: one rank's state on its GPU: the plan's buffers, one CUDA stream per lane
 // (each with its own cuBLASLt workspace), one set of events per step, and the GEMM engine. It
-// issues the steps that need no peer (gemm, copy, add) and the bracket every step shares:
+// issues the steps that need no peer (gemm, copy, add) and the bracket every step shares. That is
 // open_step (waits as cudaStreamWaitEvent on the waited steps' end events; a transfer's start
 // event) and close_step (the end event, where a later step waits for it). Comm steps are issued
 // by a transport between open_step and close_step.
@@ -66,10 +66,10 @@ class RankDevice {
   cudaEvent_t finish_event() const { return finish_; }
   cudaEvent_t done_event() const { return t_finish_; }  // completes when the iteration (or its graph) is done
 
-  // Per iteration: which steps are skipped (they count as done at once): those the filter leaves
-  // out, and where the caller binds the outputs it takes (DeviceMatmul), a copy that only fills a
-  // buffer of this rank's own that the caller does not take (the ag_gemm rings' own chunk into a
-  // gathered A nobody asked for: at P = 1 a copy of all of A).
+  // Per iteration: which steps are skipped (they count as done at once). Those the filter leaves
+  // out. And, where the caller binds the outputs it takes (DeviceMatmul), a copy that only fills a
+  // buffer of this rank's own that the caller does not take. That is the ag_gemm rings' own chunk
+  // into a gathered A nobody asked for (at P = 1 a copy of all of A).
   void set_filter(StepFilter);
   bool skipped(int step) const { return skip_[step] || (caller_binds_ && unwanted_[step] && unbound(step)); }
 

@@ -1,7 +1,7 @@
-// bench.cpp: collmm-bench's run loop: per op, the sequential case first (it gives T_sequential,
-// t_gemm and t_comm), then every asked-for algorithm (and the --algo auto pick) on the same
-// inputs, each with its predicted time when a --profile is given; the table, JSON, trace, SVG
-// timelines and tuning-cache records.
+// bench.cpp: collmm-bench's run loop. Per op, the sequential case runs first (it gives
+// T_sequential, t_gemm and t_comm), then every asked-for algorithm (and the --algo auto pick) on the
+// same inputs, each with its predicted time when a --profile is given. Then the table, JSON, trace,
+// SVG timelines and tuning-cache records.
 #include "bench.hpp"
 
 #include <algorithm>

@@ -21,10 +21,10 @@ namespace collmm {
 namespace {
 
 // Times one plan per rank of the job (built for every local rank) with a filter; one whole
-// iteration first so that every buffer holds data. The median of --iters timed runs (of the slowest
-// rank each), or, for a series timed again because load made it not grow (`least`), the least of
-// 3 x --iters runs: on a loaded machine most runs of a small transfer wait a scheduler tick (4 ms
-// here) for a peer, and more runs give the clean one more chances.
+// iteration first so that every buffer holds data. Returns the median of --iters timed runs (of the
+// slowest rank each). For a series timed again because load made it not grow (`least`), it returns
+// the least of 3 x --iters runs. On a loaded machine most runs of a small transfer wait a scheduler
+// tick (4 ms here) for a peer, and more runs give the clean one more chances.
 double time_plan(Executor& ex, const BenchOptions& o, const Problem& p, const PlanOptions& po, StepFilter filter,
                  bool least = false) {
   std::vector<Plan> plans;
@@ -65,12 +65,12 @@ double time_adds(Executor& ex, const BenchOptions& o, const Problem& p, double& 
   return slowest;
 }
 
-// Host microseconds per device operation enqueued, and per GEMM launch: the host wall time of the
+// Host microseconds per device operation enqueued, and per GEMM launch. The host wall time of the
 // issue (CalibrationHooks::last_issue_us; median of --iters runs) of every algorithm of the asked
-// ops at the bench's shape, against the GEMMs and the other device operations it issued
-// (issue_ops, summed over the local ranks when one thread issues them all, else the most of one
-// rank), fitted by fit_issue. The largest over the processes. {0, 0} when the backend does not
-// enqueue its steps (cpu).
+// ops at the bench's shape is fitted by fit_issue against the GEMMs and other device operations it
+// issued. Those are issue_ops, summed over the local ranks when one thread issues them all, else the
+// most of one rank. The largest over the processes; {0, 0} when the backend does not enqueue its
+// steps (cpu).
 HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream& out, bool printer) {
   CalibrationHooks* hooks = ex.calibration_hooks();
   if (!hooks) return {};  // the same backend on every process: all return here
@@ -112,8 +112,8 @@ HostCost time_issue(Executor& ex, const BenchOptions& o, int world, std::ostream
 }
 
 // The device's share of a time measured for the plans of (p, po) with filter f while the host
-// issued them step by step: the host's issue lead for them (issue_time_us: when the host has
-// issued their last step) taken off, as the simulator adds the issue itself. Where the host took
+// issued them step by step. The host's issue lead for them (issue_time_us: when the host has issued
+// their last step) is taken off, as the simulator adds the issue itself. Where the host took
 // (nearly) all of it, a tenth is kept so that the fits stay positive. Used only where the backend
 // cannot replay graphs; with graphs the device's time is measured as it is.
 double device_us(double measured, const Problem& p, const PlanOptions& po, StepFilter f, const HostCost& host) {
@@ -121,9 +121,8 @@ double device_us(double measured, const Problem& p, const PlanOptions& po, StepF
 }
 
 // GPUs: the bench's own sequential plan run for about 2 s before anything is timed, so that every
-// time below is taken at the clocks and power of sustained load, as the bench's rows are. Measured
-// on the H200 (docs/perf.md): the 8192-sized GEMMs of a cold start timed 15-25% faster than the
-// same plan's GEMMs inside the bench. The count of runs is process 0's, so NCCL ranks stay together.
+// time below is taken at the clocks and power of sustained load, as the bench's rows are. The
+// count of runs is process 0's, so NCCL ranks stay together.
 void settle(Executor& ex, const BenchOptions& o, int world) {
   if (ex.backend() != "cuda") return;
   std::vector<Plan> plans;
@@ -199,9 +198,9 @@ std::string line(const char* format, double a, double b, double c = 0, double d 
 }
 
 // Where comm and GEMMs share a rank's compute, the contention factor is fitted to the measured
-// ag_gemm ring: cpu (MPI copies beside BLAS on the same cores) and ranks emulated on one GPU (one
-// issuing thread: their copies run beside the other ranks' GEMMs). Elsewhere the base profile's
-// SM contention figures stay.
+// ag_gemm ring. That is cpu (MPI copies beside BLAS on the same cores) and ranks emulated on one GPU
+// (one issuing thread: their copies run beside the other ranks' GEMMs). Elsewhere the base
+// profile's SM contention figures stay.
 bool fits_contention(const Executor& ex, const CalibrationSpec& spec) {
   return (ex.backend() == "cpu" || spec.shared_issuer) && spec.world > 1;
 }
@@ -237,7 +236,7 @@ CalibrationSpec build_spec(Executor& ex, const BenchOptions& o) {
   if (world > 1) spec.comm_bytes = calibration_sizes(std::max(16.0 * 1024 * 1024, chunk));
   spec.world = world;
   // The library's allgather / reduce-scatter: 64 KiB x 16^i up to the bench's own parts (ag_gemm's
-  // A block, gemm_rs's C block), and those parts: one line (latency + bytes / bw) does not fit both
+  // A block, gemm_rs's C block), and those parts. One line (latency + bytes / bw) does not fit both
   // in-cache and out-of-cache sizes (measured here: reduce-scatter 3.0 ms at 2 MiB, 50 ms at
   // 16 MiB), so the fit stays in the bench's range. The adds: the gemm_rs ring's block of the
   // bench only, for the same reason (an add ran at 50 GB/s at 2 MiB, 16 GB/s at 16 MiB).
@@ -264,9 +263,9 @@ Measured time_all(Executor& ex, const BenchOptions& o, const CalibrationSpec& sp
   const double issue_h = measured_host.issue_us;
   measured_host.shared = spec.shared_issuer;
   const HostCost host = issue_h > 0 ? measured_host : spec.base.host;
-  // The device's own times: replayed graphs where the backend has them (the host's issue is then
-  // out of the way, and taking the issue lead off a step-by-step run misses how much of the
-  // device's work ran under the issue), else the step-by-step times less the issue lead.
+  // The device's own times: replayed graphs where the backend has them, else the step-by-step times
+  // less the issue lead. A replay keeps the host's issue out of the way; taking the issue lead off a
+  // step-by-step run misses how much of the device's work ran under the issue.
   CalibrationHooks* hooks = ex.calibration_hooks();
   const bool replay = issue_h > 0 && hooks->replay_graphs(true);
   if (printer && issue_h > 0)

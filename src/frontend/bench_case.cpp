@@ -55,9 +55,9 @@ size_t median_index(const std::vector<double>& v) {
 
 // Timed iterations of the whole plan with step times: the median time and this process's runs of
 // the median iteration. Each iteration also runs the plan once under every filter in `alone` (its
-// GEMMs alone, its comm alone), right after the whole plan, and `alone_us` gets their medians: the
-// figures set side by side see the same device state (a GPU's clocks drift by 10-15% over seconds
-// of back-to-back GEMMs: measured one after the other, one plan's GEMM-only runs differed so).
+// GEMMs alone, its comm alone), right after the whole plan, and `alone_us` gets their medians. So
+// the figures set side by side see the same device state. A GPU's clocks drift by 10-15% over
+// seconds of back-to-back GEMMs: measured one after the other, one plan's GEMM-only runs differed so.
 // With `hooks` (the backend enqueues its steps), issue_us gets the median host issue time of the
 // whole runs; every process passes hooks alike (the same backend and options).
 double time_with_steps(Executor& ex, int warmup, int iters, std::vector<RankRun>& median_runs,
@@ -269,8 +269,8 @@ CaseResult run_case(Executor& ex, const BenchOptions& o, Op op, const PlanOption
   inject_fault(o, ex.local_ranks(), "run");
 
   // The plan's GEMMs alone (for t_gemm and for --gemm-rate) and its comm alone (for t_comm), timed
-  // interleaved with the whole plan: the sequential baseline always, every case with --gemm-rate (so
-  // --gemm-rate runs time every row alike, with GEMM-only runs between the iterations).
+  // interleaved with the whole plan. The sequential baseline always runs them, every case does with
+  // --gemm-rate (so --gemm-rate runs time every row alike, with GEMM-only runs between iterations).
   std::vector<StepFilter> alone;
   if (work.alone || o.gemm_rate) alone.push_back(StepFilter::gemm_only);
   if (work.alone) alone.push_back(StepFilter::comm_only);

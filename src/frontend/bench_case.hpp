@@ -1,7 +1,7 @@
-// bench_case.hpp: one (op, algo) case of collmm-bench on every local rank: plans, buffers, inputs,
-// timed iterations (median over iterations of the slowest rank), the standalone GEMM and comm
-// times, the timeline and measured overlap of the median iteration, the checked iteration, and the
-// saved .npy files.
+// bench_case.hpp: one (op, algo) case of collmm-bench on every local rank. Its plans, buffers,
+// inputs and timed iterations (median over iterations of the slowest rank); the standalone GEMM and
+// comm times; the timeline and measured overlap of the median iteration; the checked iteration and
+// the saved .npy files.
 #pragma once
 
 #include <cstdint>
@@ -43,14 +43,14 @@ struct CaseResult {
   Overlap overlap;  // measure_overlap(timeline): hidden comm / comm per rank
   double predicted_us = std::numeric_limits<double>::quiet_NaN();  // --profile: the simulated time
   // --gemm-rate: this plan's GEMMs alone (filter gemm_only, median), and the GEMM steps' busy time
-  // in the median iteration beside the comm (mean over ranks): their ratio is the GEMMs' rate
-  // while transfers run, relative to alone (1: the comm costs the GEMMs nothing).
+  // in the median iteration beside the comm (mean over ranks). Their ratio is the GEMMs' rate while
+  // transfers run, relative to alone (1: the comm costs the GEMMs nothing).
   double t_gemm_plan_us = std::numeric_limits<double>::quiet_NaN();
   double gemm_busy_us = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> round_us;  // --rounds R > 1: the time of each round (time_us is their median)
   // Where a host thread enqueues the steps (cuda): the host wall time of that issue in the timed
   // iterations (median of the slowest process's, CalibrationHooks::last_issue_us), and the device
-  // operations one iteration issues (issue_counts): a time_us close to issue_us is the host's, not
+  // operations one iteration issues (issue_counts). A time_us close to issue_us is the host's, not
   // the device's. NaN / 0 on backends whose threads run the steps themselves (cpu) and with --graph
   // (the issue is the graph's launch). The counts are those of the process that issues the most;
   // issue_shared: one thread issues every local rank's steps (the cost model's host.shared).
@@ -91,8 +91,8 @@ void inject_fault(const BenchOptions&, const std::vector<int>& local_ranks, cons
 std::vector<double> iteration_times(Executor&, StepFilter, int warmup, int iters);
 double time_iterations(Executor&, StepFilter, int warmup, int iters);
 
-// One row from the rounds of one case (--rounds): the round whose time is nearest the median gives the
-// timeline and overlap; the times (and t_gemm, t_comm, the GEMM rate) are the medians over the
+// One row from the rounds of one case (--rounds). The round whose time is nearest the median gives
+// the timeline and overlap. The times (and t_gemm, t_comm, the GEMM rate) are the medians over the
 // rounds; a check counts the wrong elements of every round. One round is returned as it is.
 CaseResult merge_rounds(const std::vector<CaseResult>& rounds);
 

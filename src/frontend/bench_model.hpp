@@ -1,6 +1,6 @@
-// bench_model.hpp: where collmm-bench meets the cost model (collmm_sim): the profile a run uses,
-// the predicted time of a case (the same plans through simulate()), the --algo auto pick shared
-// by every process, and the tuning cache that records what was measured.
+// bench_model.hpp: where collmm-bench meets the cost model (collmm_sim). The profile a run uses, the
+// predicted time of a case (the same plans through simulate()), the --algo auto pick shared by
+// every process, and the tuning cache that records what was measured.
 #pragma once
 
 #include <functional>
@@ -25,9 +25,9 @@ double predicted_time_us(const Problem&, const PlanOptions&, Dtype, const Profil
 
 // Work process 0 does alone while the others wait in the next collective (reading the tuning
 // cache, waiting for its lock, writing it): called on every process. Process 0 runs `work` and
-// ends the job, naming the work, if it outlives kLocalWorkBoundS; every process's next collective
-// but process 0 waits that much longer than --timeout, so the work's time is not taken for a peer's
-// hang; process 0, its work done, waits --timeout alone, so a peer stopped meanwhile ends the job
+// ends the job, naming the work, if it outlives kLocalWorkBoundS. Every other process's next
+// collective waits that much longer than --timeout, so the work's time is not taken for a peer's
+// hang. Process 0, its work done, waits --timeout alone, so a peer stopped meanwhile ends the job
 // within --timeout of process 0's end of the work.
 constexpr int kLocalWorkBoundS = 180;  // two waits for the cache's lock (60 s each) and its read and write
 void process0_local_work(HostComm&, const std::string& what, const std::function<void()>& work);

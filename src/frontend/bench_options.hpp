@@ -37,9 +37,9 @@ struct BenchOptions {
   std::string calibrate_path;   // --calibrate FILE: measure the cost model's inputs, write the profile, exit
   BackendOptions backend;
   // Hidden, for tests of the job's teardown: this rank kills itself (SIGKILL) or stops (SIGSTOP:
-  // a hang the others' --timeout must end) in phase debug_phase: "init" (as the backend starts:
-  // BackendOptions::debug_fail_rank, a failure that throws, and debug_hang_rank), "setup" (before
-  // its first plan's agreement), "run" (before its first timed run) or "output" (before the
+  // a hang the others' --timeout must end) in phase debug_phase. The phases: "init" (as the backend
+  // starts: BackendOptions::debug_fail_rank, a failure that throws, and debug_hang_rank), "setup"
+  // (before its first plan's agreement), "run" (before its first timed run) or "output" (before the
   // results are written).
   int debug_die_rank = -1, debug_hang_rank = -1;
   std::string debug_phase = "run";

@@ -21,8 +21,8 @@ void check_outputs_writable(const BenchOptions&, bool writer);
 void check_timeline_paths(const std::string& base, const std::vector<std::pair<Op, std::string>>& cases);
 
 // The peak need of this process over the cases: the plans' buffers of its local ranks (the largest
-// case: each case's buffers replace the last one's), and in host memory the inputs as generated
-// (f64 and encoded) and, with --check, the f64 reference (the local C's and ag_gemm's gathered A).
+// case: each case's buffers replace the last one's). In host memory: the inputs as generated (f64
+// and encoded) and, with --check, the f64 reference (the local C's and ag_gemm's gathered A).
 // plays_peers (cuda --transport host): also the job's whole inputs (on the device, and generated
 // on the host), the ring collectives' accumulators, and the pinned host memory of every transfer.
 MemoryNeed memory_need(const BenchOptions&, const std::vector<std::pair<Op, PlanOptions>>& cases, int world,

@@ -19,7 +19,7 @@
 // --pieces S (ring and bidir): the ring's one exposed GEMM is the last chunk's, which can only start
 // once the last transfer (step P-2) has ended. That transfer is cut into S sendrecv steps of
 // 1/S of the chunk's rows each, and the last chunk's GEMM into S GEMMs, piece i waiting for
-// transfer piece i only: piece i's GEMM runs beside the transfer of piece i+1, and 1/S of a chunk's
+// transfer piece i only. Piece i's GEMM runs beside the transfer of piece i+1, and 1/S of a chunk's
 // GEMM is left alone at the end instead of all of it. --piece-sizes halving: the pieces are 1/2,
 // 1/4, ... of the chunk, the largest first, so 1/2^(S-1) is left alone after S transfers. Only
 // that edge is cut: the other steps' GEMMs already run beside a transfer, and every extra transfer
@@ -58,9 +58,9 @@ Slice source_rows(const Problem& p, int gathered, int rank, int q) {
 
 // Posts one ring step: its transfers (one, or the edge's pieces) and its GEMMs, in the order --post
 // asks. gemm-first: the GEMMs, then the transfers. comm-first: the first transfer, the GEMMs, then
-// the other pieces: the link has work at once, and the GEMMs do not wait on the host while it
-// posts pieces that queue behind the first anyway (on the host bed, S pieces held the first GEMM
-// of a P = 2 ring back by 40-55 us). Returns the transfers' step indices, in piece order.
+// the other pieces. So the link has work at once, and the GEMMs do not wait on the host while it
+// posts pieces that queue behind the first anyway. On the host bed, S pieces held the first GEMM
+// of a P = 2 ring back by 40-55 us. Returns the transfers' step indices, in piece order.
 std::vector<int> post_ring_step(Plan& plan, Post post, const std::vector<Step>& comms, const std::vector<Step>& mms) {
   std::vector<int> posted;
   if (post == Post::comm_first && !comms.empty()) posted.push_back(plan.push(comms.front()));
@@ -83,8 +83,9 @@ struct Merge {
 // Own chunk into the gathered A, so the gathered output is complete. The rings post it on the GEMM
 // lane right after the own chunk's GEMM: where the link is the slower side that lane waits there
 // for the first received chunk, and the copy (an SM kernel) fills the wait. Posted last on lane 0,
-// it ran beside the last GEMM, the one nothing hides, and made it longer by about its own time
-// (host bed, ag P = 2 M 32768: a 128 us copy, the last GEMM 109 us longer; docs/perf/log-2026-12.md).
+// it ran beside the last GEMM, the one nothing hides, and made it longer by about its own time.
+// On the host bed, ag P = 2 M 32768: a 128 us copy, the last GEMM 109 us longer
+// (docs/perf/log-2026-12.md).
 void copy_own_chunk(Plan& plan, int gathered, int lane) {
   const Slice own = chunk_rows(plan.problem, gathered, plan.rank);
   plan.push(local_step(StepKind::copy, lane, own, {kBufA, 0, own.rows}, -1, plan.rank));
@@ -105,10 +106,10 @@ Plan ag_gemm_sequential(const Problem& p, const PlanOptions& o, int r) {
 }
 
 // S stages; stage s gathers sub-block s of every rank's chunk, then runs one GEMM per other
-// rank's sub-block. This rank's own chunk is here from the start, but its GEMM is cut the same way
-// and sub-block s+1 of it runs beside stage s+1's transfer, posted after it: a transfer that
-// becomes ready while a GEMM that fills the GPU already runs barely moves until that GEMM ends
-// (measured on the host bed, docs/perf/log-2026-12.md), so no GEMM may start ahead of the transfer it hides.
+// rank's sub-block. This rank's own chunk is here from the start, but its GEMM is cut the same way:
+// sub-block s+1 of it runs beside stage s+1's transfer, posted after it. A transfer that becomes
+// ready while a GEMM that fills the GPU already runs barely moves until that GEMM ends (measured on
+// the host bed, docs/perf/log-2026-12.md). So no GEMM may start ahead of the transfer it hides.
 // comm-first posts stage s+1's allgather before stage s's GEMMs.
 //
 //   comm  | ag 0  | ag 1        | ag 2        | ag 3        |

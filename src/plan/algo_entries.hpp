@@ -1,8 +1,8 @@
-// algo_entries.hpp: the --algo list of both command lines (collmm-bench, collmm-sim): its entries
-// (an algorithm, all, auto, or an algorithm with plan options of its own: ring:pieces4h), a row's
-// label (the table's algo column, the JSON's "label"), the rows a list gives for one op, and the
-// file name of a row (--timeline, --save). One parser, so that both tools and the PyTorch ops'
-// `algo` take the same spellings.
+// algo_entries.hpp: the --algo list of both command lines (collmm-bench, collmm-sim). Its entries
+// are an algorithm, all, auto, or an algorithm with plan options of its own (ring:pieces4h). Here
+// too: a row's label (the table's algo column, the JSON's "label"), the rows a list gives for one
+// op, and the file name of a row (--timeline, --save). One parser, so that both tools and the
+// PyTorch ops' `algo` take the same spellings.
 #pragma once
 
 #include <string>

@@ -18,9 +18,9 @@
 //   beside the transfers; --pieces cuts its first GEMM and send), which leaves rank r's summed
 //   block in its rows of C, then the all-gather of the blocks. A block is complete only at the
 //   ring's last step, so one ring leaves that all-gather with no GEMM beside it. --waves W (ring
-//   only; 0 and 1: one wave) runs W waves of M/W rows, each its own ring; the all-gather of wave w
+//   only; 0 and 1: one wave) runs W waves of M/W rows, each its own ring. The all-gather of wave w
 //   travels in wave w+1's sendrecvs (step j also sends block r - j of wave w on to r+1 and
-//   receives block r - j - 1), beside wave w+1's GEMMs, and only the last wave's runs alone:
+//   receives block r - j - 1), beside wave w+1's GEMMs. Only the last wave's runs alone:
 //
 //   gemm  | ring of wave 0     | ring of wave 1     |
 //   comm  |  rs0 ...           |  rs1 + ag0 ...     | ag1 |

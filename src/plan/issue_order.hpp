@@ -1,12 +1,12 @@
 // issue_order.hpp (internal to collmm): the order in which one host thread issues the steps of
-// every rank of a job: the cuda local transport (all ranks emulated in one process) issues in it,
+// every rank of a job. The cuda local transport (all ranks emulated in one process) issues in it,
 // and the simulator's shared issuer predicts that thread's time by walking the same order.
 //
 // Rounds over the ranks in order; in its turn a rank issues its local steps up to its next comm
-// step, then tries that step's group: for a sendrecv, the rank and its partners, transitively, all
-// standing at a sendrecv whose sends to each peer match that peer's receives in number; for a
-// collective, every rank standing at one of that kind. A group is issued whole, member by member
-// in the order it was found. Skipped steps are passed over, not issued.
+// step, then tries that step's group. For a sendrecv, the group is the rank and its partners,
+// transitively, all standing at a sendrecv whose sends to each peer match that peer's receives in
+// number. For a collective, it is every rank standing at one of that kind. A group is issued
+// whole, member by member in the order it was found. Skipped steps are passed over, not issued.
 #pragma once
 
 #include <string>

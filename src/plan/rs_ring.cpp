@@ -12,16 +12,16 @@
 //   add adds the received sum into C. Each rank sends (P-1) blocks, as a reduce-scatter does.
 //   Memory: two receive buffers R (rotating); G is C itself. Where C is shorter than the largest
 //   block (P does not divide M), the rows of G that C cannot hold are computed straight onto the
-//   received sum (GEMM with accumulate), so the extra memory is two chunk buffers in every case.
+//   received sum (GEMM with accumulate). So the extra memory is two chunk buffers in every case.
 //
 // bidir runs two such rings at once in opposite directions, each over one half of every block.
 //
 // --pieces S (ring and bidir): the ring's one exposed GEMM is step 0's, which nothing can run
 // beside: the first send needs the whole partial. Step 0's GEMM is cut into S GEMMs of 1/S of the
-// block's rows and its transfer into S sendrecv steps, piece i going as soon as its GEMM is done,
-// so the first send starts after 1/S of that GEMM (--piece-sizes halving: the pieces are
+// block's rows and its transfer into S sendrecv steps, piece i going as soon as its GEMM is done.
+// So the first send starts after 1/S of that GEMM. With --piece-sizes halving the pieces are
 // 1/2^(S-1), ..., 1/4, 1/2 of the block, the smallest first, so the first send starts after
-// 1/2^(S-1) of it); comm-first posts each piece's send right after its GEMM. The receiver gets the
+// 1/2^(S-1) of it. comm-first posts each piece's send right after its GEMM. The receiver gets the
 // sum in S pieces into the same buffer, and adds it at step 1 as before (its add needs its own
 // step-1 partial, which runs beside those transfers). At P = 2 step 1 is the last step: the pieces
 // are added on the GEMM lane after the last GEMM, all but the last in one add, so only the last

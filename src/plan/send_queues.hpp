@@ -1,6 +1,6 @@
 // send_queues.hpp (internal to collmm): the rule that pairs point-to-point transfers, for
 // everything that walks the plans of several ranks together (the plan checker, the simulator, the
-// cuda local transport): the k-th send from rank r to rank q meets the k-th receive on q from r,
+// cuda local transport). The k-th send from rank r to rank q meets the k-th receive on q from r,
 // k counted in list order. Each link (r, q) queues its sends; each receive takes the next one.
 #pragma once
 

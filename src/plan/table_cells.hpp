@@ -20,8 +20,8 @@ struct Cell {
 
 // One cell per field of the problem, the dtype, one per field of the options. The algo cell holds
 // the row's label (an --algo entry as the user spells it: "ring:pieces4", "auto:ring"; where not
-// given, algo_label of the options), so that rows of one algorithm with other options are told
-// apart; its column is kLabelWidth wide, so that most labels line up.
+// given, algo_label of the options). So rows of one algorithm with other options are told apart.
+// Its column is kLabelWidth wide, so that most labels line up.
 constexpr int kLabelWidth = 18;
 std::vector<Cell> case_cells(const Problem&, const PlanOptions&, Dtype, const std::string& label = "");
 

@@ -1,12 +1,13 @@
-// types.cpp: names of the enums (Op's and Algo's are their tables': plan/ops.cpp,
-// plan/algorithms.cpp), the block split of a dimension over ranks, the field lists' text and
-// order, and the checks every op shares.
+// types.cpp: names of the enums, the plan's and the backend settings' (collmm/backend_options.hpp;
+// Op's and Algo's are their tables': plan/ops.cpp, plan/algorithms.cpp), the block split of a
+// dimension over ranks, the field lists' text and order, and the checks every op shares.
 #include "collmm/types.hpp"
 
 #include <algorithm>
 #include <array>
 #include <tuple>
 
+#include "collmm/backend_options.hpp"
 #include "collmm/ops.hpp"
 #include "collmm/sizes.hpp"
 #include "enum_names.hpp"
@@ -26,6 +27,11 @@ const Names<Dtype> kDtypes{{{Dtype::f64, "f64"},
                             {Dtype::f16, "f16"},
                             {Dtype::bf16, "bf16"},
                             {Dtype::fp8_e4m3, "fp8"}}};
+const Names<Backend> kBackends{{{Backend::cpu, "cpu"}, {Backend::cuda, "cuda"}}};
+const Names<CudaTransport> kTransports{
+    {{CudaTransport::nccl, "nccl"}, {CudaTransport::local, "local"}, {CudaTransport::host, "host"}}};
+const Names<LinkCopy> kLinkCopies{{{LinkCopy::engine, "engine"}, {LinkCopy::sm, "sm"}}};
+const Names<GemmAlgo> kGemmAlgos{{{GemmAlgo::heuristic, "heuristic"}, {GemmAlgo::timed, "timed"}}};
 
 }  // namespace
 
@@ -33,9 +39,17 @@ std::string to_string(Post v) { return kPosts.name(v); }
 std::string to_string(PieceSizes v) { return kPieceSizes.name(v); }
 std::string to_string(BLayout v) { return kLayouts.name(v); }
 std::string to_string(Dtype v) { return kDtypes.name(v); }
+std::string to_string(Backend v) { return kBackends.name(v); }
+std::string to_string(CudaTransport v) { return kTransports.name(v); }
+std::string to_string(LinkCopy v) { return kLinkCopies.name(v); }
+std::string to_string(GemmAlgo v) { return kGemmAlgos.name(v); }
 Post parse_post(const std::string& s) { return kPosts.parse(s, "posting order"); }
 PieceSizes parse_piece_sizes(const std::string& s) { return kPieceSizes.parse(s, "piece sizes"); }
 BLayout parse_b_layout(const std::string& s) { return kLayouts.parse(s, "B layout"); }
+Backend parse_backend(const std::string& s) { return kBackends.parse(s, "backend"); }
+CudaTransport parse_cuda_transport(const std::string& s) { return kTransports.parse(s, "transport"); }
+LinkCopy parse_link_copy(const std::string& s) { return kLinkCopies.parse(s, "link copy"); }
+GemmAlgo parse_gemm_algo(const std::string& s) { return kGemmAlgos.parse(s, "GEMM algorithm choice"); }
 Dtype parse_dtype(const std::string& s) {
   if (s == "fp32") return Dtype::f32;
   if (s == "fp16") return Dtype::f16;

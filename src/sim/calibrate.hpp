@@ -9,8 +9,8 @@
 //   double fit_contention(profile, problem, ring, dtype, measured_us);
 //
 // What is fitted:
-//   GEMM: a rate table (GemmModel::table), one point per shape, tflops = 2mnk / t; the per-call
-//         overhead is left 0 (the measured times include it); the dtype's roofline peak is set to
+//   GEMM: a rate table (GemmModel::table), one point per shape, tflops = 2mnk / t. The per-call
+//         overhead is left 0 (the measured times include it). The dtype's roofline peak is set to
 //         the fastest point (used by shapes of other dtypes only if the table lacks them).
 //   link: least squares of t = latency + bytes / bw over the message sizes (intra-node figures;
 //         inter-node too when base.links.ranks_per_node is 0, i.e. one domain).
@@ -80,7 +80,7 @@ struct IssueSample {
 };
 
 // The device operations the host issues for one iteration of `plans` (one per local rank): GEMM
-// launches and others (host_issue.hpp's issue_ops), summed over the ranks when one thread issues
+// launches and others (host_issue.hpp's issue_ops). They are summed over the ranks when one thread issues
 // them all (single_issuer), else those of the rank that issues the most. `us` is left 0.
 IssueSample issue_counts(const std::vector<Plan>& plans, int world, bool single_issuer);
 
@@ -91,14 +91,15 @@ std::vector<double> calibration_sizes(double largest);
 
 // How many times in all `measure` times a message or collective series whose times do not grow
 // with the size (where the fits need them to: flat_times_ok false) before it leaves the series to
-// fit_profile's refusal. Load on the machine only adds time (a rank preempted while its peer waits
-// costs a scheduler slice, 4-8 ms on the 2-core CI machine, whatever the size), so each size keeps
-// its least time over the rounds: the lower envelope, which load cannot raise once one round ran clean.
+// fit_profile's refusal. Load on the machine only adds time: a rank preempted while its peer waits
+// costs a scheduler slice, 4-8 ms on the 2-core CI machine, whatever the size. So each size keeps
+// its least time over the rounds: the lower envelope, which load cannot raise once one round ran
+// clean.
 constexpr int kCalibrationRounds = 4;
 
 // Called before each round of a message or collective series (what: "message", "allgather" or
-// "reduce_scatter"; round: 1..kCalibrationRounds), so that a front end can say when a series is
-// timed again and time the extra rounds' runs by their least rather than their median.
+// "reduce_scatter"; round: 1..kCalibrationRounds). So a front end can say when a series is timed
+// again, and time the extra rounds' runs by their least rather than their median.
 using RoundHook = std::function<void(const char* what, int round)>;
 
 // Throws UsageError for a spec without shapes or with a single size (messages, collectives).
@@ -108,9 +109,9 @@ using RoundHook = std::function<void(const char* what, int round)>;
 // do not grow with the size is timed again (kCalibrationRounds above; `again` told before each round).
 CalibrationTimes measure(const CalibrationSpec&, const GemmTimer&, const CommTimer&, const CollectiveTimer& = {},
                          const AddTimer& = {}, const IssueTimer& = {}, const RoundHook& again = {});
-// Whether the link and collective fits accept times that do not grow with the size: where a host
-// issue cost is measured (or the base profile has one), the times are the device's share of a
-// transfer the host paced, a flat latency.
+// Whether the link and collective fits accept times that do not grow with the size. They do where a
+// host issue cost is measured (or the base profile has one): the times are then the device's share
+// of a transfer the host paced, a flat latency.
 bool flat_times_ok(const CalibrationSpec&, const HostCost& measured);
 // Throws std::runtime_error when a time is not positive or link or collective times do not grow
 // with the size (unless flat_times_ok), naming the times.
@@ -121,7 +122,7 @@ Profile calibrate_to_file(const CalibrationSpec&, const GemmTimer&, const CommTi
                           const CollectiveTimer& = {}, const AddTimer& = {}, const IssueTimer& = {});
 
 // Host issue cost from whole iterations whose mixes of GEMMs and other operations differ: least
-// squares of us = gemms x gemm_issue_us + others x issue_us; where the two cannot be told apart
+// squares of us = gemms x gemm_issue_us + others x issue_us. Where the two cannot be told apart
 // (mixes nearly proportional, or a figure <= 0), one figure for both: the total wall over all
 // operations. {0, 0}: no samples.
 HostCost fit_issue(const std::vector<IssueSample>&);

@@ -1,6 +1,6 @@
-// json_file.hpp: a JSON file that a user can edit (a profile, a tuning cache), read: its text
-// parsed with the place of the first error, its depth bounded (kMaxJsonDepth), values in messages
-// cut short (json_brief), and nlohmann's error texts without their codes
+// json_file.hpp: a JSON file that a user can edit (a profile, a tuning cache), read. Its text is
+// parsed with the place of the first error, its depth bounded (kMaxJsonDepth), and values in
+// messages cut short (json_brief). nlohmann's error texts lose their codes
 // ("[json.exception.type_error.302] "), so that a refusal reads as a sentence about the file.
 #pragma once
 
@@ -25,9 +25,9 @@ inline std::string json_error_text(const nlohmann::json::exception& e) {
 }
 
 // One SAX pass over a JSON text before it is parsed into values (nlohmann's parser itself is
-// iterative, but printing or freeing a value recurses): the first place nested deeper than
-// kMaxJsonDepth and the first key given twice in one object (nlohmann keeps the last of two keys
-// silently), each as its path ("entries[0].algo"), and the parse error's text.
+// iterative, but printing or freeing a value recurses). It finds the first place nested deeper
+// than kMaxJsonDepth and the first key given twice in one object (nlohmann keeps the last of two
+// keys silently), each as its path ("entries[0].algo"), and the parse error's text.
 class JsonFileChecks : public nlohmann::json_sax<nlohmann::json> {
  public:
   const std::string& too_deep() const { return too_deep_; }

@@ -1,9 +1,10 @@
 // measured_choice.hpp: an `auto` that measures. The cost model's choice (tuning.hpp) is the
-// start: its best few candidates (predicted within `margin` of the best, at most `max_candidates`,
-// the pick itself and sequential always among them) are timed on the real inputs the first time a shape runs, and the
-// fastest (a tie within 1% to the fewest host steps: pick_measured) runs from then on. Every
-// process takes the same decision: a candidate's time is the slowest process's, agreed through the
-// HostComm, so a rank whose clock or load differs cannot pick another plan than its peers.
+// start. Its best few candidates (predicted within `margin` of the best, at most `max_candidates`,
+// the pick itself and sequential always among them) are timed on the real inputs the first time a
+// shape runs. The fastest (a tie within 1% to the fewest host steps: pick_measured) runs from then
+// on. Every process takes the same decision: a candidate's time is the slowest process's, agreed
+// through the HostComm. So a rank whose clock or load differs cannot pick another plan than its
+// peers.
 //
 //   choice   = choose(problem, dtype, profile, cache)           // the model's (or the cache's) pick
 //   to_time  = candidates_to_time(choice, settings)            // <= max_candidates, the pick and sequential in
@@ -11,9 +12,9 @@
 //   run measured.options; record tuning_entries(...) into the cache (source "auto")
 //
 // The cost of the first call of a shape: for each timed candidate, its plan prepared once, then
-// `warmup` + `iters` runs (default 1 + 3, at most 4 candidates: 16 runs); then, only where two or
+// `warmup` + `iters` runs (default 1 + 3, at most 4 candidates: 16 runs). Then, only where two or
 // more candidates came within 5% of the fastest, those again in up to 2 more passes (at most 32
-// runs more, 8 with two close candidates); a few small exchanges between the processes. Later
+// runs more, 8 with two close candidates). A few small exchanges between the processes. Later
 // calls of the shape run the pick at once.
 #pragma once
 
@@ -59,11 +60,11 @@ bool needs_measuring(const Choice&, const MeasureSettings&);
 // runs. Collective: every process calls it for the same candidate at the same point.
 using TimeCandidate = std::function<double(const PlanOptions&, int warmup, int iters)>;
 
-// Times every candidate (collective; the candidates must be the same on every process: checked
-// first, a UsageError on every process when they differ), agrees each one's time as the slowest
-// process's, runs the runoff among the close ones (MeasureSettings) and picks the fastest (a tie to
-// the fewest host steps). Every decision rests on agreed times: every process returns the same
-// MeasuredChoice.
+// Times every candidate and agrees each one's time as the slowest process's. Collective: the
+// candidates must be the same on every process (checked first, a UsageError on every process when
+// they differ). Then it runs the runoff among the close ones (MeasureSettings) and picks the
+// fastest (a tie to the fewest host steps). Every decision rests on agreed times: every process
+// returns the same MeasuredChoice.
 MeasuredChoice measure_choice(const std::vector<Alternative>& candidates, const TimeCandidate& time, HostComm& host,
                               const MeasureSettings& settings);
 
@@ -79,9 +80,9 @@ nlohmann::json to_json(const Choice&);
 Choice choice_from_json(const nlohmann::json&);
 
 // The per-process memory of auto's decisions, keyed by the problem and dtype (ProblemKey), and the
-// whole decision on its first call: process 0's choose() (with the tuning cache at `cache_path`
-// when it names a file that exists) shared with every process, then, where needs_measuring, the
-// candidates timed (measure_choice) and, with a cache path, recorded into it by process 0
+// whole decision on its first call. Process 0's choose() (with the tuning cache at `cache_path`
+// when it names a file that exists) is shared with every process. Then, where needs_measuring, the
+// candidates are timed (measure_choice) and, with a cache path, recorded into it by process 0
 // (update_tuning_cache). Collective on a shape's first call; later calls only look it up.
 class AutoChooser {
  public:

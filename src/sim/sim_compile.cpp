@@ -1,6 +1,6 @@
-// sim_compile.cpp: turning Plans into the engine's compact form: each step's nominal time from the
-// cost model, its waits and lane, its messages (the k-th send r -> q matched with the k-th receive
-// on q from r) and its collective (the k-th of every rank), with the checks that they agree.
+// sim_compile.cpp: turning Plans into the engine's compact form. Each step gets its nominal time
+// from the cost model, its waits and its lane. Its messages (the k-th send r -> q matched with the
+// k-th receive on q from r) and its collective (the k-th of every rank) are checked to agree.
 #include <map>
 #include <set>
 #include <sstream>

@@ -1,9 +1,9 @@
 // sim_engine.cpp: the event loop. Activities (local steps, messages, collectives) have a remaining
-// nominal time and a speed (1, or 1/slowdown under SM contention); the heap holds their end
-// times, and an activity whose speed changes gets a new version and a new heap entry (the old one
-// is skipped when it surfaces). Steps start when their lane is free, their waits are done and the
-// host has issued them (a wake activity brings a ready step back at its issue time), the
-// earlier-listed first; see collmm/sim.hpp for the rules.
+// nominal time and a speed (1, or 1/slowdown under SM contention). The heap holds their end
+// times. An activity whose speed changes gets a new version and a new heap entry (the old one is
+// skipped when it surfaces). Steps start when their lane is free, their waits are done and the host
+// has issued them (a wake activity brings a ready step back at its issue time), the earlier-listed
+// first; see collmm/sim.hpp for the rules.
 #include <algorithm>
 #include <stdexcept>
 

@@ -1,6 +1,6 @@
 // sim_host.cpp: the host's side of the simulation (Profile::host): when each step has been
 // enqueued on its device. The host never waits for the device (every call the executors make while
-// issuing an iteration is asynchronous), so the issue times follow from the plans alone and are
+// issuing an iteration is asynchronous). So the issue times follow from the plans alone and are
 // worked out before the event loop; the engine then starts no step before its issued_us.
 //   one issuer per rank: the rank's steps in list order, issue_cost_us(issue_ops(step)) each;
 //   shared: one issuer for every rank, in the order the cuda local transport issues in

@@ -9,10 +9,10 @@
 // The candidates are auto_candidates (collmm/algorithms.hpp: each algorithm's row says its own).
 // Every candidate is simulated (collmm/sim.hpp); the model's pick is the fastest. When the cache
 // holds measurements of this exact (op, M, N, K, P, B layout, dtype), the pick is the fastest
-// measured configuration instead (source "measured"; within 1% of it, the one of fewest host steps:
-// pick_measured), whatever the model says. With one rank the
-// only candidate is the ring: nothing to overlap, and its one step is the plain GEMM on A
-// (measured on the H200 through the PyTorch op: sequential's local gather copy cost 4-9%).
+// measured configuration instead, whatever the model says. That is source "measured"; within 1%
+// of it, the one of fewest host steps (pick_measured). With one rank the only candidate is the
+// ring: nothing to overlap, and its one step is the plain GEMM on A (measured on the H200 through
+// the PyTorch op: sequential's local gather copy cost 4-9%).
 //
 // The cache file (JSON): {"entries": [{"op": "ag_gemm", "m": 8192, "n": 8192, "k": 8192,
 //   "world_size": 8, "b_layout": "kn", "dtype": "bf16", "algo": "ring", "stages": 0, "post": "comm-first",
@@ -63,9 +63,9 @@ struct TuningCache {
   void record(const TuningEntry&);
 };
 // The cache file (tuning_cache.cpp). Every entry is checked: a known op, B layout and dtype, sizes
-// and P within their fields' ranges, plan options that plan_options_from_json accepts, a time > 0;
-// a bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ..."), text that
-// is not JSON one naming the place ("... is not valid JSON: parse error at line 2, column 1: ...").
+// and P within their fields' ranges, plan options that plan_options_from_json accepts, a time > 0.
+// A bad one is a UsageError naming the file and the entry ("tuning cache F: entry 3: ..."). Text
+// that is not JSON is one naming the place ("... is not valid JSON: parse error at line 2, ...").
 // An empty file (no bytes, or white space only) is an empty cache, as a missing one is.
 TuningCache parse_tuning_cache(const std::string& text, const std::string& path);
 TuningCache load_tuning_cache(const std::string& path);  // throws UsageError on a bad or unreadable file

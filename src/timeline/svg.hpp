@@ -1,8 +1,8 @@
 // svg.hpp: one iteration's Timeline (measured or predicted) as an SVG picture that opens in
-// a browser: a row per rank and lane ("r comm": sendrecv, collectives, adds and copies; "r gemm":
-// GEMMs, "r gemm L" when there are several GEMM lanes), one box per executed step coloured by
-// kind with its chunk number on it (where the box is wide enough to hold it; every box also
-// carries a hover <title> with kind, step, chunk and times), a legend, a time axis in
+// a browser. It has a row per rank and lane ("r comm": sendrecv, collectives, adds and copies;
+// "r gemm": GEMMs, "r gemm L" when there are several GEMM lanes). One box per executed step is
+// coloured by kind, with its chunk number on it where the box is wide enough to hold it. Every box
+// also carries a hover <title> with kind, step, chunk and times. Then a legend, a time axis in
 // microseconds with ticks, and a title naming op, algorithm and P. The same data as the Chrome
 // trace (collmm/chrome_trace.hpp).
 //

@@ -15,7 +15,7 @@ namespace collmm {
 namespace {
 
 // Names as typed; turned into enums after parsing, so that the messages come from the parse_*
-// functions (types.cpp, backend_options.cpp).
+// functions (plan/types.cpp).
 struct Names {
   std::vector<std::string> algo{"all"};  // --algo's comma list, split by CLI11
   std::string op = "all", dtype = "f32", post = "comm-first", b_layout = "kn", auto_measure = "on",

@@ -1,9 +1,9 @@
-// device_vs_gemm.cpp: collmm-device-vs-gemm, a diagnostic for the GPU machine (not a test):
+// device_vs_gemm.cpp: collmm-device-vs-gemm, a diagnostic for the GPU machine (not a test). It sets
 // collmm::DeviceMatmul at one rank (ag_gemm ring, bf16, M N K) against the GEMM alone, side by side
-// in one process on the same buffers: each round replays, in turn, the call captured in a CUDA graph
-// without and with the gathered A, the engine's one GEMM (cuBLASLt, heuristic, 32 MiB workspace)
-// and cublasGemmEx (what torch.matmul runs by default, with torch's 32 MiB workspace), each timed
-// with CUDA events; medians over the rounds after warm-up.
+// in one process on the same buffers. Each round replays, in turn: the call captured in a CUDA
+// graph without and with the gathered A; the engine's one GEMM (cuBLASLt, heuristic, 32 MiB
+// workspace); cublasGemmEx (what torch.matmul runs by default, with torch's 32 MiB workspace). Each
+// is timed with CUDA events; medians over the rounds after warm-up.
 //   collmm-device-vs-gemm [M N K [ROUNDS]]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -1,9 +1,11 @@
-// gemm_bench.cpp: collmm-gemm-bench, the compute side of a ring: the P chunk GEMMs
-// of M/P rows of one rank (each written into its rows of C) against one whole GEMM of the same
-// total size, bf16, random data, on 1 or 2 lanes (streams), with cuBLASLt's heuristic or the
-// timed algorithm choice; and the fewer, larger GEMMs of an ag_gemm ring rank with --merge. All variants of one shape
-// are timed interleaved (one run of each in turn, CUDA events, median over the rounds after warm-up), so clock and
-// power drift hits them alike. (The engine against torch.matmul is gemm_vs_torch.py, through gemm_c_api.cpp.) Usage:
+// gemm_bench.cpp: collmm-gemm-bench, the compute side of a ring. It sets the P chunk GEMMs of M/P
+// rows of one rank (each written into its rows of C) against one whole GEMM of the same total size.
+// bf16, random data, on 1 or 2 lanes (streams), with cuBLASLt's heuristic or the timed algorithm
+// choice.
+// With --merge, the fewer, larger GEMMs of an ag_gemm ring rank too. All variants of one shape are
+// timed interleaved (one run of each in turn, CUDA events, median over the rounds after warm-up),
+// so clock and power drift hits them alike. (The engine against torch.matmul is gemm_vs_torch.py,
+// through gemm_c_api.cpp.) Usage:
 // collmm-gemm-bench [--reps N] [--csv FILE]
 #include <algorithm>
 #include <cstdio>

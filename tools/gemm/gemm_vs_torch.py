@@ -1,6 +1,6 @@
 """gemm_vs_torch.py: the collmm GEMM engine (libcollmm_gemm_c.so, through ctypes) against
 torch.matmul, side by side in one process: bf16, row-major, same tensors, same stream, random
-data in +-[0.1, 1]; each round times one torch.matmul and one engine GEMM (heuristic, then timed
+data in +-[0.1, 1]. Each round times one torch.matmul and one engine GEMM (heuristic, then timed
 algorithm choice) with CUDA events; medians over the rounds after warm-up. Also checks that the
 engine's C matches torch's. Usage: python3 gemm_vs_torch.py LIB.so CSV [ROUNDS]"""
 import ctypes, sys

@@ -1,5 +1,5 @@
 // main.cpp: collmm-sim, the predicted side of collmm-bench. It runs the same plans through the
-// cost model (collmm/sim.hpp) for any P up to 1024 and prints the predicted table; it can draw the
+// cost model (collmm/sim.hpp) for any P up to 1024 and prints the predicted table. It can draw the
 // predicted timeline (SVG), write it as a Chrome trace and as JSON, and show what --algo auto
 // would pick (src/sim/tuning.hpp).
 //
@@ -67,8 +67,10 @@ double check_auto_size(const Problem& p, Dtype dtype, const TuningCache* cache) 
 }
 
 // The simulator walks every step of every rank's plan (simulated_steps, collmm/algorithms.hpp);
-// bounded so that every run ends in seconds.
+// bounded so that every run ends in seconds. Options out of their ranges are refused first
+// (validate), so that a hint never names a count beyond its option's range.
 void check_simulated_size(const Problem& p, const PlanOptions& x) {
+  validate(p, x);
   const double steps = simulated_steps(p, x);
   if (steps <= kMaxSimulatedSteps) return;
   PlanOptions one = x;  // one stage or wave: the steps each adds

@@ -14,9 +14,9 @@ projections run collmm's collective matmuls, switched on with one flag:
 - trainer.py: torchtitan's Trainer with collmm's sequence split and trace of a step.
 - config_registry.py: the configs that ``--module collmm.torchtitan --config ...`` loads.
 
-Beyond torchtitan's own dist_gemm: any seq_len at any TP degree, a bias on w1/w3 (and q/k/v),
-separate or fused QKV, the layers without sequence parallelism (GEMM + all-reduce), CPU (gloo) as
-well as CUDA, no workspace shared between calls, and collmm's trace. Requires torchtitan 0.3.0,
+Beyond torchtitan's own dist_gemm: any seq_len at any TP degree, a bias on w1/w3 (and q/k/v), and
+separate or fused QKV. Also the layers without sequence parallelism (GEMM + all-reduce), CPU (gloo)
+as well as CUDA, no workspace shared between calls, and collmm's trace. Requires torchtitan 0.3.0,
 whose layers get [B, S_r, D] activations (later versions flatten them).
 """
 import torchtitan as _torchtitan

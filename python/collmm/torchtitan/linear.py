@@ -10,6 +10,7 @@ name. Over R ranks, with M rows of sequence-major tokens split any way (rank r h
     LinearAllReduce     x [M, K_r], w [N, K_r] -> y [M, N]     y = sum_q x_q @ w_q.T + b (no SP)
 
 Backward, each through collmm's ops:
+
     AllGatherLinear(Multi)  dx = reduce_scatter(cat(dy_i) @ cat(w_i))   (this rank's M_r rows back)
                             dw_i = (all_gather(x_k.T) @ dy_i).T           (x_k: the K-block r of the
                                                                           gathered x, kept from forward)

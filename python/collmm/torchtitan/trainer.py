@@ -6,8 +6,8 @@ the sequence as collmm's layers do (any S % TP): this Trainer hands the model th
 (Llama3Config.sequence_parallel) and keeps torchtitan's check away from that case alone.
 
 ``--collmm.trace_step N`` records step N with ``collmm.trace`` (every collmm call of the forward
-and backward, labelled by module): DUMP_FOLDER/collmm_trace/step<N>.json (Chrome trace),
-.txt (one row per call: op, algo, M N K, time, hidden%) and an SVG per call, on global rank 0.
+and backward, labelled by module). On global rank 0 it writes DUMP_FOLDER/collmm_trace/step<N>.json
+(Chrome trace), .txt (one row per call: op, algo, M N K, time, hidden%) and an SVG per call.
 """
 import os
 from dataclasses import dataclass, field
